@@ -1,0 +1,105 @@
+# mcp-sandbox: one binary, a static library under it, and the test tiers.
+#
+#   make run     install missing Debian packages, build, start the server
+#   make test    install test dependencies, build, run every tier (ends "N passed, N failed")
+#   make         build only (BUILD=dir to build elsewhere, SAN=address,undefined for sanitizers)
+
+BUILD   ?= build
+CC      ?= gcc
+SAN     ?=
+OPT     ?= -O2 -g
+VERSION := 0.1.0
+
+PKGS     := jansson libseccomp libmicrohttpd sqlite3
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror=implicit-function-declaration -Wshadow -Wstrict-prototypes \
+        -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
+CFLAGS_ALL := -std=c17 -D_GNU_SOURCE -D_FORTIFY_SOURCE=3 $(OPT) $(WARN) $(WERROR) \
+              -fno-strict-aliasing -fstack-protector-strong -Isrc -Isrc/lib \
+              -DSBX_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+ifneq ($(SAN),)
+CFLAGS_ALL += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -U_FORTIFY_SOURCE
+LDFLAGS_ALL += -fsanitize=$(SAN)
+endif
+LDLIBS_ALL := $(PKG_LIBS) -lpthread
+
+LIB_SRCS := $(sort $(wildcard src/lib/*.c src/jail/*.c src/service/*.c src/protocol/*.c \
+                              src/transport/*.c src/cli/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+RUNTIME_FILES := $(sort $(wildcard runtime/python/*.py))
+RUNTIME_OBJS := $(RUNTIME_FILES:%=$(BUILD)/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+all: $(BUILD)/mcp-sandbox $(BUILD)/tests/probe $(UNIT_BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+# Runtime drivers are embedded into the binary so that no install path can go stale.
+$(BUILD)/runtime/%.o: runtime/%
+	@mkdir -p $(dir $@)
+	ld -r -z noexecstack -b binary -o $@ $<
+
+$(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/mcp-sandbox: $(BUILD)/src/main.o $(BUILD)/libmcpsbx.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+# The probe is static so that it runs inside a sandbox with nothing but itself.
+$(BUILD)/tests/probe: tests/integration/probe.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -static -o $@ $<
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libmcpsbx.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libmcpsbx.a $(LDFLAGS_ALL) $(LDLIBS_ALL) -lcmocka
+
+# libFuzzer targets (clang): a short bounded run is part of `make test`, longer with `make fuzz`.
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BUILD := build-fuzz
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang SAN=address,undefined \
+	    EXTRA_CFLAGS=-fsanitize=fuzzer-no-link $(FUZZ_BUILD)/libmcpsbx.a
+	@for f in $(FUZZ_SRCS); do \
+	  b=$(FUZZ_BUILD)/$$(basename $$f .c); \
+	  clang -std=c17 -D_GNU_SOURCE -g -O1 -Isrc -Isrc/lib $(PKG_CFLAGS) \
+	    -fsanitize=fuzzer,address,undefined -o $$b $$f $(FUZZ_BUILD)/libmcpsbx.a $(LDLIBS_ALL) || exit 1; \
+	done
+FUZZ_SECONDS ?= 600
+fuzz: fuzz-build
+	@for b in $(FUZZ_BINS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$(basename $$b); \
+	  $$b -max_total_time=$(FUZZ_SECONDS) $(FUZZ_BUILD)/corpus/$$(basename $$b) tests/fuzz/seeds/$$(basename $$b) || exit 1; \
+	done
+
+run:
+	@scripts/install-deps.sh
+	@$(MAKE) --no-print-directory -s all
+	@exec scripts/start-server.sh
+
+test:
+	@scripts/install-deps.sh --test
+	@$(MAKE) --no-print-directory -s all WERROR=-Werror
+	@exec tests/run-all.sh
+
+bench:
+	@exec bench/run
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-* 
+
+.PHONY: all run test bench fuzz fuzz-build format format-check clean
+-include $(LIB_OBJS:.o=.d) $(BUILD)/src/main.d

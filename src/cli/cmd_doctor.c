@@ -1,0 +1,10 @@
+/* Placeholder: replaced by the work that owns this subcommand. */
+#include "cli.h"
+
+int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx)
+{
+    (void)argc;
+    (void)argv;
+    (void)ctx;
+    return cli_usage_error("'doctor' is not built yet");
+}

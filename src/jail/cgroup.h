@@ -1,0 +1,51 @@
+/* Resource limits through cgroups, behind one interface with a v2 (delegated subtree) and a
+ * v1 (memory, pids, cpu, cpuacct) backend. Groups are created only beneath the server's own
+ * cgroup as read from /proc/self/cgroup, never at the top of a hierarchy others own. */
+#ifndef SBX_JAIL_CGROUP_H
+#define SBX_JAIL_CGROUP_H
+
+#include "err.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cgroup_backend_kind {
+    CGROUP_BACKEND_NONE = 0, /* nothing writable: limits fall back to rlimits */
+    CGROUP_BACKEND_V1,
+    CGROUP_BACKEND_V2,
+};
+
+struct cgroup_limits {
+    uint64_t memory_bytes; /* memory.max / memory.limit_in_bytes; swap pinned to 0 */
+    uint32_t cpu_millicpus; /* cpu.max / cfs_quota_us over a 100 ms period */
+    uint32_t pids;          /* pids.max */
+};
+
+struct cgroup_usage {
+    uint64_t memory_current_bytes;
+    uint64_t memory_peak_bytes;
+    uint64_t cpu_usage_ns;
+    uint32_t pids_current;
+    bool oom_killed; /* the OOM killer fired inside this group */
+};
+
+struct sbx_cgroup;
+
+/* Which backend is usable by this process (probed once). why gets a hint when NONE. */
+enum cgroup_backend_kind cgroup_backend(const char **why);
+
+/* Create a group named name (unique per sandbox) with lim applied. */
+int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_cgroup **out,
+                  struct sbx_err *err);
+/* Move pid into the group (before it execs anything untrusted). */
+int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* Open an fd of the v2 group directory for clone3(CLONE_INTO_CGROUP), or -1 on v1. */
+int cgroup_dirfd(struct sbx_cgroup *cg);
+int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
+/* Kill every process in the group (v2 cgroup.kill; v1 freeze then SIGKILL each listed pid). */
+int cgroup_kill_all(struct sbx_cgroup *cg);
+/* Remove the group (killing what is left first). Frees cg. */
+int cgroup_destroy(struct sbx_cgroup *cg);
+
+#endif

@@ -1,0 +1,36 @@
+/* Kernel features, probed once and cached. `doctor` prints them; the jail refuses a sandbox
+ * whose required layer is missing unless isolation.allow_degraded is set. */
+#ifndef SBX_JAIL_FEATURES_H
+#define SBX_JAIL_FEATURES_H
+
+#include <stdbool.h>
+
+enum feature_id {
+    FEAT_USERNS = 0,
+    FEAT_NS_PID,
+    FEAT_NS_MNT,
+    FEAT_NS_NET,
+    FEAT_NS_IPC,
+    FEAT_NS_UTS,
+    FEAT_NS_CGROUP,
+    FEAT_SECCOMP,
+    FEAT_CGROUP,
+    FEAT_LANDLOCK,
+    FEAT_OPENAT2,
+    FEAT_CLONE3,
+    FEAT_PIDFD,
+    FEAT__COUNT,
+};
+
+struct feature_status {
+    const char *name;   /* "user namespaces", "seccomp-bpf", ... */
+    bool available;
+    bool required;      /* the default profile needs it */
+    char detail[160];   /* "ABI 7", "v1: memory pids cpu cpuacct writable", ... */
+    char hint[200];     /* how to enable it when missing */
+};
+
+/* Probe (first call) and return the cached table of FEAT__COUNT entries. */
+const struct feature_status *features_probe(void);
+
+#endif

@@ -1,0 +1,121 @@
+/* Effective configuration: built-in defaults, then the config file, then MCP_SANDBOX_*
+ * environment variables, then command-line flags. Each value remembers where it came
+ * from so that `mcp-sandbox config --print` can say so. */
+#ifndef SBX_CONFIG_H
+#define SBX_CONFIG_H
+
+#include "err.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SBX_MAX_PROFILES 16
+#define SBX_NAME_MAX     64
+
+enum config_source {
+    CONFIG_SRC_DEFAULT = 0,
+    CONFIG_SRC_FILE,
+    CONFIG_SRC_ENV,
+    CONFIG_SRC_FLAG,
+};
+
+struct string_list {
+    char **items;
+    size_t len;
+};
+
+/* A resource profile: the limits a sandbox gets. Names are data, not code. */
+struct sbx_profile {
+    char name[SBX_NAME_MAX];
+    uint64_t memory_bytes;     /* cgroup memory.max (or RLIMIT_AS fallback) */
+    uint32_t cpu_millicpus;    /* 500 = half a CPU (cpu.max / cfs quota) */
+    uint32_t timeout_ms;       /* wall-clock limit of one execution */
+    uint32_t pids;             /* pids.max (or RLIMIT_NPROC fallback) */
+    uint64_t workspace_bytes;  /* tmpfs size of /workspace */
+    uint64_t workspace_inodes; /* tmpfs nr_inodes of /workspace */
+    uint64_t tmp_bytes;        /* tmpfs size of /tmp */
+    uint64_t fsize_bytes;      /* RLIMIT_FSIZE */
+    uint32_t nofile;           /* RLIMIT_NOFILE */
+    uint64_t stack_bytes;      /* RLIMIT_STACK */
+    bool static_guard;         /* AST guard in the Python driver before running code */
+    char network[16];          /* "none" or "packages" */
+    uint32_t pool_size;        /* warm sandboxes kept ready */
+};
+
+struct sbx_config {
+    /* [server] */
+    char *state_dir;            /* NULL: chosen by the state-dir rules */
+    uint64_t max_message_bytes; /* JSON-RPC message cap, 16 MiB */
+    uint32_t page_size;         /* items per page in list results */
+
+    /* [log] */
+    char *log_file; /* NULL or "-" = stderr */
+    char *log_level;
+
+    /* [isolation] */
+    bool allow_degraded;
+    uint32_t sandbox_uid;  /* uid (and gid) inside the sandbox, 65534 */
+    uint32_t host_uid;     /* host uid it maps to when the server is root, 65534 */
+    char *default_profile; /* "standard" */
+    uint64_t output_cap_bytes; /* captured output per stream, head+tail kept */
+
+    /* [limits] */
+    uint32_t max_sandboxes;
+    uint32_t max_sandboxes_per_owner;
+    uint32_t idle_ttl_s;
+    uint32_t max_lifetime_s;
+    uint32_t max_queue_depth;
+
+    /* [files] */
+    struct string_list upload_roots;
+
+    /* [packages] */
+    char *index_url;
+    struct string_list extra_index_urls;
+    bool only_binary;
+    struct string_list allowed_packages;
+    uint32_t max_install_seconds;
+
+    /* [http] */
+    char *http_listen; /* "127.0.0.1:8080" */
+    struct string_list allowed_hosts;
+    struct string_list allowed_origins;
+    struct string_list cors_origins;
+    char *auth_tokens_file;
+    struct string_list auth_token_hashes; /* "sha256:<hex>" */
+    char *authorization_server;
+    uint64_t http_max_body_bytes;
+    uint32_t http_max_connections;
+    uint32_t http_max_sessions;
+    uint32_t http_session_idle_s;
+
+    /* [profiles.NAME] */
+    struct sbx_profile profiles[SBX_MAX_PROFILES];
+    size_t n_profiles;
+
+    /* Where the file came from, NULL if none was read. */
+    char *loaded_from;
+};
+
+/* Built-in defaults (standard and tight profiles included). */
+void config_init_defaults(struct sbx_config *cfg);
+void config_free(struct sbx_config *cfg);
+
+/* Apply a config file. explicit_path NULL: /etc/mcp-sandbox/config.toml if it exists.
+ * Errors carry "FILE:LINE:COL: message". */
+int config_load_file(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err);
+/* Apply MCP_SANDBOX_* variables from envp (environ if NULL). */
+int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *err);
+/* Set one dotted key ("limits.max_sandboxes", "profiles.tight.memory") from a flag. */
+int config_set(struct sbx_config *cfg, const char *key, const char *value, enum config_source src,
+               struct sbx_err *err);
+/* Load everything in order (defaults, file, env). Flags are applied afterwards by callers. */
+int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err);
+
+const struct sbx_profile *config_profile(const struct sbx_config *cfg, const char *name);
+/* Print effective configuration as TOML, with "# from: default|file|env|flag" per value. */
+void config_print(const struct sbx_config *cfg, FILE *out);
+
+#endif

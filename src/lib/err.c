@@ -1,0 +1,57 @@
+#include "err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void vfill(struct sbx_err *err, int code, const char *fmt, va_list ap)
+{
+    err->code = code;
+    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+}
+
+int sbx_fail(struct sbx_err *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vfill(err, code, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int sbx_fail_errno(struct sbx_err *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vfill(err, code, fmt, ap);
+        va_end(ap);
+        size_t len = strlen(err->msg);
+        snprintf(err->msg + len, sizeof(err->msg) - len, ": %s", strerror(code));
+    }
+    return -1;
+}
+
+int sbx_err_wrap(struct sbx_err *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    char prefix[256];
+    char old[SBX_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof(old));
+    snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    return -1;
+}
+
+void sbx_err_clear(struct sbx_err *err)
+{
+    if (err) {
+        err->code = 0;
+        err->msg[0] = '\0';
+    }
+}

@@ -1,0 +1,172 @@
+#include "util.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+static void oom(void)
+{
+    static const char msg[] = "mcp-sandbox: out of memory\n";
+    ssize_t r = write(2, msg, sizeof(msg) - 1);
+    (void)r;
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom();
+    return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p)
+        oom();
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom();
+    return q;
+}
+
+char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        oom();
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        oom();
+    return s;
+}
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t now_ms(void)
+{
+    return now_ns() / 1000000ull;
+}
+
+uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int read_file_max(const char *path, size_t max, char **out, size_t *out_len)
+{
+    cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t cap = 4096, len = 0;
+    cleanup_free char *buf = xmalloc(cap + 1);
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max)
+                return -EFBIG;
+            cap = cap * 2 > max ? max : cap * 2;
+            buf = xrealloc(buf, cap + 1);
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    if (out_len)
+        *out_len = len;
+    *out = steal_pointer(&buf);
+    return 0;
+}
+
+int write_file_str(const char *path, const char *s)
+{
+    cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return write_all(fd, s, strlen(s));
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -EINVAL;
+    uint64_t mul = 1;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm': case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g': case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*end == 'i' && mul > 1)
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0')
+        return -EINVAL;
+    if (v > UINT64_MAX / mul)
+        return -ERANGE;
+    *out = (uint64_t)v * mul;
+    return 0;
+}

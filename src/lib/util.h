@@ -1,0 +1,79 @@
+/* Scope-based cleanup helpers and small utilities shared by every layer. */
+#ifndef SBX_UTIL_H
+#define SBX_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static inline void cleanup_freep(void *p)
+{
+    free(*(void **)p);
+}
+
+static inline void cleanup_closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+
+static inline void cleanup_fclosep(FILE **f)
+{
+    if (*f)
+        fclose(*f);
+}
+
+#define cleanup_free  __attribute__((cleanup(cleanup_freep)))
+#define cleanup_fd    __attribute__((cleanup(cleanup_closep)))
+#define cleanup_file  __attribute__((cleanup(cleanup_fclosep)))
+
+/* Hand ownership out of a cleanup-tagged variable. */
+static inline void *steal_ptr(void *pp)
+{
+    void **p = pp;
+    void *v = *p;
+    *p = NULL;
+    return v;
+}
+#define steal_pointer(pp) steal_ptr(pp)
+
+static inline int steal_fd(int *fd)
+{
+    int v = *fd;
+    *fd = -1;
+    return v;
+}
+
+/* Allocation that cannot fail silently: abort on OOM, as redis does. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t now_ns(void);
+uint64_t now_ms(void);
+/* Wall clock, milliseconds since the epoch. */
+uint64_t wall_ms(void);
+
+/* Write all of buf, retrying on EINTR/partial writes. Returns 0 or -errno. */
+int write_all(int fd, const void *buf, size_t len);
+/* Read a whole small file into a NUL-terminated buffer (at most max bytes). Returns -errno. */
+int read_file_max(const char *path, size_t max, char **out, size_t *out_len);
+/* Write a string to an existing file (procfs, sysfs, cgroupfs). Returns 0 or -errno. */
+int write_file_str(const char *path, const char *s);
+
+/* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
+int parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,42 @@
+/* The one event loop that owns all service state: epoll for fds, timerfd for deadlines,
+ * signalfd for signals, pidfd for child exits. Single-threaded; the hot path takes no locks. */
+#ifndef SBX_LOOP_H
+#define SBX_LOOP_H
+
+#include "err.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+struct ev_loop;
+struct ev_watch;
+struct ev_timer;
+
+/* events is the epoll mask that fired (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR ...). */
+typedef void (*ev_fd_cb)(struct ev_loop *loop, int fd, uint32_t events, void *data);
+typedef void (*ev_timer_cb)(struct ev_loop *loop, void *data);
+
+int ev_loop_new(struct ev_loop **out, struct sbx_err *err);
+/* Frees the loop; watches and timers still registered are freed too (fds are not closed). */
+void ev_loop_free(struct ev_loop *loop);
+
+/* Watch fd. The returned handle stays valid until ev_unwatch. The loop never closes fd. */
+struct ev_watch *ev_watch(struct ev_loop *loop, int fd, uint32_t events, ev_fd_cb cb, void *data,
+                          struct sbx_err *err);
+int ev_watch_modify(struct ev_watch *w, uint32_t events);
+/* Safe to call from inside any callback, including the watch's own. */
+void ev_unwatch(struct ev_watch *w);
+
+/* One-shot timer after ms milliseconds. Cancel with ev_timer_cancel (safe inside callbacks;
+ * a timer that has fired is freed by the loop after its callback returns, so do not cancel
+ * it from its own callback). */
+struct ev_timer *ev_timer_add(struct ev_loop *loop, uint64_t ms, ev_timer_cb cb, void *data);
+void ev_timer_cancel(struct ev_timer *t);
+
+/* Runs until ev_loop_stop. Returns 0, or -1 on an epoll failure. */
+int ev_loop_run(struct ev_loop *loop);
+void ev_loop_stop(struct ev_loop *loop);
+bool ev_loop_stopping(const struct ev_loop *loop);
+
+#endif

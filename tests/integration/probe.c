@@ -1,0 +1,5 @@
+/* Placeholder: replaced by the isolation work. */
+int main(void)
+{
+    return 0;
+}
