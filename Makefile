@@ -93,10 +93,10 @@ bench:
 	@exec bench/run
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(git ls-files --cached --others --exclude-standard '*.c' '*.h')
 
 format-check:
-	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	clang-format --dry-run --Werror $$(git ls-files --cached --others --exclude-standard '*.c' '*.h')
 
 clean:
 	rm -rf build build-* 

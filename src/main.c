@@ -134,10 +134,10 @@ int main(int argc, char **argv)
         rest[nrest++] = argv[i];
     }
     if (!cmd) {
+        int rc = nrest > 1 ? cli_usage_error("unknown option '%s'", rest[1])
+                           : cli_usage_error("no command given");
         free(rest);
-        if (nrest > 1)
-            return cli_usage_error("unknown option '%s'", rest[1]);
-        return cli_usage_error("no command given");
+        return rc;
     }
 
     struct sbx_err err = {0};

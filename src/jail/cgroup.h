@@ -17,7 +17,7 @@ enum cgroup_backend_kind {
 };
 
 struct cgroup_limits {
-    uint64_t memory_bytes; /* memory.max / memory.limit_in_bytes; swap pinned to 0 */
+    uint64_t memory_bytes;  /* memory.max / memory.limit_in_bytes; swap pinned to 0 */
     uint32_t cpu_millicpus; /* cpu.max / cfs_quota_us over a 100 ms period */
     uint32_t pids;          /* pids.max */
 };

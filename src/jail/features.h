@@ -23,11 +23,11 @@ enum feature_id {
 };
 
 struct feature_status {
-    const char *name;   /* "user namespaces", "seccomp-bpf", ... */
+    const char *name; /* "user namespaces", "seccomp-bpf", ... */
     bool available;
-    bool required;      /* the default profile needs it */
-    char detail[160];   /* "ABI 7", "v1: memory pids cpu cpuacct writable", ... */
-    char hint[200];     /* how to enable it when missing */
+    bool required;    /* the default profile needs it */
+    char detail[160]; /* "ABI 7", "v1: memory pids cpu cpuacct writable", ... */
+    char hint[200];   /* how to enable it when missing */
 };
 
 /* Probe (first call) and return the cached table of FEAT__COUNT entries. */

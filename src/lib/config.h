@@ -56,9 +56,9 @@ struct sbx_config {
 
     /* [isolation] */
     bool allow_degraded;
-    uint32_t sandbox_uid;  /* uid (and gid) inside the sandbox, 65534 */
-    uint32_t host_uid;     /* host uid it maps to when the server is root, 65534 */
-    char *default_profile; /* "standard" */
+    uint32_t sandbox_uid;      /* uid (and gid) inside the sandbox, 65534 */
+    uint32_t host_uid;         /* host uid it maps to when the server is root, 65534 */
+    char *default_profile;     /* "standard" */
     uint64_t output_cap_bytes; /* captured output per stream, head+tail kept */
 
     /* [limits] */

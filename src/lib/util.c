@@ -144,15 +144,18 @@ int parse_size(const char *s, uint64_t *out)
     switch (*end) {
     case '\0':
         break;
-    case 'k': case 'K':
+    case 'k':
+    case 'K':
         mul = 1ull << 10;
         end++;
         break;
-    case 'm': case 'M':
+    case 'm':
+    case 'M':
         mul = 1ull << 20;
         end++;
         break;
-    case 'g': case 'G':
+    case 'g':
+    case 'G':
         mul = 1ull << 30;
         end++;
         break;

@@ -32,9 +32,9 @@ static inline void cleanup_fclosep(FILE **f)
         fclose(*f);
 }
 
-#define cleanup_free  __attribute__((cleanup(cleanup_freep)))
-#define cleanup_fd    __attribute__((cleanup(cleanup_closep)))
-#define cleanup_file  __attribute__((cleanup(cleanup_fclosep)))
+#define cleanup_free __attribute__((cleanup(cleanup_freep)))
+#define cleanup_fd   __attribute__((cleanup(cleanup_closep)))
+#define cleanup_file __attribute__((cleanup(cleanup_fclosep)))
 
 /* Hand ownership out of a cleanup-tagged variable. */
 static inline void *steal_ptr(void *pp)
