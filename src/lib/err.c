@@ -44,7 +44,11 @@ int sbx_err_wrap(struct sbx_err *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof(old));
-    snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    /* Truncation of very long chains is fine: the innermost detail is at the end. */
+    int n = snprintf(err->msg, sizeof(err->msg), "%s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof(err->msg))
+        memcpy(err->msg + n, old, strnlen(old, sizeof(err->msg) - (size_t)n - 1) + 1);
+    err->msg[sizeof(err->msg) - 1] = '\0';
     return -1;
 }
 
