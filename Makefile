@@ -52,9 +52,10 @@ $(BUILD)/mcp-sandbox: $(BUILD)/src/main.o $(BUILD)/libmcpsbx.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # The probe is static so that it runs inside a sandbox with nothing but itself.
-$(BUILD)/tests/probe: tests/integration/probe.c
+PROBE_SRCS := $(sort $(wildcard tests/integration/probe*.c))
+$(BUILD)/tests/probe: $(PROBE_SRCS) tests/integration/probe.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -static -o $@ $<
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -static -o $@ $(PROBE_SRCS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libmcpsbx.a
 	@mkdir -p $(dir $@)
