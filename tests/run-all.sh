@@ -58,6 +58,7 @@ want unit && tier unit tests/tiers/unit.sh "$BUILD"
 want integration && tier integration tests/integration/run.sh "$BUILD"
 want rootless && tier rootless tests/tiers/rootless.sh "$BUILD"
 want e2e && tier e2e tests/tiers/e2e.sh "$BUILD"
+want conformance && tier conformance tests/tiers/conformance.sh "$BUILD"
 want fuzz && tier fuzz tests/tiers/fuzz.sh
 want sanitizers && tier sanitizers tests/tiers/sanitizers.sh
 want bench && [ -x bench/run ] && tier bench tests/tiers/bench-smoke.sh
