@@ -2,6 +2,7 @@
 #include "cgroup.h"
 
 #include <errno.h>
+#include <stddef.h>
 
 enum cgroup_backend_kind cgroup_backend(const char **why)
 {
