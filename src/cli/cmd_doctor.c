@@ -1,10 +1,66 @@
-/* Placeholder: replaced by the work that owns this subcommand. */
+/* `mcp-sandbox doctor`: what this machine offers, layer by layer, with a hint for each gap.
+ * Exits non-zero when the default profile cannot run. */
 #include "cli.h"
+
+#include "jail/features.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <string.h>
+#include <unistd.h>
 
 int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx)
 {
-    (void)argc;
-    (void)argv;
-    (void)ctx;
-    return cli_usage_error("'doctor' is not built yet");
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+        if (c == 'j')
+            json = true;
+        else if (c == 'h') {
+            puts("usage: mcp-sandbox doctor [--json]");
+            return 0;
+        } else
+            return cli_usage_error("doctor: unknown option");
+    }
+    if (optind < argc)
+        return cli_usage_error("doctor: unexpected argument '%s'", argv[optind]);
+
+    const struct feature_status *f = features_probe();
+    bool ok = true;
+    json_t *rows = json_array();
+    if (!json)
+        printf("%-20s %-9s %s\n", "layer", "verdict", "detail / hint");
+    for (int i = 0; i < FEAT__COUNT; i++) {
+        const char *verdict = f[i].available ? "ok" : f[i].required ? "missing" : "fallback";
+        if (!f[i].available && f[i].required && !ctx->cfg.allow_degraded)
+            ok = false;
+        if (json) {
+            json_array_append_new(rows, json_pack("{s:s, s:s, s:b, s:s, s:s}", "layer", f[i].name,
+                                                  "verdict", verdict, "required", f[i].required,
+                                                  "detail", f[i].detail, "hint", f[i].hint));
+        } else {
+            printf("%-20s %-9s %s%s%s\n", f[i].name, verdict, f[i].detail,
+                   f[i].hint[0] ? " -- " : "", f[i].hint);
+        }
+    }
+    const char *mode = geteuid() == 0 ? "root" : "rootless";
+    if (json) {
+        json_t *o =
+            json_pack("{s:o, s:s, s:b, s:b}", "layers", rows, "mode", mode, "default_profile_runs",
+                      ok, "allow_degraded", ctx->cfg.allow_degraded);
+        char *s = json_dumps(o, JSON_INDENT(2));
+        puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        json_decref(rows);
+        printf("\nmode: %s; default profile '%s': %s\n", mode, ctx->cfg.default_profile,
+               ok ? "can run" : "CANNOT run (see the hints above)");
+    }
+    return ok ? 0 : 1;
 }

@@ -1,10 +1,345 @@
-/* Placeholder: replaced by the work that owns this subcommand. */
+/* `mcp-sandbox run`: the engine's own front end. Streams the command's output (or captures
+ * it, bounded, with --json), passes stdin through, enforces the wall-clock limit, and exits
+ * like the command: 124 on timeout, 137 when the OOM killer fired, 128+N on signal N. */
 #include "cli.h"
+
+#include "jail/jail.h"
+#include "lib/log.h"
+#include "lib/outbuf.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+
+static const char run_usage[] =
+    "usage: mcp-sandbox run [--profile NAME] [--memory SIZE] [--cpus N] [--timeout SECONDS]\n"
+    "                       [--pids N] [--workspace-size SIZE] [--json] -- CMD [ARGS...]\n";
+
+struct run_opts {
+    struct sbx_profile profile;
+    bool json;
+};
+
+static int parse_cpus(const char *s, uint32_t *millis)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (!end || *end || v <= 0 || v > 1024)
+        return -1;
+    *millis = (uint32_t)(v * 1000 + 0.5);
+    return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out, uint32_t min, uint32_t max)
+{
+    char *end = NULL;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!end || *end || s[0] == '-' || v < min || v > max)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opts *o, int *cmd_idx)
+{
+    enum { O_PROFILE = 1, O_MEMORY, O_CPUS, O_TIMEOUT, O_PIDS, O_WS, O_JSON, O_HELP };
+    static const struct option opts[] = {
+        {"profile", required_argument, NULL, O_PROFILE},
+        {"memory", required_argument, NULL, O_MEMORY},
+        {"cpus", required_argument, NULL, O_CPUS},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"pids", required_argument, NULL, O_PIDS},
+        {"workspace-size", required_argument, NULL, O_WS},
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *profile = ctx->cfg.default_profile;
+    const char *memory = NULL, *cpus = NULL, *timeout = NULL, *pids = NULL, *ws = NULL;
+    int c;
+    /* "+" stops at the first non-option, so CMD's own flags are never taken for ours. */
+    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        switch (c) {
+        case O_PROFILE:
+            profile = optarg;
+            break;
+        case O_MEMORY:
+            memory = optarg;
+            break;
+        case O_CPUS:
+            cpus = optarg;
+            break;
+        case O_TIMEOUT:
+            timeout = optarg;
+            break;
+        case O_PIDS:
+            pids = optarg;
+            break;
+        case O_WS:
+            ws = optarg;
+            break;
+        case O_JSON:
+            o->json = true;
+            break;
+        case O_HELP:
+            fputs(run_usage, stdout);
+            return 0;
+        default:
+            return cli_usage_error("run: unknown option");
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("run: no command given (usage: run [OPTIONS] -- CMD [ARGS...])");
+    const struct sbx_profile *p = config_profile(&ctx->cfg, profile);
+    if (!p)
+        return cli_usage_error("run: unknown profile '%s'", profile);
+    o->profile = *p;
+    uint64_t v;
+    if (memory && (parse_size(memory, &v) < 0 || v < (16ull << 20)))
+        return cli_usage_error("run: --memory wants a size of at least 16M, e.g. 256M");
+    if (memory)
+        o->profile.memory_bytes = v;
+    if (ws && (parse_size(ws, &v) < 0 || v < (1ull << 20)))
+        return cli_usage_error("run: --workspace-size wants a size of at least 1M");
+    if (ws)
+        o->profile.workspace_bytes = o->profile.fsize_bytes = v;
+    if (cpus && parse_cpus(cpus, &o->profile.cpu_millicpus) < 0)
+        return cli_usage_error("run: --cpus wants a positive number, e.g. 0.5");
+    uint32_t t;
+    if (timeout && parse_u32(timeout, &t, 1, 86400) < 0)
+        return cli_usage_error("run: --timeout wants whole seconds from 1 to 86400");
+    if (timeout)
+        o->profile.timeout_ms = t * 1000;
+    if (pids && parse_u32(pids, &o->profile.pids, 4, 1000000) < 0)
+        return cli_usage_error("run: --pids wants a number from 4 upward");
+    *cmd_idx = optind;
+    return -1;
+}
+
+struct stream {
+    int fd;     /* our read end */
+    int out_fd; /* where to stream (non-json) */
+    struct outbuf buf;
+};
+
+static void pump(struct stream *s, bool json)
+{
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(s->fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            close(s->fd);
+            s->fd = -1;
+            return;
+        }
+        if (json)
+            outbuf_append(&s->buf, chunk, (size_t)n);
+        else if (write_all(s->out_fd, chunk, (size_t)n) < 0)
+            s->buf.total += (size_t)n; /* our reader went away: keep draining the sandbox */
+    }
+}
+
+static json_t *stream_json(struct stream *s)
+{
+    size_t len;
+    char *text = outbuf_render(&s->buf, &len);
+    /* Sandbox output is arbitrary bytes: invalid UTF-8 becomes U+FFFD rather than an error. */
+    json_t *j = json_stringn(text, len);
+    if (!j) {
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)text[i] >= 0x80)
+                text[i] = '?';
+        j = json_stringn(text, len);
+    }
+    free(text);
+    return j ? j : json_string("");
+}
 
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 {
-    (void)argc;
-    (void)argv;
-    (void)ctx;
-    return cli_usage_error("'run' is not built yet");
+    struct run_opts o = {0};
+    int cmd_idx = 0;
+    int rc = parse_args(argc, argv, ctx, &o, &cmd_idx);
+    if (rc >= 0)
+        return rc;
+    signal(SIGPIPE, SIG_IGN);
+
+    int out_pipe[2], err_pipe[2], in_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 ||
+        pipe2(in_pipe, O_CLOEXEC) < 0) {
+        perror("mcp-sandbox: pipe");
+        return 1;
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "run-%d", (int)getpid());
+    struct jail_spec spec = {
+        .profile = &o.profile,
+        .cfg = &ctx->cfg,
+        .argv = &argv[cmd_idx],
+        .stdin_fd = in_pipe[0],
+        .stdout_fd = out_pipe[1],
+        .stderr_fd = err_pipe[1],
+        .name = name,
+    };
+    struct sbx_err err = {0};
+    struct jail *j = NULL;
+    uint64_t t0 = now_ns();
+    if (jail_spawn(&spec, &j, &err) < 0) {
+        fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
+        jail_shutdown();
+        return err.code == ENOENT || err.code == EACCES ? 127 : 125;
+    }
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+    fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
+
+    struct stream streams[2] = {{.fd = out_pipe[0], .out_fd = 1}, {.fd = err_pipe[0], .out_fd = 2}};
+    size_t cap = ctx->cfg.output_cap_bytes;
+    outbuf_init(&streams[0].buf, cap);
+    outbuf_init(&streams[1].buf, cap);
+    int child_in = in_pipe[1];
+    bool stdin_open = true;
+    char inbuf[65536];
+    size_t in_len = 0, in_off = 0;
+    uint64_t deadline = t0 + (uint64_t)o.profile.timeout_ms * 1000000ull;
+    bool timed_out = false, exited = false;
+    int exit_code = -1, term_signal = 0;
+
+    while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0) {
+        struct pollfd pfd[5];
+        int n = 0, i_out = -1, i_err = -1, i_in = -1, i_child = -1, i_pid = -1;
+        if (streams[0].fd >= 0)
+            i_out = n, pfd[n++] = (struct pollfd){streams[0].fd, POLLIN, 0};
+        if (streams[1].fd >= 0)
+            i_err = n, pfd[n++] = (struct pollfd){streams[1].fd, POLLIN, 0};
+        if (stdin_open && child_in >= 0 && in_len == in_off)
+            i_in = n, pfd[n++] = (struct pollfd){0, POLLIN, 0};
+        if (child_in >= 0 && in_len > in_off)
+            i_child = n, pfd[n++] = (struct pollfd){child_in, POLLOUT, 0};
+        if (!exited)
+            i_pid = n, pfd[n++] = (struct pollfd){j->pidfd, POLLIN, 0};
+        uint64_t now = now_ns();
+        int wait_ms = -1;
+        if (!exited)
+            wait_ms = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
+        int r = poll(pfd, (nfds_t)n, wait_ms);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (!exited && !timed_out && now_ns() >= deadline) {
+            timed_out = true;
+            jail_kill(j);
+        }
+        if (r <= 0)
+            continue;
+        if (i_out >= 0 && pfd[i_out].revents)
+            pump(&streams[0], o.json);
+        if (i_err >= 0 && pfd[i_err].revents)
+            pump(&streams[1], o.json);
+        if (i_in >= 0 && pfd[i_in].revents) {
+            ssize_t got = read(0, inbuf, sizeof(inbuf));
+            if (got <= 0) {
+                stdin_open = false;
+                close(child_in);
+                child_in = -1;
+            } else {
+                in_len = (size_t)got;
+                in_off = 0;
+            }
+        }
+        if (i_child >= 0 && pfd[i_child].revents) {
+            ssize_t w = write(child_in, inbuf + in_off, in_len - in_off);
+            if (w < 0 && errno != EAGAIN) {
+                close(child_in); /* the command closed its stdin */
+                child_in = -1;
+                stdin_open = false;
+            } else if (w > 0) {
+                in_off += (size_t)w;
+            }
+        }
+        if (i_pid >= 0 && pfd[i_pid].revents) {
+            if (jail_try_reap(j, &exit_code, &term_signal) == 1) {
+                exited = true;
+                /* Whatever is left in the sandbox died with its init. */
+                if (child_in >= 0) {
+                    close(child_in);
+                    child_in = -1;
+                }
+            }
+        }
+    }
+    uint64_t duration_ns = now_ns() - t0;
+    struct jail_usage usage;
+    jail_read_usage(j, &usage);
+    bool oom = usage.oom_killed && !timed_out;
+
+    int status;
+    if (timed_out)
+        status = 124;
+    else if (oom)
+        status = 137;
+    else if (term_signal)
+        status = 128 + term_signal;
+    else
+        status = exit_code;
+
+    if (o.json) {
+        json_t *rep = json_object();
+        json_object_set_new(rep, "exit_code",
+                            exit_code >= 0 ? json_integer(exit_code) : json_null());
+        json_object_set_new(rep, "signal", json_integer(term_signal));
+        json_object_set_new(rep, "timed_out", json_boolean(timed_out));
+        json_object_set_new(rep, "oom_killed", json_boolean(oom));
+        json_object_set_new(rep, "duration_ms", json_real((double)duration_ns / 1e6));
+        json_object_set_new(rep, "cpu_ms", json_real((double)usage.cpu_ns / 1e6));
+        json_object_set_new(rep, "memory_peak_bytes",
+                            json_integer((json_int_t)usage.memory_peak_bytes));
+        json_object_set_new(rep, "setup_us", json_real((double)j->setup_ns / 1e3));
+        json_object_set_new(rep, "stdout", stream_json(&streams[0]));
+        json_object_set_new(rep, "stderr", stream_json(&streams[1]));
+        json_object_set_new(rep, "stdout_truncated",
+                            json_boolean(outbuf_truncated(&streams[0].buf)));
+        json_object_set_new(rep, "stderr_truncated",
+                            json_boolean(outbuf_truncated(&streams[1].buf)));
+        json_object_set_new(rep, "stdout_bytes", json_integer((json_int_t)streams[0].buf.total));
+        json_object_set_new(rep, "stderr_bytes", json_integer((json_int_t)streams[1].buf.total));
+        json_object_set_new(rep, "limits_backend", json_string(j->limits_backend));
+        json_t *deg = json_array();
+        char *save = NULL;
+        for (char *t = strtok_r(j->degraded, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            json_array_append_new(deg, json_string(t));
+        json_object_set_new(rep, "degraded", deg);
+        char *s = json_dumps(rep, JSON_COMPACT);
+        puts(s);
+        free(s);
+        json_decref(rep);
+    } else if (timed_out) {
+        fprintf(stderr, "mcp-sandbox: timed out after %u s; everything in the sandbox was killed\n",
+                o.profile.timeout_ms / 1000);
+    } else if (oom) {
+        fprintf(stderr, "mcp-sandbox: the OOM killer fired (memory limit %llu bytes)\n",
+                (unsigned long long)o.profile.memory_bytes);
+    }
+    if (j->degraded[0])
+        fprintf(stderr, "mcp-sandbox: DEGRADED: running without %s\n", j->degraded);
+    outbuf_free(&streams[0].buf);
+    outbuf_free(&streams[1].buf);
+    if (child_in >= 0)
+        close(child_in);
+    for (int i = 0; i < 2; i++)
+        if (streams[i].fd >= 0)
+            close(streams[i].fd);
+    jail_destroy(j);
+    jail_shutdown();
+    return status;
 }

@@ -1,53 +1,421 @@
-/* Placeholder: replaced by the work that owns this facility. */
+/* cgroup limits behind one interface. Every group lives beneath this server's own cgroup
+ * (read from /proc/self/cgroup) in a per-server parent, mcp-sandbox.<pid>, which is removed at
+ * shutdown. v2 needs a delegated subtree with memory, pids and cpu enabled; v1 needs the
+ * memory, pids, cpu and cpuacct hierarchies writable. Otherwise the backend is NONE and the
+ * jail falls back to rlimits, saying so. */
 #include "cgroup.h"
 
-#include <errno.h>
-#include <stddef.h>
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+
+#define CGROUP2_MAGIC 0x63677270
+
+enum v1_ctrl { V1_MEMORY, V1_PIDS, V1_CPU, V1_CPUACCT, V1__COUNT };
+static const char *const v1_names[V1__COUNT] = {"memory", "pids", "cpu", "cpuacct"};
+
+struct cgroup_state {
+    bool probed;
+    enum cgroup_backend_kind kind;
+    const char *why;
+    /* v2: the server's parent group; v1: one per controller (co-mounted ones share a path). */
+    char *parent[V1__COUNT];
+    bool parent_made[V1__COUNT];
+};
+
+static struct cgroup_state state;
+
+struct sbx_cgroup {
+    enum cgroup_backend_kind kind;
+    char *dir[V1__COUNT]; /* v2 uses dir[0] only */
+};
+
+/* Find the mount point of a v1 hierarchy carrying ctrl, from /proc/self/mountinfo. */
+static char *v1_mount_of(const char *ctrl)
+{
+    cleanup_file FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return NULL;
+    char line[1024];
+    while (fgets(line, sizeof(line), f)) {
+        char *sep = strstr(line, " - ");
+        if (!sep || strncmp(sep, " - cgroup ", 10) != 0)
+            continue;
+        /* super options are the last field: "rw,memory" */
+        char *opts = strrchr(sep, ' ');
+        if (!opts)
+            continue;
+        opts++;
+        opts[strcspn(opts, "\n")] = '\0';
+        bool has = false;
+        char *save = NULL;
+        for (char *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (strcmp(t, ctrl) == 0)
+                has = true;
+        if (!has)
+            continue;
+        char mnt[512];
+        if (sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1)
+            return xstrdup(mnt);
+    }
+    return NULL;
+}
+
+/* The server's own path in hierarchy ctrl ("" for v2's "0::" line). */
+static char *own_path(const char *ctrl)
+{
+    cleanup_file FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return NULL;
+    char line[1024];
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1;
+        if (ctrl[0] == '\0' ? ctrls[0] == '\0' : false) {
+            return xstrdup(c2 + 1);
+        }
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", ctrls);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (ctrl[0] && strcmp(t, ctrl) == 0)
+                return xstrdup(c2 + 1);
+    }
+    return NULL;
+}
+
+static bool file_has_words(const char *path, const char *const *words, size_t n)
+{
+    char *s = NULL;
+    if (read_file_max(path, 4096, &s, NULL) < 0)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        const char *p = s;
+        size_t wl = strlen(words[i]);
+        bool found = false;
+        while ((p = strstr(p, words[i]))) {
+            if ((p == s || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\n' || p[wl] == '\0')) {
+                found = true;
+                break;
+            }
+            p += wl;
+        }
+        ok = found;
+    }
+    free(s);
+    return ok;
+}
+
+static bool probe_v2(void)
+{
+    struct statfs sf;
+    if (statfs("/sys/fs/cgroup", &sf) < 0 || sf.f_type != CGROUP2_MAGIC)
+        return false;
+    cleanup_free char *own = own_path("");
+    if (!own)
+        return false;
+    cleanup_free char *dir = xasprintf("/sys/fs/cgroup%s", strcmp(own, "/") ? own : "");
+    static const char *const need[] = {"memory", "pids", "cpu"};
+    cleanup_free char *ctl = xasprintf("%s/cgroup.subtree_control", dir);
+    if (!file_has_words(ctl, need, ARRAY_SIZE(need)) || access(dir, W_OK) < 0)
+        return false;
+    state.parent[0] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
+    return true;
+}
+
+static bool probe_v1(void)
+{
+    for (int c = 0; c < V1__COUNT; c++) {
+        cleanup_free char *mnt = v1_mount_of(v1_names[c]);
+        cleanup_free char *own = own_path(v1_names[c]);
+        if (!mnt || !own)
+            return false;
+        cleanup_free char *dir = xasprintf("%s%s", mnt, strcmp(own, "/") ? own : "");
+        if (access(dir, W_OK) < 0)
+            return false;
+        state.parent[c] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
+    }
+    return true;
+}
 
 enum cgroup_backend_kind cgroup_backend(const char **why)
 {
+    if (!state.probed) {
+        state.probed = true;
+        if (probe_v2()) {
+            state.kind = CGROUP_BACKEND_V2;
+        } else if (probe_v1()) {
+            state.kind = CGROUP_BACKEND_V1;
+        } else {
+            for (int c = 0; c < V1__COUNT; c++) {
+                free(state.parent[c]);
+                state.parent[c] = NULL;
+            }
+            state.kind = CGROUP_BACKEND_NONE;
+            state.why = "no writable cgroup: run as root, or delegate a cgroup v2 subtree with "
+                        "memory, pids and cpu enabled (systemd: Delegate=yes)";
+        }
+    }
     if (why)
-        *why = "cgroup backend is not built yet";
-    return CGROUP_BACKEND_NONE;
+        *why = state.why;
+    return state.kind;
+}
+
+static int write_in(const char *dir, const char *file, const char *value)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    return write_file_str(path, value);
+}
+
+static int ensure_parent(int c, struct sbx_err *err)
+{
+    if (state.parent_made[c])
+        return 0;
+    if (mkdir(state.parent[c], 0755) < 0 && errno != EEXIST)
+        return sbx_fail_errno(err, errno, "creating %s", state.parent[c]);
+    if (state.kind == CGROUP_BACKEND_V2) {
+        int r = write_in(state.parent[c], "cgroup.subtree_control", "+memory +pids +cpu");
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "enabling controllers in %s", state.parent[c]);
+    }
+    state.parent_made[c] = true;
+    return 0;
+}
+
+struct limit_row {
+    int ctrl;
+    const char *file;
+    uint64_t value;
+    bool optional;
+};
+
+static int apply_limits(struct sbx_cgroup *cg, const struct cgroup_limits *lim, struct sbx_err *err)
+{
+    char v[64];
+    struct limit_row rows[8];
+    size_t n = 0;
+    uint64_t quota = (uint64_t)lim->cpu_millicpus * 100; /* per 100 ms period */
+    if (cg->kind == CGROUP_BACKEND_V2) {
+        rows[n++] = (struct limit_row){0, "memory.max", lim->memory_bytes, false};
+        rows[n++] = (struct limit_row){0, "memory.swap.max", 0, true};
+        rows[n++] = (struct limit_row){0, "pids.max", lim->pids, false};
+    } else {
+        rows[n++] =
+            (struct limit_row){V1_MEMORY, "memory.limit_in_bytes", lim->memory_bytes, false};
+        /* memsw = memory: no swap beyond the limit (absent when swap accounting is off). */
+        rows[n++] =
+            (struct limit_row){V1_MEMORY, "memory.memsw.limit_in_bytes", lim->memory_bytes, true};
+        rows[n++] = (struct limit_row){V1_MEMORY, "memory.swappiness", 0, true};
+        rows[n++] = (struct limit_row){V1_PIDS, "pids.max", lim->pids, false};
+        if (lim->cpu_millicpus) {
+            rows[n++] = (struct limit_row){V1_CPU, "cpu.cfs_period_us", 100000, false};
+            rows[n++] = (struct limit_row){V1_CPU, "cpu.cfs_quota_us", quota, false};
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(v, sizeof(v), "%llu", (unsigned long long)rows[i].value);
+        int r = write_in(cg->dir[rows[i].ctrl], rows[i].file, v);
+        if (r < 0 && !rows[i].optional)
+            return sbx_fail_errno(err, -r, "setting %s", rows[i].file);
+    }
+    if (cg->kind == CGROUP_BACKEND_V2 && lim->cpu_millicpus) {
+        snprintf(v, sizeof(v), "%llu 100000", (unsigned long long)quota);
+        int r = write_in(cg->dir[0], "cpu.max", v);
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "setting cpu.max");
+    }
+    return 0;
+}
+
+static int nctrl(enum cgroup_backend_kind k)
+{
+    return k == CGROUP_BACKEND_V2 ? 1 : V1__COUNT;
 }
 
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_cgroup **out,
                   struct sbx_err *err)
 {
-    (void)name;
-    (void)lim;
-    *out = NULL;
-    return sbx_fail(err, ENOSYS, "cgroup backend is not built yet");
+    enum cgroup_backend_kind kind = cgroup_backend(NULL);
+    if (kind == CGROUP_BACKEND_NONE)
+        return sbx_fail(err, ENOTSUP, "%s", state.why);
+    struct sbx_cgroup *cg = xcalloc(1, sizeof(*cg));
+    cg->kind = kind;
+    for (int c = 0; c < nctrl(kind); c++) {
+        if (ensure_parent(c, err) < 0)
+            goto fail;
+        cg->dir[c] = xasprintf("%s/%s", state.parent[c], name);
+        if (mkdir(cg->dir[c], 0755) < 0 && errno != EEXIST) {
+            sbx_fail_errno(err, errno, "creating %s", cg->dir[c]);
+            free(cg->dir[c]);
+            cg->dir[c] = NULL;
+            goto fail;
+        }
+    }
+    if (apply_limits(cg, lim, err) < 0)
+        goto fail;
+    *out = cg;
+    return 0;
+fail:
+    cgroup_destroy(cg);
+    return -1;
 }
 
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
-    (void)cg;
-    (void)pid;
-    return sbx_fail(err, ENOSYS, "cgroup backend is not built yet");
+    char v[32];
+    snprintf(v, sizeof(v), "%d", (int)pid);
+    for (int c = 0; c < nctrl(cg->kind); c++) {
+        int r = write_in(cg->dir[c], "cgroup.procs", v);
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "moving the sandbox into %s", cg->dir[c]);
+    }
+    return 0;
 }
 
 int cgroup_dirfd(struct sbx_cgroup *cg)
 {
-    (void)cg;
-    return -1;
+    if (cg->kind != CGROUP_BACKEND_V2)
+        return -1;
+    return open(cg->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static uint64_t read_u64(const char *dir, const char *file)
+{
+    char path[512];
+    char *s = NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (read_file_max(path, 64, &s, NULL) < 0)
+        return 0;
+    uint64_t v = strtoull(s, NULL, 10);
+    free(s);
+    return v;
+}
+
+/* "key value" lines (memory.events, cpu.stat, memory.oom_control). */
+static uint64_t read_keyed(const char *dir, const char *file, const char *key)
+{
+    char path[512];
+    char *s = NULL;
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (read_file_max(path, 8192, &s, NULL) < 0)
+        return 0;
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    for (char *line = s; line && *line;) {
+        if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    free(s);
+    return v;
 }
 
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
 {
-    (void)cg;
-    (void)u;
-    return -ENOSYS;
+    memset(u, 0, sizeof(*u));
+    if (cg->kind == CGROUP_BACKEND_V2) {
+        const char *d = cg->dir[0];
+        u->memory_current_bytes = read_u64(d, "memory.current");
+        u->memory_peak_bytes = read_u64(d, "memory.peak");
+        if (!u->memory_peak_bytes)
+            u->memory_peak_bytes = u->memory_current_bytes;
+        u->cpu_usage_ns = read_keyed(d, "cpu.stat", "usage_usec") * 1000;
+        u->oom_killed = read_keyed(d, "memory.events", "oom_kill") > 0;
+        u->pids_current = (uint32_t)read_u64(d, "pids.current");
+        return 0;
+    }
+    u->memory_current_bytes = read_u64(cg->dir[V1_MEMORY], "memory.usage_in_bytes");
+    u->memory_peak_bytes = read_u64(cg->dir[V1_MEMORY], "memory.max_usage_in_bytes");
+    u->cpu_usage_ns = read_u64(cg->dir[V1_CPUACCT], "cpuacct.usage");
+    u->oom_killed = read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill") > 0;
+    u->pids_current = (uint32_t)read_u64(cg->dir[V1_PIDS], "pids.current");
+    return 0;
+}
+
+/* SIGKILL every pid listed in dir/cgroup.procs: all of them were started by this server. */
+static int kill_listed(const char *dir)
+{
+    char path[512];
+    char *s = NULL;
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    if (read_file_max(path, 1 << 20, &s, NULL) < 0)
+        return 0;
+    int n = 0;
+    for (char *p = s; *p;) {
+        char *end;
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
+            n++;
+        p = end;
+        while (*p == '\n')
+            p++;
+    }
+    free(s);
+    return n;
 }
 
 int cgroup_kill_all(struct sbx_cgroup *cg)
 {
-    (void)cg;
-    return -ENOSYS;
+    if (cg->kind == CGROUP_BACKEND_V2) {
+        if (write_in(cg->dir[0], "cgroup.kill", "1") == 0)
+            return 0;
+        kill_listed(cg->dir[0]);
+        return 0;
+    }
+    kill_listed(cg->dir[V1_PIDS]);
+    return 0;
 }
 
 int cgroup_destroy(struct sbx_cgroup *cg)
 {
-    (void)cg;
-    return 0;
+    if (!cg)
+        return 0;
+    int rc = 0;
+    for (int c = 0; c < nctrl(cg->kind); c++) {
+        if (!cg->dir[c])
+            continue;
+        /* Killed processes leave the group asynchronously: retry briefly. */
+        for (int tries = 0; tries < 200; tries++) {
+            if (rmdir(cg->dir[c]) == 0 || errno == ENOENT)
+                break;
+            if (errno != EBUSY) {
+                rc = -errno;
+                break;
+            }
+            kill_listed(cg->dir[c]);
+            struct timespec ts = {0, 500000};
+            nanosleep(&ts, NULL);
+        }
+        free(cg->dir[c]);
+    }
+    free(cg);
+    return rc;
+}
+
+void cgroup_cleanup_all(void)
+{
+    for (int c = 0; c < V1__COUNT; c++) {
+        if (state.parent_made[c] && state.parent[c])
+            rmdir(state.parent[c]);
+        state.parent_made[c] = false;
+    }
 }

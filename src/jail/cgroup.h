@@ -47,5 +47,7 @@ int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
 int cgroup_kill_all(struct sbx_cgroup *cg);
 /* Remove the group (killing what is left first). Frees cg. */
 int cgroup_destroy(struct sbx_cgroup *cg);
+/* Remove this server's parent groups; call once at shutdown. */
+void cgroup_cleanup_all(void);
 
 #endif

@@ -1,0 +1,462 @@
+/* Orchestration: prepare everything in the parent (seccomp program, cgroup, environment,
+ * identity files), clone into fresh namespaces, map ids, attach the cgroup, then let the child
+ * build its root, drop every privilege and exec. Fails closed: a missing layer refuses the
+ * sandbox unless isolation.allow_degraded is set, and then the result says what is missing. */
+#include "jail.h"
+
+#include "cgroup.h"
+#include "jail_internal.h"
+#include "landlock.h"
+#include "rlimit.h"
+#include "seccomp.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#define NS_FLAGS                                                                                   \
+    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+
+static const char *const step_names[] = {
+    [STEP_SYNC] = "synchronising with the server",
+    [STEP_CGROUP_NS] = "cgroup namespace",
+    [STEP_HOSTNAME] = "uts namespace (hostname)",
+    [STEP_LOOPBACK] = "network namespace (loopback)",
+    [STEP_MOUNTS] = "mount namespace (building the root)",
+    [STEP_PIVOT] = "mount namespace (pivot_root)",
+    [STEP_IDS] = "switching to the sandbox uid",
+    [STEP_CAPS] = "dropping capabilities",
+    [STEP_NO_NEW_PRIVS] = "no_new_privs",
+    [STEP_RLIMITS] = "rlimits",
+    [STEP_LANDLOCK] = "Landlock",
+    [STEP_SECCOMP] = "seccomp",
+    [STEP_FORK] = "starting the workload",
+    [STEP_FDS] = "handing in file descriptors",
+    [STEP_EXEC] = "exec",
+};
+
+static int cap_last_cap(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        char *s = NULL;
+        cached = 40;
+        if (read_file_max("/proc/sys/kernel/cap_last_cap", 64, &s, NULL) == 0)
+            cached = atoi(s);
+        free(s);
+    }
+    return cached;
+}
+
+void jail_child_fail(const struct jail_child_plan *plan, enum jail_step step, int err)
+{
+    struct jail_child_error e = {.step = step, .err = err};
+    ssize_t w = write(plan->err_fd, &e, sizeof(e));
+    (void)w;
+    _exit(127);
+}
+
+static int loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    int r = 0;
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        r = -errno;
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (r == 0 && ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        r = -errno;
+    close(s);
+    return r;
+}
+
+static void child_main(const struct jail_child_plan *plan)
+{
+    char c;
+    enum jail_step step = STEP_SYNC;
+    if (read(plan->sync_fd, &c, 1) != 1)
+        _exit(127); /* the server went away before we were set up */
+    close(plan->sync_fd);
+    /* Become the sandbox uid at once: new inodes (the generated /etc, mount points) need a
+     * mapped fsuid, and host root is deliberately unmapped. Capabilities in the new user
+     * namespace survive, because uid 0 was never mapped there; they are dropped below. */
+    if (setgroups(0, NULL) < 0 && errno != EPERM)
+        jail_child_fail(plan, STEP_IDS, errno);
+    if (setresgid(plan->gid, plan->gid, plan->gid) < 0 ||
+        setresuid(plan->uid, plan->uid, plan->uid) < 0)
+        jail_child_fail(plan, STEP_IDS, errno);
+    /* Unshared only now, after the server moved us into our cgroup, so the sandbox sees its
+     * own cgroup as the root of the hierarchy. */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        jail_child_fail(plan, STEP_CGROUP_NS, errno);
+    if (sethostname("sandbox", 7) < 0)
+        jail_child_fail(plan, STEP_HOSTNAME, errno);
+    int r = loopback_up();
+    if (r < 0)
+        jail_child_fail(plan, STEP_LOOPBACK, -r);
+    r = jail_setup_rootfs(plan, &step);
+    if (r < 0)
+        jail_child_fail(plan, step, -r);
+    /* No controlling terminal, so TIOCSTI has nothing to reach. */
+    if (setsid() < 0)
+        jail_child_fail(plan, STEP_IDS, errno);
+    r = jail_drop_caps(plan->cap_last);
+    if (r < 0)
+        jail_child_fail(plan, STEP_CAPS, -r);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        jail_child_fail(plan, STEP_NO_NEW_PRIVS, errno);
+    r = rlimits_apply(plan->profile, plan->cgroup_active);
+    if (r < 0)
+        jail_child_fail(plan, STEP_RLIMITS, -r);
+    if (plan->want_landlock) {
+        r = landlock_restrict_sandbox();
+        if (r < 0)
+            jail_child_fail(plan, STEP_LANDLOCK, -r);
+    }
+    if (plan->seccomp) {
+        r = seccomp_program_install(plan->seccomp);
+        if (r < 0)
+            jail_child_fail(plan, STEP_SECCOMP, -r);
+    }
+    jail_run_init(plan);
+}
+
+static pid_t clone_sandbox(int *pidfd)
+{
+    struct clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = NS_FLAGS | CLONE_PIDFD;
+    args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    args.exit_signal = SIGCHLD;
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+    if (pid >= 0 || errno != ENOSYS)
+        return pid;
+    /* Kernels before 5.3: clone() stores the pidfd through its parent_tid argument. */
+    return (pid_t)syscall(SYS_clone, NS_FLAGS | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
+}
+
+static int write_id_maps(pid_t pid, uid_t inside, uid_t host_uid, gid_t host_gid, bool rootless)
+{
+    char path[64], line[64];
+    if (rootless) {
+        /* An unprivileged writer must deny setgroups before it may write gid_map. */
+        snprintf(path, sizeof(path), "/proc/%d/setgroups", pid);
+        int r = write_file_str(path, "deny");
+        if (r < 0 && r != -ENOENT)
+            return r;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/gid_map", pid);
+    snprintf(line, sizeof(line), "%u %u 1\n", inside, host_gid);
+    int r = write_file_str(path, line);
+    if (r < 0)
+        return r;
+    snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
+    snprintf(line, sizeof(line), "%u %u 1\n", inside, host_uid);
+    return write_file_str(path, line);
+}
+
+static void add_degraded(struct jail *j, const char *layer)
+{
+    size_t len = strlen(j->degraded);
+    snprintf(j->degraded + len, sizeof(j->degraded) - len, "%s%s", len ? "," : "", layer);
+}
+
+static void build_plan(const struct jail_spec *spec, struct jail_child_plan *plan)
+{
+    const struct sbx_profile *p = spec->profile;
+    uint32_t uid = spec->cfg->sandbox_uid;
+    memset(plan, 0, sizeof(*plan));
+    plan->profile = p;
+    plan->uid = uid;
+    plan->gid = uid;
+    plan->argv = spec->argv;
+    plan->stdio[0] = spec->stdin_fd;
+    plan->stdio[1] = spec->stdout_fd;
+    plan->stdio[2] = spec->stderr_fd;
+    plan->pass_fds = spec->pass_fds;
+    plan->n_pass_fds = spec->n_pass_fds;
+    plan->cap_last = cap_last_cap();
+    snprintf(plan->workspace_opts, sizeof(plan->workspace_opts),
+             "mode=0700,uid=%u,gid=%u,size=%llu,nr_inodes=%llu", uid, uid,
+             (unsigned long long)p->workspace_bytes, (unsigned long long)p->workspace_inodes);
+    snprintf(plan->tmp_opts, sizeof(plan->tmp_opts), "mode=1777,size=%llu,nr_inodes=%llu",
+             (unsigned long long)p->tmp_bytes, (unsigned long long)p->workspace_inodes);
+    snprintf(plan->shm_opts, sizeof(plan->shm_opts), "mode=1777,size=%llu,nr_inodes=1024",
+             (unsigned long long)(p->tmp_bytes / 2));
+    snprintf(plan->passwd, sizeof(plan->passwd),
+             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+             "sandbox:x:%u:%u:sandbox:/workspace:/bin/bash\n",
+             uid, uid);
+    snprintf(plan->group, sizeof(plan->group), "root:x:0:\nsandbox:x:%u:\n", uid);
+
+    /* The environment is rebuilt from nothing: no host variable leaks in. */
+    static const char *const base_env[] = {
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "HOME=/workspace",
+        "LANG=C.UTF-8",
+        "MPLBACKEND=Agg",
+        "USER=sandbox",
+        "TMPDIR=/tmp",
+        "PYTHONDONTWRITEBYTECODE=1",
+    };
+    size_t n = 0, off = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(base_env); i++) {
+        plan->envp[n++] = (char *)base_env[i];
+    }
+    for (size_t i = 0; spec->extra_env && spec->extra_env[i] && n + 1 < ARRAY_SIZE(plan->envp);
+         i++) {
+        size_t len = strlen(spec->extra_env[i]) + 1;
+        if (off + len > sizeof(plan->env_store))
+            break;
+        memcpy(plan->env_store + off, spec->extra_env[i], len);
+        plan->envp[n++] = plan->env_store + off;
+        off += len;
+    }
+    plan->envp[n] = NULL;
+}
+
+static int fail_layer(struct sbx_err *err, const char *layer, const char *hint)
+{
+    return sbx_fail(
+        err, ENOTSUP,
+        "sandbox refused: %s is not available (%s); set isolation.allow_degraded = true "
+        "to run without it",
+        layer, hint);
+}
+
+int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)
+{
+    const struct sbx_config *cfg = spec->cfg;
+    bool degraded_ok = cfg->allow_degraded;
+    struct jail *j = xcalloc(1, sizeof(*j));
+    j->pidfd = j->status_fd = -1;
+    j->pid = -1;
+    struct jail_child_plan plan;
+    int sync_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
+    struct sbx_err sub = {0};
+    int rc = -1;
+
+    build_plan(spec, &plan);
+
+    const struct seccomp_program *prog = NULL;
+    if (seccomp_program_get(&prog, &sub) < 0) {
+        if (!degraded_ok) {
+            fail_layer(err, "seccomp", sub.msg);
+            goto out;
+        }
+        add_degraded(j, "seccomp");
+    }
+    plan.seccomp = prog;
+
+    plan.want_landlock = landlock_abi_version() > 0;
+    if (!plan.want_landlock) {
+        if (!degraded_ok) {
+            fail_layer(err, "Landlock", "boot with lsm=...,landlock (Linux 5.13 or later)");
+            goto out;
+        }
+        add_degraded(j, "landlock");
+    }
+
+    const char *why = NULL;
+    enum cgroup_backend_kind backend = cgroup_backend(&why);
+    if (backend != CGROUP_BACKEND_NONE) {
+        struct cgroup_limits lim = {
+            .memory_bytes = spec->profile->memory_bytes,
+            .cpu_millicpus = spec->profile->cpu_millicpus,
+            .pids = spec->profile->pids,
+        };
+        if (cgroup_create(spec->name, &lim, &j->cg, err) < 0) {
+            sbx_err_wrap(err, "cgroup limits");
+            goto out;
+        }
+        j->limits_backend = backend == CGROUP_BACKEND_V2 ? "cgroup-v2" : "cgroup-v1";
+    } else {
+        /* Rootless without a delegated cgroup: rlimits carry the limits; reported, not hidden. */
+        j->limits_backend = "rlimit";
+    }
+    plan.cgroup_active = j->cg != NULL;
+
+    if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 ||
+        pipe2(status_pipe, O_CLOEXEC) < 0) {
+        sbx_fail_errno(err, errno, "pipe");
+        goto out;
+    }
+    plan.sync_fd = sync_pipe[0];
+    plan.err_fd = err_pipe[1];
+    plan.status_fd = status_pipe[1];
+
+    uint64_t t0 = now_ns();
+    j->pid = clone_sandbox(&j->pidfd);
+    if (j->pid < 0) {
+        int e = errno;
+        if (e == EPERM || e == EINVAL || e == ENOSPC || e == EUSERS)
+            sbx_fail_errno(err, e,
+                           "sandbox refused: cannot create user/pid/mount/net/ipc/uts namespaces "
+                           "(enable user namespaces: sysctl kernel.unprivileged_userns_clone=1 "
+                           "and user.max_user_namespaces > 0)");
+        else
+            sbx_fail_errno(err, e, "clone");
+        goto out;
+    }
+    if (j->pid == 0)
+        child_main(&plan); /* never returns */
+
+    close(sync_pipe[0]);
+    sync_pipe[0] = -1;
+    close(err_pipe[1]);
+    err_pipe[1] = -1;
+    close(status_pipe[1]);
+    status_pipe[1] = -1;
+
+    bool rootless = geteuid() != 0;
+    uid_t host_uid = rootless ? geteuid() : cfg->host_uid;
+    gid_t host_gid = rootless ? getegid() : cfg->host_uid;
+    int r = write_id_maps(j->pid, cfg->sandbox_uid, host_uid, host_gid, rootless);
+    if (r < 0) {
+        sbx_fail_errno(err, -r, "user namespace: writing the uid/gid map");
+        goto out;
+    }
+    if (j->cg && cgroup_attach(j->cg, j->pid, err) < 0) {
+        sbx_err_wrap(err, "cgroup limits");
+        goto out;
+    }
+    if (write(sync_pipe[1], "x", 1) != 1) {
+        sbx_fail_errno(err, errno, "starting the sandbox");
+        goto out;
+    }
+
+    struct jail_child_error ce;
+    ssize_t n;
+    do
+        n = read(err_pipe[0], &ce, sizeof(ce));
+    while (n < 0 && errno == EINTR);
+    j->setup_ns = now_ns() - t0;
+    if (n == (ssize_t)sizeof(ce)) {
+        const char *what =
+            (ce.step > 0 && (size_t)ce.step < ARRAY_SIZE(step_names) && step_names[ce.step])
+                ? step_names[ce.step]
+                : "setup";
+        if (ce.step == STEP_EXEC)
+            sbx_fail_errno(err, ce.err, "cannot run %s", spec->argv[0]);
+        else
+            sbx_fail_errno(err, ce.err, "sandbox refused: %s failed", what);
+        goto out;
+    }
+    if (n != 0) {
+        sbx_fail(err, EPROTO, "sandbox setup ended without a report");
+        goto out;
+    }
+    j->status_fd = steal_fd(&status_pipe[0]);
+    *out = j;
+    j = NULL;
+    rc = 0;
+out:
+    if (sync_pipe[0] >= 0)
+        close(sync_pipe[0]);
+    if (sync_pipe[1] >= 0)
+        close(sync_pipe[1]);
+    if (err_pipe[0] >= 0)
+        close(err_pipe[0]);
+    if (err_pipe[1] >= 0)
+        close(err_pipe[1]);
+    if (status_pipe[0] >= 0)
+        close(status_pipe[0]);
+    if (status_pipe[1] >= 0)
+        close(status_pipe[1]);
+    if (j)
+        jail_destroy(j);
+    return rc;
+}
+
+void jail_kill(struct jail *j)
+{
+    if (j->pidfd >= 0 && !j->reaped)
+        syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+    if (j->cg)
+        cgroup_kill_all(j->cg);
+}
+
+int jail_try_reap(struct jail *j, int *exit_code, int *term_signal)
+{
+    if (!j->reaped) {
+        int st;
+        pid_t p = wait4(j->pid, &st, WNOHANG, &j->rusage);
+        if (p == 0)
+            return 0;
+        if (p < 0)
+            return -errno;
+        j->reaped = true;
+        j->init_status = st;
+    }
+    int32_t ws;
+    ssize_t n = j->status_fd >= 0 ? read(j->status_fd, &ws, sizeof(ws)) : -1;
+    int st = n == (ssize_t)sizeof(ws) ? ws : j->init_status;
+    /* Init killed from outside (timeout, OOM of init): report the signal that ended it. */
+    *exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    *term_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    return 1;
+}
+
+int jail_read_usage(struct jail *j, struct jail_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    if (j->cg) {
+        struct cgroup_usage cu;
+        int r = cgroup_read_usage(j->cg, &cu);
+        if (r < 0)
+            return r;
+        u->memory_peak_bytes = cu.memory_peak_bytes;
+        u->memory_current_bytes = cu.memory_current_bytes;
+        u->cpu_ns = cu.cpu_usage_ns;
+        u->pids_current = cu.pids_current;
+        u->oom_killed = cu.oom_killed;
+        return 0;
+    }
+    /* No cgroup: what the kernel accounted to init and the children it reaped. */
+    u->memory_peak_bytes = (uint64_t)j->rusage.ru_maxrss * 1024;
+    u->cpu_ns =
+        ((uint64_t)j->rusage.ru_utime.tv_sec + (uint64_t)j->rusage.ru_stime.tv_sec) *
+            1000000000ull +
+        ((uint64_t)j->rusage.ru_utime.tv_usec + (uint64_t)j->rusage.ru_stime.tv_usec) * 1000ull;
+    return 0;
+}
+
+void jail_destroy(struct jail *j)
+{
+    if (!j)
+        return;
+    if (j->pid > 0 && !j->reaped) {
+        jail_kill(j);
+        int st;
+        while (wait4(j->pid, &st, 0, &j->rusage) < 0 && errno == EINTR)
+            ;
+        j->reaped = true;
+    }
+    if (j->cg)
+        cgroup_destroy(j->cg);
+    if (j->pidfd >= 0)
+        close(j->pidfd);
+    if (j->status_fd >= 0)
+        close(j->status_fd);
+    free(j);
+}
+
+void jail_shutdown(void)
+{
+    cgroup_cleanup_all();
+}

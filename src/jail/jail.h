@@ -1,0 +1,70 @@
+/* The isolation engine's public API: one call builds a sandbox from kernel primitives and
+ * execs a command in it. Non-blocking after spawn: callers watch pidfd (readable on exit) and
+ * the stdio pipes from their own event loop. */
+#ifndef SBX_JAIL_H
+#define SBX_JAIL_H
+
+#include "config.h"
+#include "err.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct jail_spec {
+    const struct sbx_profile *profile;
+    const struct sbx_config *cfg;
+    char *const *argv;      /* argv[0] is an absolute path inside the sandbox */
+    char *const *extra_env; /* "K=V" entries added to the rebuilt environment; may be NULL */
+    int stdin_fd;           /* become fds 0, 1, 2 inside; -1 means /dev/null */
+    int stdout_fd;
+    int stderr_fd;
+    const int *pass_fds; /* handed in on purpose, renumbered from 3 */
+    size_t n_pass_fds;
+    const char *name; /* unique per sandbox: names its cgroup */
+};
+
+struct jail_usage {
+    uint64_t memory_peak_bytes;
+    uint64_t memory_current_bytes;
+    uint64_t cpu_ns;
+    uint32_t pids_current;
+    bool oom_killed;
+};
+
+struct sbx_cgroup;
+
+struct jail {
+    pid_t pid;                  /* host pid of the sandbox's init (pid 1 inside) */
+    int pidfd;                  /* readable when init exits */
+    int status_fd;              /* init writes the workload's wait status here */
+    struct sbx_cgroup *cg;      /* NULL when limits are rlimits only */
+    const char *limits_backend; /* "cgroup-v2", "cgroup-v1" or "rlimit" */
+    char degraded[256];         /* comma-separated missing layers (allow_degraded only) */
+    uint64_t setup_ns;          /* clone until the exec of the command */
+    bool reaped;
+    int init_status;      /* wait status of init, valid when reaped */
+    struct rusage rusage; /* of init and what it reaped */
+};
+
+/* Build the sandbox and exec argv in it. Returns once the command has been exec'd (or with
+ * an error naming the layer that could not be set up). */
+int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
+
+/* SIGKILL everything in the sandbox (init's death empties the pid namespace). */
+void jail_kill(struct jail *j);
+
+/* Non-blocking reap. Returns 1 when exited (fills exit_code/signal of the workload), 0 if still
+ * running, -errno on failure. */
+int jail_try_reap(struct jail *j, int *exit_code, int *term_signal);
+
+int jail_read_usage(struct jail *j, struct jail_usage *u);
+
+/* Kill, reap and remove everything the sandbox held. */
+void jail_destroy(struct jail *j);
+
+/* Remove the per-server cgroup parent; call once at shutdown. */
+void jail_shutdown(void);
+
+#endif

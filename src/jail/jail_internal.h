@@ -1,0 +1,73 @@
+/* Steps shared between the jail's files; child-side functions run after clone, before exec,
+ * and return -errno without allocating or printing. */
+#ifndef SBX_JAIL_INTERNAL_H
+#define SBX_JAIL_INTERNAL_H
+
+#include "config.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Which setup step failed in the child: reported to the parent over the error pipe. */
+enum jail_step {
+    STEP_SYNC = 1,
+    STEP_CGROUP_NS,
+    STEP_HOSTNAME,
+    STEP_LOOPBACK,
+    STEP_MOUNTS,
+    STEP_PIVOT,
+    STEP_IDS,
+    STEP_CAPS,
+    STEP_NO_NEW_PRIVS,
+    STEP_RLIMITS,
+    STEP_LANDLOCK,
+    STEP_SECCOMP,
+    STEP_FORK,
+    STEP_FDS,
+    STEP_EXEC,
+};
+
+struct jail_child_error {
+    int32_t step;
+    int32_t err;
+};
+
+/* Everything the child needs, prepared by the parent before clone so the child never allocates. */
+struct jail_child_plan {
+    const struct sbx_profile *profile;
+    uid_t uid; /* inside */
+    gid_t gid;
+    char *const *argv;
+    char *envp[48];
+    char env_store[4096];
+    int stdio[3];
+    const int *pass_fds;
+    size_t n_pass_fds;
+    int sync_fd;   /* parent writes one byte when maps and cgroup are in place */
+    int err_fd;    /* cloexec: EOF at exec means success */
+    int status_fd; /* init reports the workload's wait status */
+    int cap_last;
+    bool cgroup_active;
+    bool want_landlock;
+    const void *seccomp; /* const struct seccomp_program * or NULL */
+    char workspace_opts[96];
+    char tmp_opts[96];
+    char shm_opts[96];
+    char passwd[256];
+    char group[128];
+};
+
+/* mount.c: build the root on tmpfs, pivot into it, leave the old root behind. */
+int jail_setup_rootfs(const struct jail_child_plan *plan, enum jail_step *step);
+
+/* caps.c: drop every capability (bounding, ambient, inheritable, permitted, effective). */
+int jail_drop_caps(int cap_last);
+
+/* init.c: pid 1 of the sandbox; forks the workload and reaps. Never returns. */
+void jail_run_init(const struct jail_child_plan *plan) __attribute__((noreturn));
+
+/* jail.c: report a failed step to the parent and exit. */
+void jail_child_fail(const struct jail_child_plan *plan, enum jail_step step, int err)
+    __attribute__((noreturn));
+
+#endif
