@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -105,6 +106,13 @@ void jail_run_init(const struct jail_child_plan *plan)
     close_from((unsigned int)status_fd + 1);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Init is a fork of the server: its memory still holds the server's environment, which
+     * /proc/1/environ would show to the workload (same uid when rootless). Wipe it, and make
+     * init non-dumpable so its /proc entries belong to root and refuse the workload. */
+    extern char **environ;
+    for (char **e = environ; e && *e; e++)
+        memset(*e, 0, strlen(*e));
+    prctl(PR_SET_DUMPABLE, 0);
 
     for (;;) {
         siginfo_t info;

@@ -4,8 +4,9 @@
 #include <sys/resource.h>
 
 /* Address space is not resident memory: the interpreter and numpy map far more than they
- * touch, so the RLIMIT_AS fallback allows this much on top of the memory limit. */
-#define AS_MARGIN (512ull << 20)
+ * touch (numpy + matplotlib peak near 81 MiB of address space), so the RLIMIT_AS fallback
+ * allows this much on top of the memory limit. */
+#define AS_MARGIN (128ull << 20)
 
 static int set1(int res, rlim_t v)
 {

@@ -1,0 +1,50 @@
+# Filesystem view: host files absent, /usr read-only, /workspace writable up to its caps.
+out=$(sbx_probe -- exists /etc/shadow); expect "files: /etc/shadow is absent" "errno=2 ENOENT" "$out"
+out=$(sbx_probe -- exists /etc/passwd); expect "files: generated /etc/passwd is present" "exists ok" "$out"
+for p in /root /home /var /srv /work /var/lib/mcp-sandbox /tmp/.X11-unix; do
+    out=$(sbx_probe -- exists "$p"); expect "files: host $p is absent" "errno=2 ENOENT" "$out"
+done
+out=$(sbx_probe -- read /usr/bin/python3); expect "files: /usr is readable" "read ok" "$out"
+out=$(sbx_probe -- write /usr/probe-test); expect "files: /usr is read-only" "errno=30 EROFS" "$out"
+out=$(sbx_probe -- write /etc/passwd); expect "files: /etc is read-only" "errno=(30 EROFS|13 EACCES)" "$out"
+out=$(sbx_probe -- write /workspace/x); expect "files: /workspace is writable" "write ok" "$out"
+out=$(sbx_probe -- write /tmp/x); expect "files: /tmp is writable" "write ok" "$out"
+out=$(sbx_probe --workspace-size 8M -- fill /workspace); expect "files: /workspace stops at its size cap (ENOSPC)" "errno=28 ENOSPC" "$out"
+out=$(sbx_probe -- inodes /workspace); expect "files: /workspace stops at its inode cap (ENOSPC)" "errno=28 ENOSPC" "$out"
+# A file another sandbox left in its workspace is invisible here.
+"$SBX" run -- /bin/sh -c 'echo secret > /workspace/other-sandbox-file; sleep 3' >/dev/null 2>&1 &
+other=$!
+sleep 0.5
+out=$(sbx_probe -- exists /workspace/other-sandbox-file); expect "files: another sandbox's workspace is invisible" "errno=2 ENOENT" "$out"
+wait $other
+# setuid: no new privileges, no capabilities, /usr mounted nosuid.
+out=$(sbx_probe -- privs)
+expect "privs: no_new_privs is set" "NoNewPrivs:[[:space:]]+1" "$out"
+expect "privs: every capability set is empty" "CapBnd:[[:space:]]+0000000000000000" "$out"
+expect "privs: seccomp filter mode" "Seccomp:[[:space:]]+2" "$out"
+expect "privs: /usr is nosuid, so a setuid binary gains nothing" "usr_nosuid 1" "$out"
+out=$(sbx_probe -- privs | grep '^Uid'); expect "privs: runs as uid 65534" "Uid:[[:space:]]+65534" "$out"
+host=$("$PROBE" privs); expect "privs: (control) outside the sandbox /usr is not nosuid" "usr_nosuid 0" "$host"
+out=$("$SBX" run -- /usr/bin/su -c true root 2>&1); expect "privs: setuid su fails inside" "(failure|must be|not permitted|denied|Authentication|abort)" "$out"
+# /proc: the sandbox's own, host-global knobs covered.
+out=$(sbx_probe -- read /proc/1/environ); expect "proc: /proc/1/environ is unreadable" "errno=13 EACCES" "$out"
+out=$(sbx_probe -- read /proc/self/status); expect "proc: /proc/self is readable" "read ok" "$out"
+out=$(sbx_probe -- write /proc/sys/kernel/hostname); expect "proc: /proc/sys writes fail" "errno=(30 EROFS|13 EACCES)" "$out"
+# Files under /proc that reach host-global state are covered with /dev/null where the kernel has them.
+for f in sysrq-trigger kcore keys timer_list; do
+    if [ -e /proc/$f ]; then
+        out=$("$SBX" run -- /bin/sh -c "wc -c < /proc/$f" 2>&1); expect "proc: /proc/$f is covered (reads empty)" "^0$" "$out"
+    else
+        out=$(sbx_probe -- exists /proc/$f); expect "proc: /proc/$f absent here as on the host" "errno=2 ENOENT" "$out"
+    fi
+done
+out=$("$SBX" run -- /bin/cat /proc/self/mountinfo 2>&1)
+if printf '%s\n' "$out" | grep -qE ' /(work|root|home|var|srv)( |/)'; then tap_fail "proc: mountinfo shows only the sandbox"; else expect "proc: mountinfo shows only the sandbox" " /workspace " "$out"; fi
+# Ordinary work still runs.
+out=$("$SBX" run -- /usr/bin/python3 -I -c 'import numpy as np, matplotlib.pyplot as plt; plt.plot(np.sin(np.linspace(0,6,50))); plt.savefig("/workspace/s.png"); import os; print("mean", np.mean([1,2,3,4,5]), os.path.getsize("/workspace/s.png") > 1000)' 2>&1)
+expect "work: python with numpy and matplotlib" "mean 3.0 True" "$out"
+out=$("$SBX" run -- /bin/bash -c 'seq 1 1000 | grep 7 | wc -l; (echo sub; ls /usr | head -1) | cat' 2>&1)
+expect "work: bash pipes and subshells" "^271" "$out"
+out=$("$SBX" run -- /usr/bin/python3 -I -c 'import threading, subprocess; r=[]; t=[threading.Thread(target=lambda: r.append(1)) for _ in range(8)]; [x.start() for x in t]; [x.join() for x in t]; print(len(r), subprocess.run(["/bin/echo","child"],capture_output=True,text=True).stdout.strip())' 2>&1)
+expect "work: threads and subprocesses" "^8 child" "$out"
+out=$("$SBX" run -- /bin/hostname 2>&1); expect "uts: hostname is sandbox" "^sandbox$" "$out"

@@ -1,0 +1,56 @@
+# Limits: wall-clock timeout, pids, memory, CPU, daemons, output floods. Under rootless the
+# limits come from rlimits (no writable cgroup); the report says which.
+backend=$("$SBX" run --json -- /bin/true | python3 -c 'import json,sys; print(json.load(sys.stdin)["limits_backend"])')
+is_root && expect "limits: root uses cgroup limits" "^cgroup-v[12]$" "$backend"
+is_root || expect "limits: rootless falls back to rlimits, and says so" "^rlimit$" "$backend"
+marker="mcp-sbx-marker-$$-$RANDOM"
+start=$(date +%s%N)
+"$SBX" run --timeout 1 -- /bin/sh -c "sleep 1000 & /bin/sh -c 'while :; do :; done'" >/dev/null 2>&1; rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+[ "$rc" = 124 ] && [ "$ms" -lt 5000 ] && tap_ok "limits: cpu spin + sleep past the timeout: exit 124 in ${ms} ms" || tap_fail "limits: timeout (rc=$rc, ${ms} ms)"
+out=$("$SBX" run --timeout 5 -- /bin/true; echo rc=$?); expect "limits: (control) a short command finishes inside the timeout" "rc=0" "$out"
+# A double-forked setsid daemon does not outlive the sandbox.
+"$SBX" run --timeout 10 -- /bin/sh -c "setsid /bin/sh -c 'exec -a $marker sleep 1000' </dev/null >/dev/null 2>&1 & sleep 0.3; exit 0" >/dev/null 2>&1
+sleep 0.3
+if grep -qs -- "$marker" /proc/[0-9]*/cmdline; then tap_fail "limits: setsid daemon died with its sandbox"; else tap_ok "limits: setsid daemon died with its sandbox"; fi
+# Fork bomb: stopped at the pids limit; the host keeps answering.
+out=$(sbx_probe --pids 32 --timeout 20 -- forkbomb 5000 2>&1)
+expect "limits: fork bomb stopped by the pids limit" "errno=11 EAGAIN" "$out"
+t0=$(date +%s%N); /bin/true; host_ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$host_ms" -lt 1000 ] && tap_ok "limits: host responsive after the fork bomb (${host_ms} ms)" || tap_fail "limits: host responsive (${host_ms} ms)"
+out=$(sbx_probe --pids 32 -- forkbomb 10 2>&1); expect "limits: (control) a few forks succeed" "forkbomb ok" "$out"
+# Memory bomb: killed inside the sandbox only.
+mem_out=$("$SBX" run --json --memory 64M -- /usr/bin/python3 -I -c '
+b = []
+while True: b.append(bytearray(1 << 20))' 2>/dev/null)
+if is_root; then
+    expect "limits: memory bomb is OOM-killed (reported)" '"oom_killed":true' "$mem_out"
+    "$SBX" run --memory 64M -- /usr/bin/python3 -I -c 'b=[bytearray(1<<20) for _ in range(4000)]' >/dev/null 2>&1; rc=$?
+    [ "$rc" = 137 ] && tap_ok "limits: memory bomb exits 137" || tap_fail "limits: memory bomb exits 137 (rc=$rc)"
+else
+    expect "limits: memory bomb fails with MemoryError under the rlimit" "MemoryError" "$mem_out"
+fi
+out=$("$SBX" run --memory 64M -- /usr/bin/python3 -I -c 'b=bytearray(8<<20); print("small ok")' 2>&1); expect "limits: (control) a small allocation succeeds" "small ok" "$out"
+# CPU quota: 0.25 CPU for a 1 s spin uses about a quarter of the wall time.
+if is_root; then
+    out=$("$SBX" run --json --cpus 0.25 --timeout 10 -- /usr/bin/python3 -I -c '
+import time
+t=time.time()
+while time.time()-t<1.0: pass' 2>/dev/null)
+    cpu=$(printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(int(d["cpu_ms"]))')
+    [ "$cpu" -lt 600 ] && tap_ok "limits: cpu quota 0.25 throttles a spin (${cpu} ms CPU in 1 s)" || tap_fail "limits: cpu quota (${cpu} ms CPU)"
+fi
+# A 1 GiB flood: the caller's memory stays bounded.
+"$SBX" run --json --timeout 60 -- /bin/sh -c 'head -c 1073741824 /dev/zero' >/tmp/flood.$$ 2>&1 &
+fpid=$!
+peak=0
+while kill -0 $fpid 2>/dev/null; do
+    hwm=$(awk '/VmHWM/ {print $2}' /proc/$fpid/status 2>/dev/null)
+    [ -n "$hwm" ] && [ "$hwm" -gt "$peak" ] && peak=$hwm
+    sleep 0.1
+done
+wait $fpid
+out=$(cat /tmp/flood.$$); rm -f /tmp/flood.$$
+expect "limits: 1 GiB flood is captured head+tail" '"stdout_truncated":true' "$out"
+expect "limits: 1 GiB flood counted in full" '"stdout_bytes":1073741824' "$out"
+[ "$peak" -gt 0 ] && [ "$peak" -lt 32768 ] && tap_ok "limits: caller RSS bounded during a 1 GiB flood (VmHWM ${peak} KiB)" || tap_fail "limits: caller RSS bounded (VmHWM ${peak} KiB)"

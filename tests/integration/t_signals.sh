@@ -1,0 +1,7 @@
+# Signals to host pids find no target; the sandbox has its own pid namespace.
+sleep 30 &
+victim=$!
+out=$(sbx_probe -- kill "$victim"); expect "signals: a host pid is not reachable" "errno=3 ESRCH" "$out"
+kill -0 "$victim" && tap_ok "signals: (control) the host process is alive and signalable from the host" || tap_fail "signals: host process alive"
+kill "$victim"; wait "$victim" 2>/dev/null
+out=$("$SBX" run -- /bin/sh -c 'echo $$' 2>&1); expect "signals: the sandbox's shell is pid 2 under its init" "^2$" "$out"
