@@ -1,10 +1,117 @@
-/* Placeholder: replaced by the work that owns this subcommand. */
+/* `mcp-sandbox serve`: the MCP server on the event loop, over stdio or Streamable HTTP. */
 #include "cli.h"
+
+#include "jail/jail.h"
+#include "lib/log.h"
+#include "lib/util.h"
+#include "protocol/mcp.h"
+#include "service/loop.h"
+#include "transport/http.h"
+#include "transport/stdio.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+static void on_signal(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)events;
+    (void)data;
+    struct signalfd_siginfo si;
+    if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        log_info("signal %u received; shutting down", si.ssi_signo);
+    ev_loop_stop(loop);
+}
 
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
 {
-    (void)argc;
-    (void)argv;
-    (void)ctx;
-    return cli_usage_error("'serve' is not built yet");
+    enum { O_STDIO = 1, O_HTTP, O_FIXTURES, O_MAX_MSG, O_HELP };
+    static const struct option opts[] = {
+        {"stdio", no_argument, NULL, O_STDIO},
+        {"http", required_argument, NULL, O_HTTP},
+        {"test-fixtures", no_argument, NULL, O_FIXTURES},
+        {"max-message-bytes", required_argument, NULL, O_MAX_MSG},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    bool use_stdio = false, fixtures = false;
+    const char *http = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_STDIO:
+            use_stdio = true;
+            break;
+        case O_HTTP:
+            http = optarg;
+            break;
+        case O_FIXTURES:
+            fixtures = true;
+            break;
+        case O_MAX_MSG: {
+            uint64_t v;
+            if (parse_size(optarg, &v) < 0 || v < 1024)
+                return cli_usage_error("serve: --max-message-bytes wants a size of at least 1k");
+            ctx->cfg.max_message_bytes = v;
+            break;
+        }
+        case O_HELP:
+            puts("usage: mcp-sandbox serve --stdio | --http ADDR:PORT [--max-message-bytes SIZE]");
+            return 0;
+        default:
+            return cli_usage_error("serve: unknown option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("serve: unexpected argument '%s'", argv[optind]);
+    if (use_stdio && http)
+        return cli_usage_error("serve: choose one of --stdio and --http");
+    if (!use_stdio && !http)
+        return cli_usage_error("serve: say --stdio (for MCP hosts) or --http ADDR:PORT");
+
+    struct sbx_err err = {0};
+    struct ev_loop *loop = NULL;
+    struct mcp_server *srv = NULL;
+    struct stdio_transport *st = NULL;
+    struct http_transport *ht = NULL;
+    struct ev_watch *sigw = NULL;
+    int rc = 1, sfd = -1;
+    /* A vanished client must not kill us through SIGPIPE; writes report EPIPE instead. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (ev_loop_new(&loop, &err) < 0 || sfd < 0)
+        goto out;
+    sigw = ev_watch(loop, sfd, EPOLLIN, on_signal, NULL, &err);
+    struct mcp_server_opts so = {
+        .cfg = &ctx->cfg, .test_fixtures = fixtures, .transport_name = http ? "http" : "stdio"};
+    if (!sigw || mcp_server_new(loop, &so, &srv, &err) < 0)
+        goto out;
+    if (use_stdio) {
+        if (stdio_transport_start(loop, srv, 0, 1, &st, &err) < 0)
+            goto out;
+        stdio_transport_set_max(st, ctx->cfg.max_message_bytes);
+    } else if (http_transport_start(loop, srv, &ctx->cfg, http, &ht, &err) < 0) {
+        goto out;
+    }
+    log_emit(LOG_LVL_INFO, "serving", "transport", http ? "http" : "stdio", NULL);
+    rc = ev_loop_run(loop) < 0 ? 1 : 0;
+out:
+    if (rc && err.msg[0])
+        fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
+    stdio_transport_stop(st);
+    http_transport_stop(ht);
+    mcp_server_free(srv);
+    ev_unwatch(sigw);
+    ev_loop_free(loop);
+    if (sfd >= 0)
+        close(sfd);
+    jail_shutdown();
+    return rc;
 }

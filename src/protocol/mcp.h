@@ -55,6 +55,44 @@ enum mcp_msg_kind {
 };
 enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len);
 
+/* Tools are data: a definition table plus a handler. Handlers are asynchronous: they get a
+ * call and finish it later (from a timer or fd callback on the same loop), or right away. */
+struct mcp_call;
+typedef void (*mcp_tool_fn)(struct mcp_call *call, json_t *args, void *tool_data);
+typedef void (*mcp_cancel_fn)(struct mcp_call *call, void *data);
+
+struct mcp_tool_def {
+    const char *name;
+    const char *title;
+    const char *description;   /* written for an LLM: when to use it, what persists */
+    const char *input_schema;  /* JSON Schema text; additionalProperties false, items on arrays */
+    const char *output_schema; /* JSON Schema text or NULL */
+    bool read_only, destructive, idempotent, open_world;
+    mcp_tool_fn fn;
+};
+
+/* Registers a copy of def; fails on a bad name or unparsable schema. */
+int mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def, void *tool_data,
+                        struct sbx_err *err);
+struct ev_loop *mcp_server_loop(struct mcp_server *srv);
+
+/* Completing a call sends the response and frees the call. result is stolen. */
+void mcp_call_finish(struct mcp_call *call, json_t *result);
+/* A tool-level failure: a result with isError true and this text. */
+void mcp_call_fail(struct mcp_call *call, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* notifications/progress when the request carried a progressToken (no-op otherwise). */
+void mcp_call_progress(struct mcp_call *call, double progress, double total, const char *message);
+/* notifications/message at level (syslog name), if the session's level lets it through. */
+void mcp_call_log(struct mcp_call *call, const char *level, const char *logger, json_t *data);
+/* Called once if the client cancels (or the session ends) before the call finishes; the call
+ * is freed right after, and must not be finished. */
+void mcp_call_on_cancel(struct mcp_call *call, mcp_cancel_fn fn, void *data);
+const char *mcp_call_owner(const struct mcp_call *call);
+
+/* Registers the hidden fixtures used by the test suites (serve --test-fixtures). */
+int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err);
+
 /* For HTTP: the session after initialize reports the negotiated version. */
 const char *mcp_session_protocol_version(const struct mcp_session *s);
 bool mcp_session_initialized(const struct mcp_session *s);

@@ -1,0 +1,567 @@
+/* JSON-RPC 2.0 and the MCP lifecycle, shared by every transport. One session per client; calls
+ * in flight are tracked so that a cancellation or a closing session ends them cleanly. */
+#include "mcp.h"
+
+#include "log.h"
+#include "schema.h"
+#include "service/loop.h"
+#include "util.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#define RPC_PARSE_ERROR        -32700
+#define RPC_INVALID_REQUEST    -32600
+#define RPC_METHOD_NOT_FOUND   -32601
+#define RPC_INVALID_PARAMS     -32602
+#define RPC_RESOURCE_NOT_FOUND -32002
+
+static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+
+struct tool_entry {
+    struct mcp_tool_def def;
+    json_t *input;
+    json_t *output;
+    void *data;
+};
+
+struct mcp_server {
+    struct ev_loop *loop;
+    const struct sbx_config *cfg;
+    struct tool_entry *tools;
+    size_t n_tools;
+    struct mcp_session *sessions;
+};
+
+struct mcp_session {
+    struct mcp_server *srv;
+    struct mcp_transport_ops ops;
+    void *ctx;
+    char *owner;
+    bool initialized;
+    char version[16];
+    int log_level;
+    struct mcp_call *calls;
+    struct mcp_session *next, *prev;
+};
+
+struct mcp_call {
+    struct mcp_session *s;
+    json_t *id;
+    json_t *progress_token;
+    mcp_cancel_fn cancel_fn;
+    void *cancel_data;
+    struct mcp_call *next, *prev;
+};
+
+/* ---- sending ---- */
+
+static void send_msg(struct mcp_session *s, json_t *msg, const json_t *related)
+{
+    s->ops.send(s->ctx, msg, related);
+    json_decref(msg);
+}
+
+static void send_error(struct mcp_session *s, const json_t *id, int code, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    json_t *m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                          "error", "code", code, "message", text);
+    send_msg(s, m, id);
+}
+
+static void send_result(struct mcp_session *s, const json_t *id, json_t *result)
+{
+    json_t *m = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+    send_msg(s, m, id);
+}
+
+static void send_notification(struct mcp_session *s, const char *method, json_t *params,
+                              const json_t *related)
+{
+    json_t *m = json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params", params);
+    send_msg(s, m, related);
+}
+
+/* ---- server and tools ---- */
+
+static bool valid_tool_name(const char *n)
+{
+    size_t len = strlen(n);
+    if (len < 1 || len > 128)
+        return false;
+    for (; *n; n++)
+        if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ||
+              *n == '_' || *n == '-' || *n == '.'))
+            return false;
+    return true;
+}
+
+int mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def, void *tool_data,
+                        struct sbx_err *err)
+{
+    if (!valid_tool_name(def->name))
+        return sbx_fail(err, EINVAL, "tool name '%s' is not 1-128 of [A-Za-z0-9_.-]", def->name);
+    json_error_t je;
+    json_t *in = json_loads(def->input_schema, 0, &je);
+    if (!json_is_object(in)) {
+        json_decref(in);
+        return sbx_fail(err, EINVAL, "tool %s: input schema: %s", def->name, je.text);
+    }
+    json_t *out = NULL;
+    if (def->output_schema && !json_is_object(out = json_loads(def->output_schema, 0, &je))) {
+        json_decref(in);
+        json_decref(out);
+        return sbx_fail(err, EINVAL, "tool %s: output schema: %s", def->name, je.text);
+    }
+    srv->tools = xrealloc(srv->tools, (srv->n_tools + 1) * sizeof(*srv->tools));
+    srv->tools[srv->n_tools++] = (struct tool_entry){*def, in, out, tool_data};
+    return 0;
+}
+
+struct ev_loop *mcp_server_loop(struct mcp_server *srv)
+{
+    return srv->loop;
+}
+
+int mcp_server_new(struct ev_loop *loop, const struct mcp_server_opts *opts,
+                   struct mcp_server **out, struct sbx_err *err)
+{
+    struct mcp_server *srv = xcalloc(1, sizeof(*srv));
+    srv->loop = loop;
+    srv->cfg = opts->cfg;
+    if (opts->test_fixtures && mcp_fixtures_register(srv, err) < 0) {
+        mcp_server_free(srv);
+        return -1;
+    }
+    *out = srv;
+    return 0;
+}
+
+void mcp_server_free(struct mcp_server *srv)
+{
+    if (!srv)
+        return;
+    while (srv->sessions)
+        mcp_session_free(srv->sessions);
+    for (size_t i = 0; i < srv->n_tools; i++) {
+        json_decref(srv->tools[i].input);
+        json_decref(srv->tools[i].output);
+    }
+    free(srv->tools);
+    free(srv);
+}
+
+/* ---- sessions and calls ---- */
+
+struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_transport_ops *ops,
+                                    void *transport_ctx, const char *owner)
+{
+    struct mcp_session *s = xcalloc(1, sizeof(*s));
+    s->srv = srv;
+    s->ops = *ops;
+    s->ctx = transport_ctx;
+    s->owner = xstrdup(owner ? owner : "anonymous");
+    s->log_level = LOG_LVL_INFO;
+    s->next = srv->sessions;
+    if (srv->sessions)
+        srv->sessions->prev = s;
+    srv->sessions = s;
+    return s;
+}
+
+static void call_unlink_free(struct mcp_call *c)
+{
+    struct mcp_session *s = c->s;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    json_decref(c->id);
+    json_decref(c->progress_token);
+    free(c);
+}
+
+static void call_cancel(struct mcp_call *c)
+{
+    if (c->cancel_fn)
+        c->cancel_fn(c, c->cancel_data);
+    call_unlink_free(c);
+}
+
+void mcp_session_free(struct mcp_session *s)
+{
+    if (!s)
+        return;
+    while (s->calls)
+        call_cancel(s->calls);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        s->srv->sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    free(s->owner);
+    free(s);
+}
+
+const char *mcp_session_protocol_version(const struct mcp_session *s)
+{
+    return s->version[0] ? s->version : NULL;
+}
+
+bool mcp_session_initialized(const struct mcp_session *s)
+{
+    return s->initialized;
+}
+
+void mcp_call_finish(struct mcp_call *c, json_t *result)
+{
+    send_result(c->s, c->id, result);
+    call_unlink_free(c);
+}
+
+void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    mcp_call_finish(c, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text,
+                                 "isError", 1));
+}
+
+void mcp_call_progress(struct mcp_call *c, double progress, double total, const char *message)
+{
+    if (!c->progress_token)
+        return;
+    json_t *p = json_pack("{s:O, s:f}", "progressToken", c->progress_token, "progress", progress);
+    if (total > 0)
+        json_object_set_new(p, "total", json_real(total));
+    if (message)
+        json_object_set_new(p, "message", json_string(message));
+    send_notification(c->s, "notifications/progress", p, c->id);
+}
+
+void mcp_call_log(struct mcp_call *c, const char *level, const char *logger, json_t *data)
+{
+    int lvl = log_level_from_name(level);
+    if (lvl < 0 || lvl < c->s->log_level) {
+        json_decref(data);
+        return;
+    }
+    json_t *p = json_pack("{s:s, s:o}", "level", level, "data", data);
+    if (logger)
+        json_object_set_new(p, "logger", json_string(logger));
+    send_notification(c->s, "notifications/message", p, c->id);
+}
+
+void mcp_call_on_cancel(struct mcp_call *c, mcp_cancel_fn fn, void *data)
+{
+    c->cancel_fn = fn;
+    c->cancel_data = data;
+}
+
+const char *mcp_call_owner(const struct mcp_call *c)
+{
+    return c->s->owner;
+}
+
+/* ---- method handlers: each answers through send_result/send_error ---- */
+
+typedef void (*method_fn)(struct mcp_session *s, const json_t *id, json_t *params);
+
+static void h_initialize(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    if (s->initialized) {
+        send_error(s, id, RPC_INVALID_REQUEST, "already initialized");
+        return;
+    }
+    const char *want = json_string_value(json_object_get(params, "protocolVersion"));
+    if (!want) {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "initialize: params.protocolVersion (string) is required");
+        return;
+    }
+    const char *chosen = supported_versions[0];
+    for (size_t i = 0; i < ARRAY_SIZE(supported_versions); i++)
+        if (strcmp(want, supported_versions[i]) == 0)
+            chosen = supported_versions[i];
+    snprintf(s->version, sizeof(s->version), "%s", chosen);
+    s->initialized = true;
+    json_t *r = json_pack(
+        "{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{s:b}, s:{}, s:{}}, s:{s:s, s:s, s:s}, s:s}",
+        "protocolVersion", chosen, "capabilities", "tools", "listChanged", 0, "resources",
+        "subscribe", 0, "listChanged", 0, "prompts", "listChanged", 0, "logging", "completions",
+        "serverInfo", "name", "mcp-sandbox", "title", "mcp-sandbox", "version", SBX_VERSION,
+        "instructions",
+        "Sandboxes built from Linux kernel primitives for running code. Each sandbox keeps its "
+        "Python state and files between calls.");
+    send_result(s, id, r);
+}
+
+static void h_ping(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    (void)params;
+    send_result(s, id, json_object());
+}
+
+/* Cursors are opaque to clients: "o" followed by the offset. */
+static int page_bounds(const json_t *params, size_t total, size_t page, size_t *start, size_t *end)
+{
+    const json_t *cur = json_object_get(params, "cursor");
+    *start = 0;
+    if (cur) {
+        const char *c = json_string_value(cur);
+        char *e = NULL;
+        if (!c || c[0] != 'o' || !c[1])
+            return -1;
+        unsigned long v = strtoul(c + 1, &e, 10);
+        if (*e || v > total)
+            return -1;
+        *start = v;
+    }
+    *end = *start + page < total ? *start + page : total;
+    return 0;
+}
+
+static void h_tools_list(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    struct mcp_server *srv = s->srv;
+    size_t a, b;
+    if (page_bounds(params, srv->n_tools, srv->cfg->page_size ? srv->cfg->page_size : 50, &a, &b) <
+        0) {
+        send_error(s, id, RPC_INVALID_PARAMS, "tools/list: invalid cursor");
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t i = a; i < b; i++) {
+        const struct tool_entry *t = &srv->tools[i];
+        json_t *o =
+            json_pack("{s:s, s:s, s:O, s:{s:b, s:b, s:b, s:b}}", "name", t->def.name, "description",
+                      t->def.description, "inputSchema", t->input, "annotations", "readOnlyHint",
+                      t->def.read_only, "destructiveHint", t->def.destructive, "idempotentHint",
+                      t->def.idempotent, "openWorldHint", t->def.open_world);
+        if (t->def.title)
+            json_object_set_new(o, "title", json_string(t->def.title));
+        if (t->output)
+            json_object_set(o, "outputSchema", t->output);
+        json_array_append_new(list, o);
+    }
+    json_t *r = json_pack("{s:o}", "tools", list);
+    if (b < srv->n_tools)
+        json_object_set_new(r, "nextCursor", json_sprintf("o%zu", b));
+    send_result(s, id, r);
+}
+
+static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    const char *name = json_string_value(json_object_get(params, "name"));
+    if (!name) {
+        send_error(s, id, RPC_INVALID_PARAMS, "tools/call: params.name (string) is required");
+        return;
+    }
+    struct tool_entry *t = NULL;
+    for (size_t i = 0; i < s->srv->n_tools; i++)
+        if (strcmp(s->srv->tools[i].def.name, name) == 0)
+            t = &s->srv->tools[i];
+    if (!t) {
+        send_error(s, id, RPC_INVALID_PARAMS, "unknown tool: %s", name);
+        return;
+    }
+    json_t *args = json_object_get(params, "arguments");
+    json_t *owned = args ? json_incref(args) : json_object();
+    struct mcp_call *c = xcalloc(1, sizeof(*c));
+    c->s = s;
+    c->id = json_deep_copy(id);
+    const json_t *meta = json_object_get(params, "_meta");
+    const json_t *tok = json_object_get(meta, "progressToken");
+    if (json_is_string(tok) || json_is_integer(tok))
+        c->progress_token = json_incref((json_t *)tok);
+    c->next = s->calls;
+    if (s->calls)
+        s->calls->prev = c;
+    s->calls = c;
+    char why[512];
+    if (!json_is_object(owned)) {
+        mcp_call_fail(c, "arguments must be an object");
+    } else if (schema_validate(t->input, owned, why, sizeof(why)) < 0) {
+        mcp_call_fail(c, "invalid arguments for %s: %s", name, why);
+    } else {
+        t->def.fn(c, owned, t->data);
+    }
+    json_decref(owned);
+}
+
+static void h_resources_list(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    (void)params;
+    send_result(s, id, json_pack("{s:[]}", "resources"));
+}
+
+static void h_resource_templates_list(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    (void)params;
+    send_result(s, id, json_pack("{s:[]}", "resourceTemplates"));
+}
+
+static void h_resources_read(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    const char *uri = json_string_value(json_object_get(params, "uri"));
+    if (!uri) {
+        send_error(s, id, RPC_INVALID_PARAMS, "resources/read: params.uri (string) is required");
+        return;
+    }
+    send_error(s, id, RPC_RESOURCE_NOT_FOUND, "resource not found: %s", uri);
+}
+
+static void h_prompts_list(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    (void)params;
+    send_result(s, id, json_pack("{s:[]}", "prompts"));
+}
+
+static void h_prompts_get(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    const char *name = json_string_value(json_object_get(params, "name"));
+    send_error(s, id, RPC_INVALID_PARAMS, "unknown prompt: %s", name ? name : "(no name given)");
+}
+
+static void h_set_level(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    int lvl = log_level_from_name(json_string_value(json_object_get(params, "level")));
+    if (lvl < 0) {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "logging/setLevel: level must be one of debug, info, notice, warning, error, "
+                   "critical, alert, emergency");
+        return;
+    }
+    s->log_level = lvl;
+    send_result(s, id, json_object());
+}
+
+static void h_complete(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    if (!json_is_object(json_object_get(params, "ref"))) {
+        send_error(s, id, RPC_INVALID_PARAMS, "completion/complete: params.ref is required");
+        return;
+    }
+    send_result(
+        s, id, json_pack("{s:{s:[], s:i, s:b}}", "completion", "values", "total", 0, "hasMore", 0));
+}
+
+static const struct {
+    const char *method;
+    method_fn fn;
+    bool before_init;
+} methods[] = {
+    {"initialize", h_initialize, true},
+    {"ping", h_ping, true},
+    {"tools/list", h_tools_list, false},
+    {"tools/call", h_tools_call, false},
+    {"resources/list", h_resources_list, false},
+    {"resources/read", h_resources_read, false},
+    {"resources/templates/list", h_resource_templates_list, false},
+    {"prompts/list", h_prompts_list, false},
+    {"prompts/get", h_prompts_get, false},
+    {"logging/setLevel", h_set_level, false},
+    {"completion/complete", h_complete, false},
+};
+
+static void on_cancelled(struct mcp_session *s, json_t *params)
+{
+    const json_t *rid = json_object_get(params, "requestId");
+    if (!rid)
+        return;
+    for (struct mcp_call *c = s->calls; c; c = c->next) {
+        if (json_equal(c->id, rid)) {
+            log_emit(LOG_LVL_DEBUG, "request cancelled by the client", "owner", s->owner, NULL);
+            call_cancel(c); /* no response is sent for a cancelled request */
+            return;
+        }
+    }
+}
+
+enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len)
+{
+    if (len > s->srv->cfg->max_message_bytes) {
+        send_error(s, NULL, RPC_INVALID_REQUEST, "message of %zu bytes exceeds the limit of %llu",
+                   len, (unsigned long long)s->srv->cfg->max_message_bytes);
+        return MCP_MSG_INVALID;
+    }
+    json_error_t je;
+    json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!msg) {
+        send_error(s, NULL, RPC_PARSE_ERROR, "parse error: %s (line %d, column %d)", je.text,
+                   je.line, je.column);
+        return MCP_MSG_INVALID;
+    }
+    enum mcp_msg_kind kind = MCP_MSG_INVALID;
+    const json_t *id = json_is_object(msg) ? json_object_get(msg, "id") : NULL;
+    bool id_ok = id && (json_is_string(id) || json_is_integer(id));
+    const json_t *reply_id = id_ok ? id : NULL;
+    if (!json_is_object(msg)) {
+        send_error(s, NULL, RPC_INVALID_REQUEST,
+                   json_is_array(msg) ? "batches are not supported (removed in 2025-06-18)"
+                                      : "a JSON-RPC message must be an object");
+        goto out;
+    }
+    const char *ver = json_string_value(json_object_get(msg, "jsonrpc"));
+    if (!ver || strcmp(ver, "2.0") != 0) {
+        send_error(s, reply_id, RPC_INVALID_REQUEST, "\"jsonrpc\": \"2.0\" is required");
+        goto out;
+    }
+    json_t *method_v = json_object_get(msg, "method");
+    if (!method_v) {
+        if (id_ok && (json_object_get(msg, "result") || json_object_get(msg, "error"))) {
+            kind =
+                MCP_MSG_RESPONSE; /* we issue no server-to-client requests yet: nothing to match */
+        } else {
+            send_error(s, reply_id, RPC_INVALID_REQUEST,
+                       "a message needs a method, or an id with a result or error");
+        }
+        goto out;
+    }
+    const char *method = json_string_value(method_v);
+    json_t *params = json_object_get(msg, "params");
+    if (!method || (params && !json_is_object(params))) {
+        send_error(s, reply_id, RPC_INVALID_REQUEST,
+                   !method ? "method must be a string" : "params must be an object");
+        goto out;
+    }
+    if (!id) {
+        kind = MCP_MSG_NOTIFICATION;
+        if (strcmp(method, "notifications/cancelled") == 0)
+            on_cancelled(s, params);
+        /* notifications/initialized and unknown notifications need no answer */
+        goto out;
+    }
+    if (!id_ok) {
+        send_error(s, NULL, RPC_INVALID_REQUEST, "id must be a string or an integer");
+        goto out;
+    }
+    kind = MCP_MSG_REQUEST;
+    for (size_t i = 0; i < ARRAY_SIZE(methods); i++) {
+        if (strcmp(methods[i].method, method) != 0)
+            continue;
+        if (!s->initialized && !methods[i].before_init) {
+            send_error(s, id, RPC_INVALID_REQUEST, "server not initialized: send initialize first");
+            goto out;
+        }
+        json_t *p = params ? json_incref(params) : json_object();
+        methods[i].fn(s, id, p);
+        json_decref(p);
+        goto out;
+    }
+    send_error(s, id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
+out:
+    json_decref(msg);
+    return kind;
+}

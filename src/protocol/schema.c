@@ -1,0 +1,166 @@
+#include "schema.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "?";
+}
+
+static bool type_matches(const char *want, const json_t *v)
+{
+    if (strcmp(want, "number") == 0)
+        return json_is_number(v);
+    if (strcmp(want, "integer") == 0)
+        return json_is_integer(v) ||
+               (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v));
+    return strcmp(want, type_name(v)) == 0;
+}
+
+static int fail(char *msg, size_t len, const char *path, const char *fmt, const char *a,
+                const char *b)
+{
+    char detail[256];
+    snprintf(detail, sizeof(detail), fmt, a, b);
+    if (path[0])
+        snprintf(msg, len, "argument '%s': %s", path, detail);
+    else
+        snprintf(msg, len, "arguments: %s", detail);
+    return -1;
+}
+
+static int validate(const json_t *s, const json_t *v, const char *path, char *msg, size_t len,
+                    int depth)
+{
+    if (depth > 32)
+        return fail(msg, len, path, "%s%s", "schema nested too deeply", "");
+    if (!json_is_object(s))
+        return 0;
+    const json_t *t = json_object_get(s, "type");
+    if (json_is_string(t) && !type_matches(json_string_value(t), v))
+        return fail(msg, len, path, "expected %s, got %s", json_string_value(t), type_name(v));
+    if (json_is_array(t)) {
+        bool any = false;
+        size_t i;
+        const json_t *e;
+        json_array_foreach(t, i, e) any |=
+            json_is_string(e) && type_matches(json_string_value(e), v);
+        if (!any)
+            return fail(msg, len, path, "has the wrong type (%s)%s", type_name(v), "");
+    }
+    const json_t *en = json_object_get(s, "enum");
+    if (json_is_array(en)) {
+        bool found = false;
+        size_t i;
+        const json_t *e;
+        json_array_foreach(en, i, e) found |= json_equal(e, v);
+        if (!found) {
+            char *opts = json_dumps(en, JSON_COMPACT);
+            fail(msg, len, path, "expected one of %s%s", opts ? opts : "the allowed values", "");
+            free(opts);
+            return -1;
+        }
+    }
+    const json_t *c = json_object_get(s, "const");
+    if (c && !json_equal(c, v))
+        return fail(msg, len, path, "must equal the constant value%s%s", "", "");
+    if (json_is_number(v)) {
+        double x = json_number_value(v);
+        const json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
+        char lim[64];
+        if (json_is_number(mn) && x < json_number_value(mn)) {
+            snprintf(lim, sizeof(lim), "%g", json_number_value(mn));
+            return fail(msg, len, path, "must be at least %s%s", lim, "");
+        }
+        if (json_is_number(mx) && x > json_number_value(mx)) {
+            snprintf(lim, sizeof(lim), "%g", json_number_value(mx));
+            return fail(msg, len, path, "must be at most %s%s", lim, "");
+        }
+    }
+    if (json_is_string(v)) {
+        size_t n = json_string_length(v);
+        const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
+        char lim[64];
+        if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn)) {
+            snprintf(lim, sizeof(lim), "%lld", (long long)json_integer_value(mn));
+            return fail(msg, len, path, "must be at least %s characters%s", lim, "");
+        }
+        if (json_is_integer(mx) && (json_int_t)n > json_integer_value(mx)) {
+            snprintf(lim, sizeof(lim), "%lld", (long long)json_integer_value(mx));
+            return fail(msg, len, path, "must be at most %s characters%s", lim, "");
+        }
+    }
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        const json_t *mn = json_object_get(s, "minItems"), *mx = json_object_get(s, "maxItems");
+        if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn))
+            return fail(msg, len, path, "has too few items%s%s", "", "");
+        if (json_is_integer(mx) && (json_int_t)n > json_integer_value(mx))
+            return fail(msg, len, path, "has too many items%s%s", "", "");
+        const json_t *items = json_object_get(s, "items");
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            char sub[256];
+            snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+            if (validate(items, e, sub, msg, len, depth + 1) < 0)
+                return -1;
+        }
+    }
+    if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties");
+        const json_t *req = json_object_get(s, "required");
+        size_t i;
+        const json_t *e;
+        json_array_foreach(req, i, e)
+        {
+            if (json_is_string(e) && !json_object_get(v, json_string_value(e))) {
+                char sub[256];
+                snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "",
+                         json_string_value(e));
+                return fail(msg, len, sub, "is required%s%s", "", "");
+            }
+        }
+        const json_t *ap = json_object_get(s, "additionalProperties");
+        const char *k;
+        json_t *val;
+        json_object_foreach((json_t *)v, k, val)
+        {
+            char sub[256];
+            snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", k);
+            const json_t *ps = json_object_get(props, k);
+            if (!ps && json_is_false(ap))
+                return fail(msg, len, sub, "is not a known argument%s%s", "", "");
+            if (ps && validate(ps, val, sub, msg, len, depth + 1) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+int schema_validate(const json_t *schema, const json_t *value, char *msg, size_t msg_len)
+{
+    msg[0] = '\0';
+    return validate(schema, value, "", msg, msg_len, 0);
+}
