@@ -497,10 +497,12 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
         return MCP_MSG_INVALID;
     }
     json_error_t je;
-    json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!msg) {
-        send_error(s, NULL, RPC_PARSE_ERROR, "parse error: %s (line %d, column %d)", je.text,
-                   je.line, je.column);
+        /* jansson's wording for bad bytes is cryptic; name the actual problem. */
+        bool bad_utf8 = strstr(je.text, "decode byte") || strstr(je.text, "UTF-8");
+        send_error(s, NULL, RPC_PARSE_ERROR, "parse error: %s%s (line %d, column %d)",
+                   bad_utf8 ? "invalid UTF-8: " : "", je.text, je.line, je.column);
         return MCP_MSG_INVALID;
     }
     enum mcp_msg_kind kind = MCP_MSG_INVALID;

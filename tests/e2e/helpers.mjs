@@ -1,0 +1,69 @@
+// Shared helpers: start the real binary, talk to it with the official SDK or raw lines.
+import { spawn } from 'node:child_process';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+export const BIN = process.env.MCP_SANDBOX_BIN || new URL('../../build/mcp-sandbox', import.meta.url).pathname;
+
+// Everything started here is ended after the file's tests, even when a test failed midway.
+const started = [];
+export async function cleanup() {
+  for (const x of started.splice(0)) {
+    try { if (x.close) await x.close(); else x.kill('SIGKILL'); } catch { /* already gone */ }
+  }
+}
+
+export async function connect(extraArgs = ['--test-fixtures'], clientOpts = {}) {
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ['serve', '--stdio', '--log-level', 'warning', ...extraArgs],
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'mcp-sandbox-e2e', version: '1.0.0' }, clientOpts);
+  await client.connect(transport);
+  started.push(client);
+  return { client, transport };
+}
+
+// Raw line session: send lines, collect parsed replies.
+export function rawServer(extraArgs = []) {
+  const child = spawn(BIN, ['serve', '--stdio', '--log-level', 'error', ...extraArgs], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  started.push(child);
+  const replies = [];
+  const waiters = [];
+  let buf = '';
+  child.stdout.on('data', (d) => {
+    buf += d.toString('utf8');
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      const msg = JSON.parse(line); // every stdout line must be JSON
+      replies.push(msg);
+      for (const w of waiters.splice(0)) w();
+    }
+  });
+  const exited = new Promise((res) => child.on('exit', (code, sig) => res({ code, sig })));
+  return {
+    child,
+    replies,
+    exited,
+    send(text) { child.stdin.write(text); },
+    async waitFor(pred, ms = 5000) {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const m = replies.find(pred);
+        if (m) return m;
+        if (Date.now() > deadline) throw new Error('timed out waiting; got ' + JSON.stringify(replies));
+        await new Promise((r) => { waiters.push(r); setTimeout(r, 50); });
+      }
+    },
+  };
+}
+
+export const INIT = (id, version = '2025-11-25') => JSON.stringify({
+  jsonrpc: '2.0', id, method: 'initialize',
+  params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+}) + '\n';

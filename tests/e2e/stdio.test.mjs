@@ -1,0 +1,203 @@
+// The real binary over stdio, driven by the official TypeScript SDK and by raw lines.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, rawServer, INIT, cleanup } from './helpers.mjs';
+
+after(cleanup);
+
+test('SDK: initialize negotiates 2025-11-25 and reports serverInfo', async () => {
+  const { client } = await connect();
+  assert.equal(client.getServerVersion().name, 'mcp-sandbox');
+  assert.ok(client.getServerCapabilities().tools);
+  await client.close();
+});
+
+for (const v of ['2025-11-25', '2025-06-18', '2025-03-26']) {
+  test(`raw: version ${v} is accepted as asked`, async () => {
+    const s = rawServer();
+    s.send(INIT(1, v));
+    const r = await s.waitFor((m) => m.id === 1);
+    assert.equal(r.result.protocolVersion, v);
+    s.child.stdin.end();
+    assert.equal((await s.exited).code, 0);
+  });
+}
+
+test('raw: an unknown version is answered with the latest', async () => {
+  const s = rawServer();
+  s.send(INIT(1, '1999-01-01'));
+  const r = await s.waitFor((m) => m.id === 1);
+  assert.equal(r.result.protocolVersion, '2025-11-25');
+  s.child.stdin.end();
+  await s.exited;
+});
+
+test('SDK: tools/list and ping', async () => {
+  const { client } = await connect();
+  const { tools } = await client.listTools();
+  assert.ok(tools.some((t) => t.name === 'test_slow'));
+  for (const t of tools) {
+    assert.equal(t.inputSchema.type, 'object');
+    assert.equal(t.inputSchema.additionalProperties, false);
+  }
+  assert.deepEqual(await client.ping(), {});
+  await client.close();
+});
+
+test('raw: without --test-fixtures the server registers no fake tools', async () => {
+  const s = rawServer();
+  s.send(INIT(1));
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n');
+  const r = await s.waitFor((m) => m.id === 2);
+  assert.deepEqual(r.result.tools, []);
+  s.child.stdin.end();
+  await s.exited;
+});
+
+test('raw: error codes for bad lines, and the server keeps answering', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send('{"jsonrpc":"2.0","id":"early","method":"tools/list"}\n');
+  const early = await s.waitFor((m) => m.id === 'early');
+  assert.equal(early.error.code, -32600);
+  assert.match(early.error.message, /initialize/);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  const cases = [
+    ['{not json', -32700],
+    ['[{"jsonrpc":"2.0","id":9,"method":"ping"}]', -32600],
+    ['"just a string"', -32600],
+    ['{"id":10,"method":"ping"}', -32600],
+    ['{"jsonrpc":"1.0","id":11,"method":"ping"}', -32600],
+    ['{"jsonrpc":"2.0","id":12,"method":"no/such"}', -32601],
+    ['{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"nope"}}', -32602],
+    ['{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{}}', -32602],
+    ['{"jsonrpc":"2.0","id":15,"method":"logging/setLevel","params":{"level":"loud"}}', -32602],
+    ['{"jsonrpc":"2.0","id":16,"method":"resources/read","params":{"uri":"x://y"}}', -32002],
+    ['{"jsonrpc":"2.0","id":17,"method":"tools/list","params":{"cursor":"bogus"}}', -32602],
+    ['{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', -32600],
+  ];
+  for (const [line, code] of cases) {
+    const before = s.replies.length;
+    s.send(line + '\n');
+    await s.waitFor((m) => s.replies.indexOf(m) >= before && m.error);
+    assert.equal(s.replies[s.replies.length - 1].error.code, code, line);
+  }
+  // Invalid UTF-8 and deep nesting: errors, not crashes.
+  s.child.stdin.write(Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":20,"method":"ping","x":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}\n')]));
+  await s.waitFor((m) => m.error && m.error.code === -32700 && /UTF-8|unicode/i.test(m.error.message));
+  s.send('['.repeat(100000) + ']'.repeat(100000) + '\n');
+  await s.waitFor((m) => m.error && /depth|nest/i.test(m.error.message));
+  s.send('{"jsonrpc":"2.0","id":99,"method":"ping"}\n');
+  const pong = await s.waitFor((m) => m.id === 99);
+  assert.deepEqual(pong.result, {});
+  s.child.stdin.end();
+  assert.equal((await s.exited).code, 0);
+});
+
+test('raw: a message over the size cap is refused and the stream stays in sync', async () => {
+  const s = rawServer(['--max-message-bytes', '4k']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":"' + 'x'.repeat(100000) + '"}}\n');
+  const err = await s.waitFor((m) => m.error && /size limit/.test(m.error.message));
+  assert.equal(err.error.code, -32600);
+  s.send('{"jsonrpc":"2.0","id":3,"method":"ping"}\n');
+  assert.deepEqual((await s.waitFor((m) => m.id === 3)).result, {});
+  s.child.stdin.end();
+  await s.exited;
+});
+
+test('SDK: bad tool arguments are an isError result naming the argument', async () => {
+  const { client } = await connect();
+  const r = await client.callTool({ name: 'test_slow', arguments: { ms: 'soon' } });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /'ms': expected integer, got string/);
+  const r2 = await client.callTool({ name: 'test_slow', arguments: { ms: 1, extra: 1 } });
+  assert.equal(r2.isError, true);
+  assert.match(r2.content[0].text, /'extra': is not a known argument/);
+  const r3 = await client.callTool({ name: 'test_slow', arguments: {} });
+  assert.match(r3.content[0].text, /'ms': is required/);
+  await client.close();
+});
+
+test('SDK: progress notifications arrive for a call with a progress token', async () => {
+  const { client } = await connect();
+  const seen = [];
+  const r = await client.callTool({ name: 'test_slow', arguments: { ms: 300, steps: 3 } }, undefined, {
+    onprogress: (p) => seen.push(p.progress),
+  });
+  assert.equal(r.content[0].text, 'done');
+  // The SDK may run the last progress handler after resolving the result; the wire order is
+  // checked by the raw test below.
+  assert.deepEqual(seen.slice(0, 2), [1, 2]);
+  await client.close();
+});
+
+test('raw: every progress notification precedes the response, increasing', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":60,"steps":3},"_meta":{"progressToken":"tok"}}}\n');
+  await s.waitFor((m) => m.id === 2);
+  const seq = s.replies.filter((m) => m.method === 'notifications/progress' || m.id === 2);
+  assert.deepEqual(seq.map((m) => (m.id === 2 ? 'result' : m.params.progress)), [1, 2, 3, 'result']);
+  assert.ok(seq.slice(0, 3).every((m) => m.params.progressToken === 'tok' && m.params.total === 3));
+  s.child.stdin.end();
+  await s.exited;
+});
+
+test('SDK: a concurrent ping is answered while a slow call runs', async () => {
+  const { client } = await connect();
+  const slow = client.callTool({ name: 'test_slow', arguments: { ms: 3000 } });
+  const t0 = Date.now();
+  await client.ping();
+  const pingMs = Date.now() - t0;
+  assert.ok(pingMs < 1000, `ping took ${pingMs} ms`);
+  const t1 = Date.now();
+  const other = await client.callTool({ name: 'test_slow', arguments: { ms: 10 } });
+  assert.equal(other.content[0].text, 'done');
+  assert.ok(Date.now() - t1 < 1000);
+  await slow;
+  await client.close();
+});
+
+test('raw: cancellation stops the work and sends no response', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":500}}}\n');
+  s.send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}\n');
+  s.send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12345}}\n');
+  await new Promise((r) => setTimeout(r, 900));
+  assert.equal(s.replies.filter((m) => m.id === 2).length, 0);
+  s.send('{"jsonrpc":"2.0","id":3,"method":"ping"}\n');
+  await s.waitFor((m) => m.id === 3);
+  s.child.stdin.end();
+  assert.equal((await s.exited).code, 0);
+});
+
+test('SDK: logging/setLevel filters notifications/message', async () => {
+  const { client } = await connect();
+  const got = [];
+  const { LoggingMessageNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => got.push(n.params.level));
+  await client.setLoggingLevel('warning');
+  await client.callTool({ name: 'test_log', arguments: {} });
+  assert.deepEqual(got, ['warning', 'error', 'critical', 'alert', 'emergency']);
+  got.length = 0;
+  await client.setLoggingLevel('debug');
+  await client.callTool({ name: 'test_log', arguments: {} });
+  assert.equal(got.length, 8);
+  await client.close();
+});
+
+test('raw: SIGTERM shuts down cleanly', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10000}}}\n');
+  await new Promise((r) => setTimeout(r, 100));
+  s.child.kill('SIGTERM');
+  const { code } = await s.exited;
+  assert.equal(code, 0);
+});
