@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# Started by `make run`: prints how to connect each MCP host, then serves Streamable HTTP on
-# 127.0.0.1 (hosts that prefer stdio start the binary themselves with `serve --stdio`).
-set -euo pipefail
+# Started by `make run`: checks the machine, prints how to connect each MCP host, then serves
+# Streamable HTTP on 127.0.0.1 when this build has it (hosts start stdio servers themselves).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/build/mcp-sandbox
 ADDR=${MCP_SANDBOX_HTTP:-127.0.0.1:8080}
+"$BIN" doctor || echo "(the default profile cannot run here: see the hints above)"
 cat <<EOT
-mcp-sandbox is starting on http://$ADDR/mcp
 
-Connect a host (pick one):
-  Claude Code:     claude mcp add --transport http sandbox http://$ADDR/mcp
-                   or, over stdio:  claude mcp add sandbox -- $BIN serve --stdio
-  Claude Desktop / Cursor (claude_desktop_config.json / ~/.cursor/mcp.json):
+Connect an MCP host over stdio (the host starts the server itself):
+  Claude Code:
+    claude mcp add sandbox -- $BIN serve --stdio
+  Claude Desktop (claude_desktop_config.json), Cursor (~/.cursor/mcp.json), .mcp.json:
     {"mcpServers":{"sandbox":{"command":"$BIN","args":["serve","--stdio"],"env":{}}}}
   VS Code (.vscode/mcp.json):
-    {"servers":{"sandbox":{"type":"http","url":"http://$ADDR/mcp"}}}
-  Any host over HTTP:
-    {"type":"http","url":"http://$ADDR/mcp"}
+    {"servers":{"sandbox":{"type":"stdio","command":"$BIN","args":["serve","--stdio"]}}}
 
-Check this machine's isolation layers:  $BIN doctor
-Stop the server with Ctrl-C.
+Run a command in a fresh sandbox:  $BIN run -- /usr/bin/python3 -c 'print(1)'
 EOT
-exec "$BIN" serve --http "$ADDR"
+if "$BIN" serve --http "$ADDR" 2>/dev/null; then
+    exit 0
+fi
+echo
+echo "Streamable HTTP (http://$ADDR/mcp) is not part of this build yet; use stdio as above."
