@@ -6,7 +6,6 @@
 #include "lib/util.h"
 #include "protocol/mcp.h"
 #include "service/loop.h"
-#include "transport/http.h"
 #include "transport/stdio.h"
 
 #include <getopt.h>
@@ -75,7 +74,6 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     struct ev_loop *loop = NULL;
     struct mcp_server *srv = NULL;
     struct stdio_transport *st = NULL;
-    struct http_transport *ht = NULL;
     struct ev_watch *sigw = NULL;
     int rc = 1, sfd = -1;
     /* A vanished client must not kill us through SIGPIPE; writes report EPIPE instead. */
@@ -97,7 +95,11 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
         if (stdio_transport_start(loop, srv, 0, 1, &st, &err) < 0)
             goto out;
         stdio_transport_set_max(st, ctx->cfg.max_message_bytes);
-    } else if (http_transport_start(loop, srv, &ctx->cfg, http, &ht, &err) < 0) {
+    } else {
+        sbx_fail(&err, ENOTSUP,
+                 "serve --http %s: the Streamable HTTP transport is not in this build yet; "
+                 "use serve --stdio",
+                 http);
         goto out;
     }
     log_emit(LOG_LVL_INFO, "serving", "transport", http ? "http" : "stdio", NULL);
@@ -106,7 +108,6 @@ out:
     if (rc && err.msg[0])
         fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
     stdio_transport_stop(st);
-    http_transport_stop(ht);
     mcp_server_free(srv);
     ev_unwatch(sigw);
     ev_loop_free(loop);
