@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/build/mcp-sandbox
-ADDR=${MCP_SANDBOX_HTTP:-127.0.0.1:8080}
+ADDR=${SBX_HTTP_ADDR:-127.0.0.1:8080}
 "$BIN" doctor || echo "(the default profile cannot run here: see the hints above)"
 cat <<EOT
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test tier and ends with "N passed, N failed, N skipped". Each tier prints TAP;
 # only top-level lines (column 0) are counted, so tiers keep their tests flat.
-# Under CI (CI=true) or MCP_SANDBOX_STRICT=1 a skip counts as a failure: this machine kind
+# Under CI (CI=true) or SBX_TEST_STRICT=1 a skip counts as a failure: this machine kind
 # has every kernel feature, so a skip there means something is broken.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
 STRICT=0
-if [ "${CI:-}" = "true" ] || [ "${MCP_SANDBOX_STRICT:-0}" = "1" ]; then STRICT=1; fi
-export MCP_SANDBOX_STRICT=$STRICT
+if [ "${CI:-}" = "true" ] || [ "${SBX_TEST_STRICT:-0}" = "1" ]; then STRICT=1; fi
+export SBX_TEST_STRICT=$STRICT
 LOGDIR=$ROOT/$BUILD/test-logs
 mkdir -p "$LOGDIR"
 PASS=0 FAIL=0 SKIP=0

@@ -1,8 +1,101 @@
+/* Layered configuration: defaults, then the file, then MCP_SANDBOX_* variables, then flags.
+ * Every key is a row of a table (name, type, where it lives, help); the TOML loader, the
+ * environment mapper, config_set and config_print all walk the same rows. */
 #include "config.h"
 
+#include "log.h"
+#include "toml.h"
 #include "util.h"
 
+#include <ctype.h>
+#include <stddef.h>
 #include <string.h>
+
+enum key_type {
+    KT_STRING,
+    KT_BOOL,
+    KT_U32,
+    KT_SIZE,      /* u64 bytes: integer, or "256M" */
+    KT_LIST,      /* array of strings; env: comma-separated */
+    KT_LOG_LEVEL, /* string, one of the 8 syslog names */
+    KT_CPUS,      /* profile: u32 millicpus, written "0.5" */
+    KT_SECONDS,   /* profile: u32 milliseconds, written in whole seconds */
+    KT_NETWORK,   /* profile: char[16], "none" or "packages" */
+};
+
+struct key_def {
+    const char *name;
+    enum key_type type;
+    size_t off;
+    uint64_t min, max; /* integer bounds */
+};
+
+#define G(name, type, field, min, max)                                                             \
+    {                                                                                              \
+        name, type, offsetof(struct sbx_config, field), min, max                                   \
+    }
+#define P(name, type, field, min, max)                                                             \
+    {                                                                                              \
+        name, type, offsetof(struct sbx_profile, field), min, max                                  \
+    }
+
+static const struct key_def global_keys[] = {
+    G("server.state_dir", KT_STRING, state_dir, 0, 0),
+    G("server.max_message_bytes", KT_SIZE, max_message_bytes, 1024, 1ull << 30),
+    G("server.page_size", KT_U32, page_size, 1, 1000),
+    G("log.file", KT_STRING, log_file, 0, 0),
+    G("log.level", KT_LOG_LEVEL, log_level, 0, 0),
+    G("isolation.allow_degraded", KT_BOOL, allow_degraded, 0, 0),
+    G("isolation.sandbox_uid", KT_U32, sandbox_uid, 1, 4294967294u),
+    G("isolation.host_uid", KT_U32, host_uid, 1, 4294967294u),
+    G("isolation.default_profile", KT_STRING, default_profile, 0, 0),
+    G("isolation.output_cap_bytes", KT_SIZE, output_cap_bytes, 1024, 1ull << 30),
+    G("limits.max_sandboxes", KT_U32, max_sandboxes, 1, 100000),
+    G("limits.max_sandboxes_per_owner", KT_U32, max_sandboxes_per_owner, 1, 100000),
+    G("limits.idle_ttl_s", KT_U32, idle_ttl_s, 1, 31536000),
+    G("limits.max_lifetime_s", KT_U32, max_lifetime_s, 1, 31536000),
+    G("limits.max_queue_depth", KT_U32, max_queue_depth, 1, 100000),
+    G("files.upload_roots", KT_LIST, upload_roots, 0, 0),
+    G("packages.index_url", KT_STRING, index_url, 0, 0),
+    G("packages.extra_index_urls", KT_LIST, extra_index_urls, 0, 0),
+    G("packages.only_binary", KT_BOOL, only_binary, 0, 0),
+    G("packages.allowed", KT_LIST, allowed_packages, 0, 0),
+    G("packages.max_install_seconds", KT_U32, max_install_seconds, 1, 86400),
+    G("http.listen", KT_STRING, http_listen, 0, 0),
+    G("http.allowed_hosts", KT_LIST, allowed_hosts, 0, 0),
+    G("http.allowed_origins", KT_LIST, allowed_origins, 0, 0),
+    G("http.cors_origins", KT_LIST, cors_origins, 0, 0),
+    G("http.auth_tokens_file", KT_STRING, auth_tokens_file, 0, 0),
+    G("http.auth_token_hashes", KT_LIST, auth_token_hashes, 0, 0),
+    G("http.authorization_server", KT_STRING, authorization_server, 0, 0),
+    G("http.max_body_bytes", KT_SIZE, http_max_body_bytes, 1024, 1ull << 30),
+    G("http.max_connections", KT_U32, http_max_connections, 1, 1000000),
+    G("http.max_sessions", KT_U32, http_max_sessions, 1, 1000000),
+    G("http.session_idle_s", KT_U32, http_session_idle_s, 1, 31536000),
+};
+
+static const struct key_def profile_keys[] = {
+    P("memory", KT_SIZE, memory_bytes, 16ull << 20, 1ull << 40),
+    P("cpus", KT_CPUS, cpu_millicpus, 10, 1024000),
+    P("timeout_s", KT_SECONDS, timeout_ms, 1, 86400),
+    P("pids", KT_U32, pids, 4, 1000000),
+    P("workspace_size", KT_SIZE, workspace_bytes, 1ull << 20, 1ull << 40),
+    P("workspace_inodes", KT_SIZE, workspace_inodes, 64, 1ull << 32),
+    P("tmp_size", KT_SIZE, tmp_bytes, 1ull << 20, 1ull << 40),
+    P("fsize", KT_SIZE, fsize_bytes, 1ull << 20, 1ull << 40),
+    P("nofile", KT_U32, nofile, 16, 1048576),
+    P("stack", KT_SIZE, stack_bytes, 256ull << 10, 1ull << 30),
+    P("static_guard", KT_BOOL, static_guard, 0, 0),
+    P("network", KT_NETWORK, network, 0, 0),
+    P("pool_size", KT_U32, pool_size, 0, 10000),
+};
+
+_Static_assert(ARRAY_SIZE(global_keys) <= 64, "src_global is too small");
+_Static_assert(ARRAY_SIZE(profile_keys) <= 16, "src_profile is too small");
+
+static const char *const source_names[] = {"default", "file", "env", "flag"};
+
+/* ---- defaults ---- */
 
 static void profile_defaults(struct sbx_profile *p, const char *name, uint64_t mem_mib,
                              uint32_t millicpus, uint32_t timeout_s, uint32_t pids, uint64_t ws_mib,
@@ -63,22 +156,14 @@ static void string_list_free(struct string_list *l)
 
 void config_free(struct sbx_config *cfg)
 {
-    free(cfg->state_dir);
-    free(cfg->log_file);
-    free(cfg->log_level);
-    free(cfg->default_profile);
-    free(cfg->index_url);
-    free(cfg->http_listen);
-    free(cfg->auth_tokens_file);
-    free(cfg->authorization_server);
+    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++) {
+        void *field = (char *)cfg + global_keys[i].off;
+        if (global_keys[i].type == KT_STRING || global_keys[i].type == KT_LOG_LEVEL)
+            free(*(char **)field);
+        else if (global_keys[i].type == KT_LIST)
+            string_list_free(field);
+    }
     free(cfg->loaded_from);
-    string_list_free(&cfg->upload_roots);
-    string_list_free(&cfg->extra_index_urls);
-    string_list_free(&cfg->allowed_packages);
-    string_list_free(&cfg->allowed_hosts);
-    string_list_free(&cfg->allowed_origins);
-    string_list_free(&cfg->cors_origins);
-    string_list_free(&cfg->auth_token_hashes);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -90,23 +175,433 @@ const struct sbx_profile *config_profile(const struct sbx_config *cfg, const cha
     return NULL;
 }
 
-/* Placeholder until the TOML loader lands (owned by the config work). */
-int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err)
+/* ---- setting one value ---- */
+
+/* A value as it arrives: typed from TOML, or text from env and flags. */
+struct raw_value {
+    const struct toml_value *toml; /* NULL: use text */
+    const char *text;
+};
+
+static int want_integer(const struct key_def *k, const struct raw_value *v, bool size_ok,
+                        uint64_t *out, struct sbx_err *err)
 {
-    (void)cfg;
-    (void)explicit_path;
-    (void)err;
+    if (v->toml && v->toml->type == TOML_INTEGER) {
+        if (v->toml->integer < 0)
+            return sbx_fail(err, EINVAL, "%s must not be negative", k->name);
+        *out = (uint64_t)v->toml->integer;
+    } else {
+        const char *t = v->toml ? (v->toml->type == TOML_STRING ? v->toml->str : NULL) : v->text;
+        if (!t || (v->toml && !size_ok))
+            return sbx_fail(err, EINVAL, "%s wants %s", k->name,
+                            size_ok ? "an integer or a size string like \"256M\"" : "an integer");
+        if (size_ok ? parse_size(t, out) < 0
+                    : (parse_size(t, out) < 0 || strspn(t, "0123456789") != strlen(t)))
+            return sbx_fail(err, EINVAL, "%s: '%s' is not %s", k->name, t,
+                            size_ok ? "a size (e.g. 256M, 1G, 4096)" : "a whole number");
+    }
+    if (*out < k->min || *out > k->max)
+        return sbx_fail(err, ERANGE, "%s must be between %llu and %llu", k->name,
+                        (unsigned long long)k->min, (unsigned long long)k->max);
     return 0;
+}
+
+static int want_string(const struct key_def *k, const struct raw_value *v, const char **out,
+                       struct sbx_err *err)
+{
+    if (v->toml && v->toml->type != TOML_STRING)
+        return sbx_fail(err, EINVAL, "%s wants a string", k->name);
+    *out = v->toml ? v->toml->str : v->text;
+    return 0;
+}
+
+static int set_value(const struct key_def *k, void *base, const struct raw_value *v,
+                     struct sbx_err *err)
+{
+    void *field = (char *)base + k->off;
+    uint64_t n = 0;
+    const char *s = NULL;
+    switch (k->type) {
+    case KT_STRING:
+    case KT_LOG_LEVEL:
+        if (want_string(k, v, &s, err) < 0)
+            return -1;
+        if (k->type == KT_LOG_LEVEL && log_level_from_name(s) < 0)
+            return sbx_fail(err, EINVAL,
+                            "%s must be one of debug, info, notice, warning, error, critical, "
+                            "alert, emergency",
+                            k->name);
+        free(*(char **)field);
+        *(char **)field = xstrdup(s);
+        return 0;
+    case KT_BOOL:
+        if (v->toml) {
+            if (v->toml->type != TOML_BOOL)
+                return sbx_fail(err, EINVAL, "%s wants true or false", k->name);
+            *(bool *)field = v->toml->boolean;
+        } else if (!strcmp(v->text, "true") || !strcmp(v->text, "1")) {
+            *(bool *)field = true;
+        } else if (!strcmp(v->text, "false") || !strcmp(v->text, "0")) {
+            *(bool *)field = false;
+        } else {
+            return sbx_fail(err, EINVAL, "%s wants true or false", k->name);
+        }
+        return 0;
+    case KT_U32:
+    case KT_SECONDS:
+        if (want_integer(k, v, false, &n, err) < 0)
+            return -1;
+        *(uint32_t *)field = (uint32_t)(k->type == KT_SECONDS ? n * 1000 : n);
+        return 0;
+    case KT_SIZE:
+        if (want_integer(k, v, true, &n, err) < 0)
+            return -1;
+        *(uint64_t *)field = n;
+        return 0;
+    case KT_CPUS: {
+        if (want_string(k, v, &s, err) < 0)
+            return -1;
+        char *end = NULL;
+        double d = strtod(s, &end);
+        /* Range-check before converting: a huge value must not overflow the cast. */
+        bool in_range = d >= (double)k->min / 1000 && d <= (double)k->max / 1000;
+        uint64_t m = in_range ? (uint64_t)(d * 1000 + 0.5) : 0;
+        if (!*s || *end || !in_range || m < k->min || m > k->max)
+            return sbx_fail(err, EINVAL, "%s wants a CPU count as a string, e.g. \"0.5\"", k->name);
+        *(uint32_t *)field = (uint32_t)m;
+        return 0;
+    }
+    case KT_NETWORK:
+        if (want_string(k, v, &s, err) < 0)
+            return -1;
+        if (strcmp(s, "none") != 0 && strcmp(s, "packages") != 0)
+            return sbx_fail(err, EINVAL, "%s must be \"none\" or \"packages\"", k->name);
+        snprintf((char *)field, 16, "%s", s);
+        return 0;
+    case KT_LIST: {
+        struct string_list *l = field;
+        string_list_free(l);
+        if (v->toml) {
+            if (v->toml->type != TOML_STRING_ARRAY)
+                return sbx_fail(err, EINVAL, "%s wants an array of strings", k->name);
+            for (size_t i = 0; i < v->toml->n_items; i++) {
+                l->items = xrealloc(l->items, (l->len + 1) * sizeof(char *));
+                l->items[l->len++] = xstrdup(v->toml->items[i]);
+            }
+            return 0;
+        }
+        char *copy = xstrdup(v->text), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            l->items = xrealloc(l->items, (l->len + 1) * sizeof(char *));
+            l->items[l->len++] = xstrdup(t);
+        }
+        free(copy);
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static struct sbx_profile *profile_get_or_add(struct sbx_config *cfg, const char *name,
+                                              struct sbx_err *err, size_t *idx)
+{
+    for (size_t i = 0; i < cfg->n_profiles; i++)
+        if (strcmp(cfg->profiles[i].name, name) == 0) {
+            *idx = i;
+            return &cfg->profiles[i];
+        }
+    size_t len = strlen(name);
+    if (len == 0 || len >= SBX_NAME_MAX ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len) {
+        sbx_fail(err, EINVAL, "profile name '%s' must be 1-63 of [a-z0-9_-]", name);
+        return NULL;
+    }
+    if (cfg->n_profiles == SBX_MAX_PROFILES) {
+        sbx_fail(err, ENOSPC, "at most %d profiles", SBX_MAX_PROFILES);
+        return NULL;
+    }
+    /* A new profile starts from the standard one's limits. */
+    *idx = cfg->n_profiles;
+    struct sbx_profile *p = &cfg->profiles[cfg->n_profiles++];
+    *p = cfg->profiles[0];
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    memset(cfg->src_profile[*idx], 0, sizeof(cfg->src_profile[*idx]));
+    return p;
+}
+
+/* key is "section.name" or "profiles.NAME.field". */
+static int apply(struct sbx_config *cfg, const char *key, const struct raw_value *v,
+                 enum config_source src, struct sbx_err *err)
+{
+    if (strncmp(key, "profiles.", 9) == 0) {
+        const char *name = key + 9, *dot = strrchr(name, '.');
+        if (!dot || dot == name)
+            return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
+        char pname[SBX_NAME_MAX];
+        snprintf(pname, sizeof(pname), "%.*s", (int)(dot - name), name);
+        for (size_t i = 0; i < ARRAY_SIZE(profile_keys); i++) {
+            if (strcmp(profile_keys[i].name, dot + 1) != 0)
+                continue;
+            size_t idx;
+            struct sbx_profile *p = profile_get_or_add(cfg, pname, err, &idx);
+            if (!p)
+                return -1;
+            struct key_def k = profile_keys[i];
+            char full[128];
+            snprintf(full, sizeof(full), "profiles.%s.%s", pname, k.name);
+            k.name = full;
+            if (set_value(&k, p, v, err) < 0)
+                return -1;
+            cfg->src_profile[idx][i] = (unsigned char)src;
+            return 0;
+        }
+        return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++) {
+        if (strcmp(global_keys[i].name, key) == 0) {
+            if (set_value(&global_keys[i], cfg, v, err) < 0)
+                return -1;
+            cfg->src_global[i] = (unsigned char)src;
+            return 0;
+        }
+    }
+    return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
 }
 
 int config_set(struct sbx_config *cfg, const char *key, const char *value, enum config_source src,
                struct sbx_err *err)
 {
-    (void)src;
-    if (strcmp(key, "log.level") == 0) {
-        free(cfg->log_level);
-        cfg->log_level = xstrdup(value);
+    struct raw_value v = {NULL, value};
+    return apply(cfg, key, &v, src, err);
+}
+
+/* ---- file ---- */
+
+static int on_toml_key(void *ud, const char *table, const char *key, const struct toml_value *v,
+                       struct sbx_err *err)
+{
+    char full[320];
+    snprintf(full, sizeof(full), "%s%s%s", table, table[0] ? "." : "", key);
+    struct raw_value rv = {v, NULL};
+    return apply(ud, full, &rv, CONFIG_SRC_FILE, err);
+}
+
+int config_load_file(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err)
+{
+    const char *path = explicit_path ? explicit_path : "/etc/mcp-sandbox/config.toml";
+    char *text = NULL;
+    size_t len = 0;
+    int r = read_file_max(path, TOML_MAX_INPUT + 1, &text, &len);
+    if (r == -ENOENT && !explicit_path)
+        return 0; /* no system-wide file: defaults stand */
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "config file %s", path);
+    r = toml_parse(text, len, path, on_toml_key, cfg, err);
+    free(text);
+    if (r == 0) {
+        free(cfg->loaded_from);
+        cfg->loaded_from = xstrdup(path);
+    }
+    return r;
+}
+
+/* ---- environment ---- */
+
+/* MCP_SANDBOX_LIMITS_MAX_SANDBOXES -> limits.max_sandboxes: match each key's env spelling. */
+static void env_name(const char *key, char *out, size_t n)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(out, n, "MCP_SANDBOX_");
+    for (; *key && o + 1 < n; key++)
+        out[o++] = *key == '.' || *key == '-' ? '_' : (char)toupper((unsigned char)*key);
+    out[o] = '\0';
+}
+
+int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *err)
+{
+    extern char **environ;
+    if (!envp)
+        envp = environ;
+    for (char *const *e = envp; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, "MCP_SANDBOX_", 12) != 0)
+            continue;
+        size_t nlen = (size_t)(eq - *e);
+        char name[160];
+        bool matched = false;
+        /* The documented short form for the state directory. */
+        if (nlen == 21 && !strncmp(*e, "MCP_SANDBOX_STATE_DIR", 21)) {
+            if (config_set(cfg, "server.state_dir", eq + 1, CONFIG_SRC_ENV, err) < 0)
+                return sbx_err_wrap(err, "MCP_SANDBOX_STATE_DIR");
+            continue;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(global_keys) && !matched; i++) {
+            env_name(global_keys[i].name, name, sizeof(name));
+            if (strlen(name) == nlen && !strncmp(name, *e, nlen)) {
+                matched = true;
+                if (config_set(cfg, global_keys[i].name, eq + 1, CONFIG_SRC_ENV, err) < 0)
+                    return sbx_err_wrap(err, "%.*s", (int)nlen, *e);
+            }
+        }
+        /* MCP_SANDBOX_PROFILES_<NAME>_<FIELD>: the field is matched from the end. */
+        if (!matched && nlen > 21 && !strncmp(*e, "MCP_SANDBOX_PROFILES_", 21)) {
+            for (size_t i = 0; i < ARRAY_SIZE(profile_keys) && !matched; i++) {
+                env_name(profile_keys[i].name, name, sizeof(name));
+                const char *field = name + 12; /* "MEMORY" */
+                size_t flen = strlen(field);
+                if (nlen > 21 + flen + 1 && !strncmp(*e + nlen - flen, field, flen) &&
+                    (*e)[nlen - flen - 1] == '_') {
+                    char key[160], pname[SBX_NAME_MAX];
+                    size_t plen = nlen - 21 - flen - 1;
+                    if (plen >= sizeof(pname))
+                        continue;
+                    for (size_t c = 0; c < plen; c++)
+                        pname[c] = (char)tolower((unsigned char)(*e)[21 + c]);
+                    pname[plen] = '\0';
+                    snprintf(key, sizeof(key), "profiles.%s.%s", pname, profile_keys[i].name);
+                    matched = true;
+                    if (config_set(cfg, key, eq + 1, CONFIG_SRC_ENV, err) < 0)
+                        return sbx_err_wrap(err, "%.*s", (int)nlen, *e);
+                }
+            }
+        }
+        if (!matched)
+            return sbx_fail(err, EINVAL, "%.*s is not a configuration variable", (int)nlen, *e);
+    }
+    return 0;
+}
+
+int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err)
+{
+    if (config_load_file(cfg, explicit_path, err) < 0)
+        return -1;
+    return config_load_env(cfg, NULL, err);
+}
+
+/* ---- printing ---- */
+
+static void print_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void print_value(FILE *out, const struct key_def *k, const void *base)
+{
+    const void *field = (const char *)base + k->off;
+    switch (k->type) {
+    case KT_STRING:
+    case KT_LOG_LEVEL:
+        print_string(out, *(char *const *)field ? *(char *const *)field : "");
+        break;
+    case KT_BOOL:
+        fputs(*(const bool *)field ? "true" : "false", out);
+        break;
+    case KT_U32:
+        fprintf(out, "%u", *(const uint32_t *)field);
+        break;
+    case KT_SECONDS:
+        fprintf(out, "%u", *(const uint32_t *)field / 1000);
+        break;
+    case KT_SIZE:
+        fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)field);
+        break;
+    case KT_CPUS: {
+        uint32_t m = *(const uint32_t *)field;
+        fprintf(out, "\"%u.%03u\"", m / 1000, m % 1000);
+        break;
+    }
+    case KT_NETWORK:
+        print_string(out, (const char *)field);
+        break;
+    case KT_LIST: {
+        const struct string_list *l = field;
+        fputc('[', out);
+        for (size_t i = 0; i < l->len; i++) {
+            if (i)
+                fputs(", ", out);
+            print_string(out, l->items[i]);
+        }
+        fputc(']', out);
+        break;
+    }
+    }
+}
+
+static void print_source(FILE *out, const struct sbx_config *cfg, unsigned src, const char *key)
+{
+    char env[160];
+    fprintf(out, "  # from: %s", source_names[src < 4 ? src : 0]);
+    if (src == CONFIG_SRC_FILE && cfg->loaded_from)
+        fprintf(out, " (%s)", cfg->loaded_from);
+    if (src == CONFIG_SRC_ENV) {
+        env_name(key, env, sizeof(env));
+        fprintf(out, " (%s)", env);
+    }
+    fputc('\n', out);
+}
+
+void config_print(const struct sbx_config *cfg, FILE *out)
+{
+    fprintf(out, "# effective configuration of mcp-sandbox %s\n", SBX_VERSION);
+    const char *section = "";
+    size_t slen = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++) {
+        const char *name = global_keys[i].name, *dot = strchr(name, '.');
+        if ((size_t)(dot - name) != slen || strncmp(name, section, slen) != 0) {
+            section = name;
+            slen = (size_t)(dot - name);
+            fprintf(out, "\n[%.*s]\n", (int)slen, name);
+        }
+        fprintf(out, "%s = ", dot + 1);
+        print_value(out, &global_keys[i], cfg);
+        print_source(out, cfg, cfg->src_global[i], name);
+    }
+    for (size_t p = 0; p < cfg->n_profiles; p++) {
+        fprintf(out, "\n[profiles.%s]\n", cfg->profiles[p].name);
+        for (size_t i = 0; i < ARRAY_SIZE(profile_keys); i++) {
+            char key[160];
+            snprintf(key, sizeof(key), "profiles.%s.%s", cfg->profiles[p].name,
+                     profile_keys[i].name);
+            fprintf(out, "%s = ", profile_keys[i].name);
+            print_value(out, &profile_keys[i], &cfg->profiles[p]);
+            print_source(out, cfg, cfg->src_profile[p][i], key);
+        }
+    }
+}
+
+int config_state_dir(const struct sbx_config *cfg, char **out, struct sbx_err *err)
+{
+    if (cfg->state_dir && cfg->state_dir[0]) {
+        *out = xstrdup(cfg->state_dir);
         return 0;
     }
-    return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
+    const char *xdg = getenv("XDG_STATE_HOME");
+    if (xdg && xdg[0] == '/') {
+        *out = xasprintf("%s/mcp-sandbox", xdg);
+        return 0;
+    }
+    if (geteuid() == 0) {
+        *out = xstrdup("/var/lib/mcp-sandbox");
+        return 0;
+    }
+    const char *home = getenv("HOME");
+    if (!home || home[0] != '/')
+        return sbx_fail(err, ENOENT,
+                        "no state directory: set --state-dir or MCP_SANDBOX_STATE_DIR");
+    *out = xasprintf("%s/.local/state/mcp-sandbox", home);
+    return 0;
 }

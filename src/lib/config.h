@@ -97,6 +97,10 @@ struct sbx_config {
 
     /* Where the file came from, NULL if none was read. */
     char *loaded_from;
+
+    /* Provenance of each value (enum config_source), indexed like the key tables in config.c. */
+    unsigned char src_global[64];
+    unsigned char src_profile[SBX_MAX_PROFILES][16];
 };
 
 /* Built-in defaults (standard and tight profiles included). */
@@ -115,7 +119,12 @@ int config_set(struct sbx_config *cfg, const char *key, const char *value, enum 
 int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err);
 
 const struct sbx_profile *config_profile(const struct sbx_config *cfg, const char *name);
-/* Print effective configuration as TOML, with "# from: default|file|env|flag" per value. */
+/* Print effective configuration as TOML, with "# from: default|file|env|flag" per value. The
+ * output parses back into the same configuration. */
 void config_print(const struct sbx_config *cfg, FILE *out);
+/* The state directory: server.state_dir (--state-dir, then MCP_SANDBOX_STATE_DIR), else
+ * $XDG_STATE_HOME/mcp-sandbox, else /var/lib/mcp-sandbox as root or
+ * ~/.local/state/mcp-sandbox otherwise. Returns a malloc'd path. */
+int config_state_dir(const struct sbx_config *cfg, char **out, struct sbx_err *err);
 
 #endif

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
-export const BIN = process.env.MCP_SANDBOX_BIN || new URL('../../build/mcp-sandbox', import.meta.url).pathname;
+export const BIN = process.env.SBX_TEST_BIN || new URL('../../build/mcp-sandbox', import.meta.url).pathname;
 
 // Everything started here is ended after the file's tests, even when a test failed midway.
 const started = [];

@@ -2,7 +2,7 @@
 # End-to-end tier: the real binary driven by real MCP clients (official SDK, inspector CLI).
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
-export MCP_SANDBOX_BIN=$PWD/$BUILD/mcp-sandbox
+export SBX_TEST_BIN=$PWD/$BUILD/mcp-sandbox
 NODE=tests/e2e/node_modules/.bin/node22
 if [ ! -x "$NODE" ]; then
     echo "not ok 1 - e2e: Node 22 is missing (run scripts/install-deps.sh --test)"

@@ -1,0 +1,185 @@
+/* The TOML subset and the configuration layers: what is accepted, what is refused (with the
+ * exact line:column), precedence default < file < env < flag, and a --print round trip. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/config.h"
+#include "lib/toml.h"
+
+static char *write_tmp(const char *text)
+{
+    char *path = strdup("/tmp/sbx-config-test-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static int load_text(struct sbx_config *cfg, const char *text, struct sbx_err *err)
+{
+    char *path = write_tmp(text);
+    config_init_defaults(cfg);
+    int r = config_load_file(cfg, path, err);
+    unlink(path);
+    free(path);
+    return r;
+}
+
+static void accepts_the_subset(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    int r = load_text(&cfg,
+                      "# comment\n[limits] # trailing\nmax_sandboxes = +1_000\n"
+                      "[isolation]\nallow_degraded = true\ndefault_profile = 'tight'\n"
+                      "[files]\nupload_roots = [\n  \"/a\\u00e9\", # one\n  '/b',\n]\n"
+                      "[\"profiles\".custom]\ncpus = \"1.5\"\nmemory = \"64M\"\n",
+                      &err);
+    assert_int_equal(r, 0);
+    assert_int_equal(cfg.max_sandboxes, 1000);
+    assert_true(cfg.allow_degraded);
+    assert_string_equal(cfg.default_profile, "tight");
+    assert_int_equal(cfg.upload_roots.len, 2);
+    assert_string_equal(cfg.upload_roots.items[0], "/a\xc3\xa9");
+    const struct sbx_profile *p = config_profile(&cfg, "custom");
+    assert_non_null(p);
+    assert_int_equal(p->cpu_millicpus, 1500);
+    assert_int_equal(p->memory_bytes, 64ull << 20);
+    assert_int_equal(p->pids, 64); /* inherited from standard */
+    config_free(&cfg);
+}
+
+static void refuses_with_line_and_column(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"[limits]\nmax_sandboxes = 1.5\n", ":2:18: only decimal integers"},
+        {"[limits]\nmax_sandboxes = 1\nmax_sandboxes = 2\n",
+         ":3:1: key 'max_sandboxes' is defined twice"},
+        {"[limits]\n[limits]\n", ":2:1: table [limits] is defined twice"},
+        {"[limits]\nmax_sandbox = 1\n", ":2:1: unknown configuration key 'limits.max_sandbox'"},
+        {"[limits]\nmax_sandboxes = \"x\"\n", ":2:1: limits.max_sandboxes wants an integer"},
+        {"[log]\nlevel = \"loud\"\n", "level must be one of"},
+        {"[server]\nx = {a = 1}\n", ":2:5: inline tables are not supported"},
+        {"a.b = 1\n", ":1:2: dotted keys are not supported"},
+        {"[isolation]\nallow_degraded = yes\n", ":2:18: expected a value"},
+        {"[files]\nupload_roots = [1]\n", ":2:17: arrays may hold only strings"},
+        {"[log]\nfile = \"abc\n", ":2:12: control character or line break"},
+        {"[[x]]\n", ":1:1: arrays of tables"},
+        {"[limits]\nmax_sandboxes = 0\n", "between 1 and"},
+        {"[profiles.tight]\nnetwork = \"everywhere\"\n", "\"none\" or \"packages\""},
+        {"[limits]\nmax_sandboxes = 99999999999999999999\n", "integer out of range"},
+        {"[log]\nlevel = \"info\" extra\n", ":2:16: unexpected text"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sbx_config cfg;
+        struct sbx_err err = {0};
+        assert_int_equal(load_text(&cfg, cases[i].text, &err), -1);
+        if (!strstr(err.msg, cases[i].want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, cases[i].want);
+        config_free(&cfg);
+    }
+    struct sbx_err err = {0};
+    assert_int_equal(toml_parse("a = \"\xff\"\n", 7, "f", NULL, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "not valid UTF-8"));
+}
+
+static void precedence_default_file_env_flag(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    assert_int_equal(load_text(&cfg, "[limits]\nmax_sandboxes = 10\nidle_ttl_s = 20\n", &err), 0);
+    char *env[] = {"MCP_SANDBOX_LIMITS_IDLE_TTL_S=30", "MCP_SANDBOX_PROFILES_TIGHT_PIDS=9",
+                   "MCP_SANDBOX_STATE_DIR=/x/state", "OTHER=1", NULL};
+    assert_int_equal(config_load_env(&cfg, env, &err), 0);
+    assert_int_equal(config_set(&cfg, "limits.max_queue_depth", "7", CONFIG_SRC_FLAG, &err), 0);
+    assert_int_equal(cfg.max_sandboxes, 10);
+    assert_int_equal(cfg.idle_ttl_s, 30);
+    assert_int_equal(cfg.max_queue_depth, 7);
+    assert_int_equal(config_profile(&cfg, "tight")->pids, 9);
+    assert_int_equal(cfg.max_lifetime_s, 86400);
+    char *dir = NULL;
+    assert_int_equal(config_state_dir(&cfg, &dir, &err), 0);
+    assert_string_equal(dir, "/x/state");
+    free(dir);
+    char *bad[] = {"MCP_SANDBOX_LIMITS_MAX_SANDBOXE=1", NULL};
+    assert_int_equal(config_load_env(&cfg, bad, &err), -1);
+    assert_non_null(strstr(err.msg, "is not a configuration variable"));
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    config_print(&cfg, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "max_sandboxes = 10  # from: file"));
+    assert_non_null(strstr(buf, "idle_ttl_s = 30  # from: env (MCP_SANDBOX_LIMITS_IDLE_TTL_S)"));
+    assert_non_null(strstr(buf, "max_queue_depth = 7  # from: flag"));
+    assert_non_null(strstr(buf, "max_lifetime_s = 86400  # from: default"));
+    free(buf);
+    config_free(&cfg);
+}
+
+static void print_round_trips(void **state)
+{
+    (void)state;
+    struct sbx_config a, b;
+    struct sbx_err err = {0};
+    assert_int_equal(load_text(&a,
+                               "[files]\nupload_roots = [\"/q\\\"uote\", \"tab\\there\"]\n"
+                               "[profiles.extra]\ncpus = \"0.125\"\ntimeout_s = 3\n",
+                               &err),
+                     0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    config_print(&a, f);
+    fclose(f);
+    if (load_text(&b, buf, &err) < 0)
+        fail_msg("printed config does not parse back: %s", err.msg);
+    char *buf2 = NULL;
+    size_t len2 = 0;
+    f = open_memstream(&buf2, &len2);
+    config_print(&b, f);
+    fclose(f);
+    /* Same values; only the provenance comments differ (default/file). */
+    char *p = buf, *q = buf2;
+    while (*p && *q) {
+        char *pe = strstr(p, "  # from"), *qe = strstr(q, "  # from");
+        if (!pe || !qe)
+            break;
+        assert_int_equal(pe - p, qe - q);
+        assert_memory_equal(p, q, (size_t)(pe - p));
+        p = strchr(pe, '\n');
+        q = strchr(qe, '\n');
+        if (!p || !q)
+            break;
+    }
+    free(buf);
+    free(buf2);
+    config_free(&a);
+    config_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(accepts_the_subset),
+        cmocka_unit_test(refuses_with_line_and_column),
+        cmocka_unit_test(precedence_default_file_env_flag),
+        cmocka_unit_test(print_round_trips),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
