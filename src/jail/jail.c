@@ -316,12 +316,10 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     if (j->pid == 0)
         child_main(&plan); /* never returns */
 
-    close(sync_pipe[0]);
-    sync_pipe[0] = -1;
-    close(err_pipe[1]);
-    err_pipe[1] = -1;
-    close(status_pipe[1]);
-    status_pipe[1] = -1;
+    /* The child's ends: closing ours lets EOF mean "exec happened" or "the child died". */
+    cleanup_closep(&sync_pipe[0]);
+    cleanup_closep(&err_pipe[1]);
+    cleanup_closep(&status_pipe[1]);
 
     bool rootless = geteuid() != 0;
     uid_t host_uid = rootless ? geteuid() : cfg->host_uid;
@@ -366,18 +364,11 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     j = NULL;
     rc = 0;
 out:
-    if (sync_pipe[0] >= 0)
-        close(sync_pipe[0]);
-    if (sync_pipe[1] >= 0)
-        close(sync_pipe[1]);
-    if (err_pipe[0] >= 0)
-        close(err_pipe[0]);
-    if (err_pipe[1] >= 0)
-        close(err_pipe[1]);
-    if (status_pipe[0] >= 0)
-        close(status_pipe[0]);
-    if (status_pipe[1] >= 0)
-        close(status_pipe[1]);
+    for (int i = 0; i < 2; i++) {
+        cleanup_closep(&sync_pipe[i]);
+        cleanup_closep(&err_pipe[i]);
+        cleanup_closep(&status_pipe[i]);
+    }
     if (j)
         jail_destroy(j);
     return rc;

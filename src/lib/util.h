@@ -17,12 +17,14 @@ static inline void cleanup_freep(void *p)
     free(*(void **)p);
 }
 
+/* Closes *fd if open and marks it closed, so it is safe to call twice. */
 static inline void cleanup_closep(int *fd)
 {
     if (*fd >= 0) {
         int saved = errno;
         close(*fd);
         errno = saved;
+        *fd = -1;
     }
 }
 

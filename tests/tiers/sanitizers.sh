@@ -14,25 +14,15 @@ if ! make --no-print-directory -s BUILD=$SBUILD CC=clang SAN=address,undefined W
 fi
 mkdir -p $SBUILD && mv -f "$SBUILD.log" $SBUILD/build.log
 echo "ok 1 - asan+ubsan build"
-n=1
+. tests/lib.sh
+TAP_N=1
 rc=0
-# Re-number each sub-tier's top-level TAP lines into one plan, prefixed with the tier name.
 for sub in "unit tests/tiers/unit.sh" "integration tests/integration/run.sh" "e2e tests/tiers/e2e.sh"; do
     set -- $sub
     name=$1 script=$2
     [ -x "$script" ] || continue
     out=$(SANITIZED=1 "$script" $SBUILD 2>&1) || rc=1
-    while IFS= read -r line; do
-        case "$line" in
-            "ok "*|"not ok "*)
-                n=$((n + 1))
-                rest=$(echo "$line" | sed -E 's/^(not )?ok [0-9]+ ?-? ?//')
-                prefix=${line%%ok *}ok
-                echo "$prefix $n - asan $name: $rest" ;;
-            1..*) ;;
-            *) echo "# $line" ;;
-        esac
-    done <<< "$out"
+    tap_relay "asan $name: " <<< "$out"
 done
-echo "1..$n"
+echo "1..$TAP_N"
 exit $rc
