@@ -67,7 +67,59 @@ static void fx_error(struct mcp_call *call, json_t *args, void *data)
     mcp_call_fail(call, "this tool always fails");
 }
 
+/* Sampling and elicitation: ask the client, then report what it answered. */
+static void on_client_reply(struct mcp_call *call, const json_t *result, const json_t *error,
+                            void *data)
+{
+    (void)data;
+    if (!result) {
+        const char *m = json_string_value(json_object_get(error, "message"));
+        mcp_call_fail(call, "the client refused: %s", m ? m : "no reason given");
+        return;
+    }
+    char *text = json_dumps(result, JSON_COMPACT | JSON_SORT_KEYS);
+    mcp_call_finish(
+        call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text ? text : "{}"));
+    free(text);
+}
+
+static void ask_client(struct mcp_call *call, const char *method, json_t *params)
+{
+    struct sbx_err err = {0};
+    if (mcp_call_request(call, method, params, on_client_reply, NULL, &err) < 0)
+        mcp_call_fail(call, "%s", err.msg);
+}
+
+static void fx_sampling(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)data;
+    const char *prompt = json_string_value(json_object_get(args, "prompt"));
+    ask_client(call, "sampling/createMessage",
+               json_pack("{s:[{s:s, s:{s:s, s:s}}], s:i}", "messages", "role", "user", "content",
+                         "type", "text", "text", prompt, "maxTokens", 100));
+}
+
+static void fx_elicitation(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)data;
+    const char *message = json_string_value(json_object_get(args, "message"));
+    ask_client(call, "elicitation/create",
+               json_pack("{s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}", "message", message,
+                         "requestedSchema", "type", "object", "properties", "username", "type",
+                         "string", "required", "username"));
+}
+
 static const struct mcp_tool_def fixtures[] = {
+    {"test_sampling", "Sampling fixture",
+     "Test fixture: asks the client to sample an LLM completion and returns its answer.",
+     "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\"}},"
+     "\"required\":[\"prompt\"],\"additionalProperties\":false}",
+     NULL, true, false, false, true, fx_sampling},
+    {"test_elicitation", "Elicitation fixture",
+     "Test fixture: asks the user (through the client) for a username and returns the answer.",
+     "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\"}},"
+     "\"required\":[\"message\"],\"additionalProperties\":false}",
+     NULL, true, false, false, true, fx_elicitation},
     {"test_slow", "Slow fixture",
      "Test fixture: completes after ms milliseconds, in steps with "
      "progress notifications.",

@@ -33,8 +33,20 @@ struct mcp_server {
     struct mcp_session *sessions;
 };
 
+/* A request we sent to the client, waiting for its answer. */
+struct pending_request {
+    char id[32];
+    struct mcp_call *call;
+    mcp_reply_fn reply;
+    void *data;
+    struct pending_request *next;
+};
+
 struct mcp_session {
     struct mcp_server *srv;
+    json_t *client_caps;
+    struct pending_request *pending;
+    uint64_t next_request_id;
     struct mcp_transport_ops ops;
     void *ctx;
     char *owner;
@@ -174,9 +186,24 @@ struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_tra
     return s;
 }
 
+/* Drop requests whose call has ended: a late answer then matches nothing and is ignored. */
+static void drop_pending(struct mcp_session *s, const struct mcp_call *c)
+{
+    for (struct pending_request **pp = &s->pending; *pp;) {
+        struct pending_request *r = *pp;
+        if (!c || r->call == c) {
+            *pp = r->next;
+            free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
 static void call_unlink_free(struct mcp_call *c)
 {
     struct mcp_session *s = c->s;
+    drop_pending(s, c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -201,6 +228,8 @@ void mcp_session_free(struct mcp_session *s)
         return;
     while (s->calls)
         call_cancel(s->calls);
+    drop_pending(s, NULL);
+    json_decref(s->client_caps);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -274,6 +303,59 @@ const char *mcp_call_owner(const struct mcp_call *c)
     return c->s->owner;
 }
 
+int mcp_call_request(struct mcp_call *c, const char *method, json_t *params, mcp_reply_fn reply,
+                     void *data, struct sbx_err *err)
+{
+    static const struct {
+        const char *method, *capability;
+    } needs[] = {
+        {"sampling/createMessage", "sampling"},
+        {"elicitation/create", "elicitation"},
+        {"roots/list", "roots"},
+    };
+    struct mcp_session *s = c->s;
+    const char *cap = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(needs); i++)
+        if (strcmp(needs[i].method, method) == 0)
+            cap = needs[i].capability;
+    if (!cap) {
+        json_decref(params);
+        return sbx_fail(err, EINVAL, "%s is not a server-to-client request", method);
+    }
+    if (!json_object_get(s->client_caps, cap)) {
+        json_decref(params);
+        return sbx_fail(err, ENOTSUP, "the client did not declare the '%s' capability", cap);
+    }
+    struct pending_request *r = xcalloc(1, sizeof(*r));
+    snprintf(r->id, sizeof(r->id), "srv-%llu", (unsigned long long)++s->next_request_id);
+    r->call = c;
+    r->reply = reply;
+    r->data = data;
+    r->next = s->pending;
+    s->pending = r;
+    json_t *m = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", r->id, "method", method,
+                          "params", params);
+    send_msg(s, m, c->id);
+    return 0;
+}
+
+static void on_response(struct mcp_session *s, const json_t *msg)
+{
+    const char *id = json_string_value(json_object_get(msg, "id"));
+    for (struct pending_request **pp = &s->pending; id && *pp; pp = &(*pp)->next) {
+        struct pending_request *r = *pp;
+        if (strcmp(r->id, id) != 0)
+            continue;
+        *pp = r->next;
+        const json_t *result = json_object_get(msg, "result");
+        const json_t *error = json_object_get(msg, "error");
+        r->reply(r->call, json_is_object(result) ? result : NULL, result ? NULL : error, r->data);
+        free(r);
+        return;
+    }
+    log_emit(LOG_LVL_DEBUG, "response to no pending request ignored", "owner", s->owner, NULL);
+}
+
 /* ---- method handlers: each answers through send_result/send_error ---- */
 
 typedef void (*method_fn)(struct mcp_session *s, const json_t *id, json_t *params);
@@ -296,6 +378,8 @@ static void h_initialize(struct mcp_session *s, const json_t *id, json_t *params
             chosen = supported_versions[i];
     snprintf(s->version, sizeof(s->version), "%s", chosen);
     s->initialized = true;
+    const json_t *caps = json_object_get(params, "capabilities");
+    s->client_caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
     json_t *r = json_pack(
         "{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{s:b}, s:{}, s:{}}, s:{s:s, s:s, s:s}, s:s}",
         "protocolVersion", chosen, "capabilities", "tools", "listChanged", 0, "resources",
@@ -523,8 +607,8 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
     json_t *method_v = json_object_get(msg, "method");
     if (!method_v) {
         if (id_ok && (json_object_get(msg, "result") || json_object_get(msg, "error"))) {
-            kind =
-                MCP_MSG_RESPONSE; /* we issue no server-to-client requests yet: nothing to match */
+            kind = MCP_MSG_RESPONSE;
+            on_response(s, msg);
         } else {
             send_error(s, reply_id, RPC_INVALID_REQUEST,
                        "a message needs a method, or an id with a result or error");

@@ -90,6 +90,15 @@ void mcp_call_log(struct mcp_call *call, const char *level, const char *logger, 
 void mcp_call_on_cancel(struct mcp_call *call, mcp_cancel_fn fn, void *data);
 const char *mcp_call_owner(const struct mcp_call *call);
 
+/* A server-to-client request made while handling call (sampling/createMessage needs the
+ * client's "sampling" capability, elicitation/create its "elicitation" one; otherwise this
+ * fails without sending). reply gets the client's result or error (one is NULL); it is not
+ * called if the call ends first. params is stolen. */
+typedef void (*mcp_reply_fn)(struct mcp_call *call, const json_t *result, const json_t *error,
+                             void *data);
+int mcp_call_request(struct mcp_call *call, const char *method, json_t *params, mcp_reply_fn reply,
+                     void *data, struct sbx_err *err);
+
 /* Registers the hidden fixtures used by the test suites (serve --test-fixtures). */
 int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err);
 

@@ -201,3 +201,46 @@ test('raw: SIGTERM shuts down cleanly', async () => {
   const { code } = await s.exited;
   assert.equal(code, 0);
 });
+
+test('SDK: sampling/createMessage goes to a client that declared sampling, answer matched', async () => {
+  const { CreateMessageRequestSchema, ElicitRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const { client } = await connect(['--test-fixtures'], { capabilities: { sampling: {}, elicitation: {} } });
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+    assert.equal(req.params.messages[0].content.text, 'say hi');
+    return { model: 'test-model', role: 'assistant', content: { type: 'text', text: 'hi from the client' } };
+  });
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    assert.equal(req.params.message, 'who are you?');
+    return { action: 'accept', content: { username: 'ada' } };
+  });
+  const r = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'say hi' } });
+  assert.notEqual(r.isError, true);
+  assert.match(r.content[0].text, /hi from the client/);
+  const e = await client.callTool({ name: 'test_elicitation', arguments: { message: 'who are you?' } });
+  assert.match(e.content[0].text, /"action":"accept"/);
+  assert.match(e.content[0].text, /"username":"ada"/);
+  await client.close();
+});
+
+test('SDK: no server-to-client request without the capability', async () => {
+  const { client } = await connect();
+  const r = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'x' } });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /did not declare the 'sampling' capability/);
+  await client.close();
+});
+
+test('raw: a client error answer to sampling becomes a tool error; stray responses are ignored', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) + '\n');
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":"nobody-asked","result":{}}\n');
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"}}}\n');
+  const req = await s.waitFor((m) => m.method === 'sampling/createMessage');
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: req.id, error: { code: -1, message: 'user declined' } }) + '\n');
+  const r = await s.waitFor((m) => m.id === 2);
+  assert.equal(r.result.isError, true);
+  assert.match(r.result.content[0].text, /user declined/);
+  s.child.stdin.end();
+  assert.equal((await s.exited).code, 0);
+});

@@ -41,21 +41,17 @@ while time.time()-t<1.0: pass' 2>/dev/null)
     [ "$cpu" -lt 600 ] && tap_ok "limits: cpu quota 0.25 throttles a spin (${cpu} ms CPU in 1 s)" || tap_fail "limits: cpu quota (${cpu} ms CPU)"
 fi
 # A 1 GiB flood: the caller's memory is bounded, i.e. its peak RSS does not grow with the size
-# of the output. Peaks (VmHWM) are compared within the same build, so sanitizer builds compare
-# like with like. The fixed part is the --json report itself (NUL bytes escape to \u0000).
+# of the output. The peak is the kernel's ru_maxrss of the waited `run` process (exact, unlike
+# sampling), compared within one build so sanitizer builds compare like with like. The fixed
+# part is the --json report itself (NUL bytes escape to \u0000).
 peak_of() {
-    local out=$1; shift
-    "$SBX" run --json --timeout 60 -- "$@" >"$out" 2>&1 &
-    local pid=$! peak=0 hwm
-    while kill -0 $pid 2>/dev/null; do
-        hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status 2>/dev/null)
-        [ -n "$hwm" ] && [ "$hwm" -gt "$peak" ] && peak=$hwm
-        sleep 0.05
-    done
-    wait $pid
-    echo "$peak"
+    /usr/bin/python3 -c '
+import resource, subprocess, sys
+out = open(sys.argv[1], "wb")
+subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$1" "$SBX" run --json --timeout 60 -- "${@:2}"
 }
-base=$(peak_of /tmp/flood-base.$$ /bin/sh -c 'head -c 1000 /dev/zero; sleep 1')
+base=$(peak_of /tmp/flood-base.$$ /bin/sh -c 'head -c 1000 /dev/zero')
 small=$(peak_of /tmp/flood-small.$$ /bin/sh -c 'head -c 67108864 /dev/zero')
 peak=$(peak_of /tmp/flood.$$ /bin/sh -c 'head -c 1073741824 /dev/zero')
 out=$(cat /tmp/flood.$$); rm -f /tmp/flood.$$ /tmp/flood-base.$$ /tmp/flood-small.$$
