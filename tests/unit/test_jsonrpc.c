@@ -1,0 +1,224 @@
+/* The JSON-RPC layer through mcp_session_receive with a capturing transport: classification,
+ * error codes, lifecycle, schema validation of tool arguments and pagination cursors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/config.h"
+#include "protocol/mcp.h"
+#include "protocol/schema.h"
+#include "service/loop.h"
+
+static json_t *last;
+
+static void capture(void *ctx, json_t *msg, const json_t *related)
+{
+    (void)ctx;
+    (void)related;
+    json_decref(last);
+    last = json_incref(msg);
+}
+
+struct fixture {
+    struct sbx_config cfg;
+    struct ev_loop *loop;
+    struct mcp_server *srv;
+    struct mcp_session *s;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    config_init_defaults(&f->cfg);
+    f->cfg.page_size = 2;
+    f->cfg.max_message_bytes = 4096;
+    ev_loop_new(&f->loop, NULL);
+    struct mcp_server_opts o = {.cfg = &f->cfg, .test_fixtures = true};
+    assert_int_equal(mcp_server_new(f->loop, &o, &f->srv, NULL), 0);
+    static const struct mcp_transport_ops ops = {.send = capture};
+    f->s = mcp_session_new(f->srv, &ops, NULL, "unit");
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    mcp_server_free(f->srv);
+    ev_loop_free(f->loop);
+    config_free(&f->cfg);
+    json_decref(last);
+    last = NULL;
+    free(f);
+    return 0;
+}
+
+static enum mcp_msg_kind recv_str(struct fixture *f, const char *text)
+{
+    json_decref(last);
+    last = NULL;
+    return mcp_session_receive(f->s, text, strlen(text));
+}
+
+static int error_code(void)
+{
+    return (int)json_integer_value(json_object_get(json_object_get(last, "error"), "code"));
+}
+
+static void init(struct fixture *f)
+{
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(last, "result"), "protocolVersion")),
+        "2025-06-18");
+}
+
+static void classifies_and_answers_errors(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"),
+                     MCP_MSG_REQUEST);
+    assert_int_equal(error_code(), -32600); /* before initialize */
+    assert_int_equal(recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"),
+                     MCP_MSG_REQUEST);
+    assert_non_null(json_object_get(last, "result"));
+    init(f);
+    static const struct {
+        const char *text;
+        enum mcp_msg_kind kind;
+        int code;
+    } cases[] = {
+        {"{oops", MCP_MSG_INVALID, -32700},
+        {"[]", MCP_MSG_INVALID, -32600},
+        {"42", MCP_MSG_INVALID, -32600},
+        {"{\"id\":3,\"method\":\"ping\"}", MCP_MSG_INVALID, -32600},
+        {"{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}", MCP_MSG_INVALID, -32600},
+        {"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":7}", MCP_MSG_INVALID, -32600},
+        {"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":[1]}", MCP_MSG_INVALID,
+         -32600},
+        {"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"nope\"}", MCP_MSG_REQUEST, -32601},
+        {"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
+         MCP_MSG_REQUEST, -32602},
+        {"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/"
+         "read\",\"params\":{\"uri\":\"a:b\"}}",
+         MCP_MSG_REQUEST, -32002},
+        {"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+         "\"x\"}}",
+         MCP_MSG_REQUEST, -32600},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(recv_str(f, cases[i].text), cases[i].kind);
+        if (error_code() != cases[i].code)
+            fail_msg("case %zu (%s): code %d", i, cases[i].text, error_code());
+    }
+    assert_int_equal(recv_str(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"),
+                     MCP_MSG_NOTIFICATION);
+    assert_null(last);
+    assert_int_equal(recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"result\":{}}"),
+                     MCP_MSG_RESPONSE);
+    assert_null(last);
+    char big[5000];
+    memset(big, ' ', sizeof(big));
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(recv_str(f, big), MCP_MSG_INVALID);
+    assert_int_equal(error_code(), -32600);
+}
+
+static void paginates_with_opaque_cursors(void **state)
+{
+    struct fixture *f = *state;
+    init(f);
+    size_t seen = 0;
+    char req[256] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
+    for (int page = 0; page < 10; page++) {
+        recv_str(f, req);
+        json_t *r = json_object_get(last, "result");
+        seen += json_array_size(json_object_get(r, "tools"));
+        assert_true(json_array_size(json_object_get(r, "tools")) <= 2);
+        const char *next = json_string_value(json_object_get(r, "nextCursor"));
+        if (!next)
+            break;
+        snprintf(req, sizeof(req),
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+                 "list\",\"params\":{\"cursor\":\"%s\"}}",
+                 next);
+    }
+    assert_int_equal(seen, 5); /* every fixture exactly once */
+    recv_str(
+        f,
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"cursor\":\"o99\"}}");
+    assert_int_equal(error_code(), -32602);
+}
+
+static void tool_arguments_are_validated_before_the_handler(void **state)
+{
+    struct fixture *f = *state;
+    init(f);
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+                "\"test_slow\",\"arguments\":{\"ms\":-1}}}");
+    json_t *r = json_object_get(last, "result");
+    assert_true(json_is_true(json_object_get(r, "isError")));
+    const char *text = json_string_value(
+        json_object_get(json_array_get(json_object_get(r, "content"), 0), "text"));
+    assert_non_null(strstr(text, "'ms': must be at least 0"));
+}
+
+static void schema_keywords_allow_and_deny(void **state)
+{
+    (void)state;
+    json_t *schema = json_loads(
+        "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"a\"],\"properties\":{"
+        "\"a\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},"
+        "\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3,\"enum\":[\"ab\",\"abc\"]},"
+        "\"l\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2},"
+        "\"n\":{\"type\":\"number\"},\"b\":{\"type\":\"boolean\"}}}",
+        0, NULL);
+    static const struct {
+        const char *value;
+        const char *error; /* NULL: valid */
+    } cases[] = {
+        {"{\"a\":3,\"s\":\"ab\",\"l\":[\"x\"],\"n\":1.5,\"b\":true}", NULL},
+        {"{\"a\":3.0}", NULL},
+        {"{}", "'a': is required"},
+        {"{\"a\":0}", "'a': must be at least 1"},
+        {"{\"a\":6}", "'a': must be at most 5"},
+        {"{\"a\":\"3\"}", "'a': expected integer, got string"},
+        {"{\"a\":1.5}", "'a': expected integer, got number"},
+        {"{\"a\":1,\"s\":\"x\"}", "'s': expected one of"},
+        {"{\"a\":1,\"s\":\"abcd\"}", "'s': expected one of"},
+        {"{\"a\":1,\"l\":[\"x\",1]}", "'l[1]': expected string"},
+        {"{\"a\":1,\"l\":[\"x\",\"y\",\"z\"]}", "'l': has too many items"},
+        {"{\"a\":1,\"zzz\":1}", "'zzz': is not a known argument"},
+        {"{\"a\":1,\"b\":\"yes\"}", "'b': expected boolean"},
+        {"[1]", "expected object, got array"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *v = json_loads(cases[i].value, JSON_DECODE_ANY, NULL);
+        char msg[256];
+        int r = schema_validate(schema, v, msg, sizeof(msg));
+        if (!cases[i].error && r != 0)
+            fail_msg("case %zu should pass: %s", i, msg);
+        if (cases[i].error && (r == 0 || !strstr(msg, cases[i].error)))
+            fail_msg("case %zu: '%s' lacks '%s'", i, msg, cases[i].error);
+        json_decref(v);
+    }
+    json_decref(schema);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(classifies_and_answers_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(paginates_with_opaque_cursors, setup, teardown),
+        cmocka_unit_test_setup_teardown(tool_arguments_are_validated_before_the_handler, setup,
+                                        teardown),
+        cmocka_unit_test(schema_keywords_allow_and_deny),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
