@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Started by `make run`: checks the machine, prints how to connect each MCP host, then serves
-# Streamable HTTP on 127.0.0.1 when this build has it (hosts start stdio servers themselves).
+# Streamable HTTP on 127.0.0.1 when this build has it, and otherwise the stdio server on this
+# terminal (hosts start their own stdio servers from the printed configuration).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/build/mcp-sandbox
@@ -21,5 +22,10 @@ EOT
 if "$BIN" serve --http "$ADDR" 2>/dev/null; then
     exit 0
 fi
-echo
-echo "Streamable HTTP (http://$ADDR/mcp) is not part of this build yet; use stdio as above."
+cat >&2 <<EOT
+
+Streamable HTTP (http://$ADDR/mcp) is not part of this build yet, so the server now runs over
+stdio on this terminal: paste JSON-RPC lines, one per line; Ctrl-D stops it. For example:
+{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}
+EOT
+exec "$BIN" serve --stdio
