@@ -99,7 +99,9 @@ static const struct mount_row rootfs_plan[] = {
     {MK_SYMLINK, "/proc/self/fd/0", "dev/stdin", false, NULL},
     {MK_SYMLINK, "/proc/self/fd/1", "dev/stdout", false, NULL},
     {MK_SYMLINK, "/proc/self/fd/2", "dev/stderr", false, NULL},
-    /* Writable, size- and inode-capped scratch space. */
+    /* Writable, size- and inode-capped scratch space. Not noexec: running what the user just
+     * wrote (a script, a compiled binary) is the point; nosuid and nodev still hold, and
+     * no_new_privs plus the empty capability sets make exec gain nothing. */
     {MK_DIR, NULL, "tmp", false, NULL},
     {MK_TMPFS, NULL, "tmp", false, "tmp"},
     {MK_DIR, NULL, "workspace", false, NULL},
