@@ -89,6 +89,13 @@ static void child_main(const struct jail_child_plan *plan)
 {
     char c;
     enum jail_step step = STEP_SYNC;
+    /* Hostname and loopback need only the capabilities clone gave us in the new user
+     * namespace, not the id map: do them while the server writes the map. */
+    if (sethostname("sandbox", 7) < 0)
+        jail_child_fail(plan, STEP_HOSTNAME, errno);
+    int r = loopback_up();
+    if (r < 0)
+        jail_child_fail(plan, STEP_LOOPBACK, -r);
     if (read(plan->sync_fd, &c, 1) != 1)
         _exit(127); /* the server went away before we were set up */
     close(plan->sync_fd);
@@ -104,11 +111,6 @@ static void child_main(const struct jail_child_plan *plan)
      * own cgroup as the root of the hierarchy. */
     if (unshare(CLONE_NEWCGROUP) < 0)
         jail_child_fail(plan, STEP_CGROUP_NS, errno);
-    if (sethostname("sandbox", 7) < 0)
-        jail_child_fail(plan, STEP_HOSTNAME, errno);
-    int r = loopback_up();
-    if (r < 0)
-        jail_child_fail(plan, STEP_LOOPBACK, -r);
     r = jail_setup_rootfs(plan, &step);
     if (r < 0)
         jail_child_fail(plan, step, -r);
@@ -191,6 +193,12 @@ static void build_plan(const struct jail_spec *spec, struct jail_child_plan *pla
     plan->pass_fds = spec->pass_fds;
     plan->n_pass_fds = spec->n_pass_fds;
     plan->cap_last = cap_last_cap();
+    sigemptyset(&plan->ignored);
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+            sigaddset(&plan->ignored, sig);
+    }
     snprintf(plan->workspace_opts, sizeof(plan->workspace_opts),
              "mode=0700,uid=%u,gid=%u,size=%llu,nr_inodes=%llu", uid, uid,
              (unsigned long long)p->workspace_bytes, (unsigned long long)p->workspace_inodes);

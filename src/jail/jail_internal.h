@@ -5,6 +5,7 @@
 
 #include "config.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -47,6 +48,7 @@ struct jail_child_plan {
     int err_fd;    /* cloexec: EOF at exec means success */
     int status_fd; /* init reports the workload's wait status */
     int cap_last;
+    sigset_t ignored; /* signals the server ignores: SIG_IGN would survive exec */
     bool cgroup_active;
     bool want_landlock;
     const void *seccomp; /* const struct seccomp_program * or NULL */
