@@ -1,0 +1,175 @@
+/* Header policy (see http_policy.h). Pure string handling only. */
+#include "transport/http_policy.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *const http_default_hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+const size_t http_default_hosts_len = sizeof(http_default_hosts) / sizeof(http_default_hosts[0]);
+
+/* Split "name[:port]" / "[v6][:port]" into name length and port (NULL if
+ * none). Returns false when malformed. */
+static bool split_host(const char *s, size_t len, size_t *name_len, const char **port,
+                       size_t *port_len)
+{
+    *port = NULL;
+    *port_len = 0;
+    if (len == 0)
+        return false;
+    size_t end;
+    if (s[0] == '[') {
+        const char *rb = memchr(s, ']', len);
+        if (!rb)
+            return false;
+        end = (size_t)(rb - s) + 1;
+    } else {
+        const char *c = memchr(s, ':', len);
+        end = c ? (size_t)(c - s) : len;
+        if (end == 0)
+            return false;
+    }
+    *name_len = end;
+    if (end == len)
+        return true;
+    if (s[end] != ':' || end + 1 == len)
+        return false;
+    for (size_t i = end + 1; i < len; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return false;
+    *port = s + end + 1;
+    *port_len = len - end - 1;
+    return true;
+}
+
+static bool host_matches(const char *h, size_t hlen, const char *entry)
+{
+    size_t hn, en, hp_len, ep_len;
+    const char *hp, *ep;
+    if (!split_host(h, hlen, &hn, &hp, &hp_len) ||
+        !split_host(entry, strlen(entry), &en, &ep, &ep_len))
+        return false;
+    if (hn != en || strncasecmp(h, entry, hn) != 0)
+        return false;
+    if (!ep)
+        return true; /* entry without port: any port */
+    return hp && hp_len == ep_len && memcmp(hp, ep, hp_len) == 0;
+}
+
+static bool host_in(const char *h, size_t hlen, const char *const *allowed, size_t n)
+{
+    if (n == 0) {
+        allowed = http_default_hosts;
+        n = http_default_hosts_len;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (host_matches(h, hlen, allowed[i]))
+            return true;
+    return false;
+}
+
+bool http_host_allowed(const char *host, const char *const *allowed, size_t n)
+{
+    if (!host)
+        return false;
+    return host_in(host, strlen(host), allowed, n);
+}
+
+bool http_origin_allowed(const char *origin, const char *const *allowed, size_t n)
+{
+    if (!origin)
+        return true;
+    if (n > 0) {
+        for (size_t i = 0; i < n; i++)
+            if (strcasecmp(origin, allowed[i]) == 0)
+                return true;
+        return false;
+    }
+    const char *rest;
+    if (strncasecmp(origin, "http://", 7) == 0)
+        rest = origin + 7;
+    else if (strncasecmp(origin, "https://", 8) == 0)
+        rest = origin + 8;
+    else
+        return false; /* includes the opaque "null" origin */
+    if (strpbrk(rest, "/?#@"))
+        return false; /* a serialized origin has no path or userinfo */
+    return host_in(rest, strlen(rest), NULL, 0);
+}
+
+static size_t trim(const char **p, size_t len)
+{
+    while (len && isspace((unsigned char)**p)) {
+        (*p)++;
+        len--;
+    }
+    while (len && isspace((unsigned char)(*p)[len - 1]))
+        len--;
+    return len;
+}
+
+/* q=0 in the parameters of one media range means "not acceptable". */
+static bool q_is_zero(const char *params, size_t len)
+{
+    while (len) {
+        const char *semi = memchr(params, ';', len);
+        size_t plen = semi ? (size_t)(semi - params) : len;
+        const char *p = params;
+        size_t l = trim(&p, plen);
+        if (l >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
+            char buf[16];
+            size_t vl = l - 2 < sizeof(buf) - 1 ? l - 2 : sizeof(buf) - 1;
+            memcpy(buf, p + 2, vl);
+            buf[vl] = '\0';
+            return strtod(buf, NULL) <= 0.0;
+        }
+        if (!semi)
+            break;
+        len -= plen + 1;
+        params = semi + 1;
+    }
+    return false;
+}
+
+bool http_accept_has(const char *accept, const char *type)
+{
+    if (!accept || !type)
+        return false;
+    const char *slash = strchr(type, '/');
+    size_t major = slash ? (size_t)(slash - type) : strlen(type);
+    const char *p = accept;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *semi = memchr(p, ';', len);
+        const char *range = p;
+        size_t rlen = trim(&range, semi ? (size_t)(semi - p) : len);
+        bool match = (rlen == strlen(type) && strncasecmp(range, type, rlen) == 0) ||
+                     (rlen == 3 && memcmp(range, "*/*", 3) == 0) ||
+                     (rlen == major + 2 && strncasecmp(range, type, major) == 0 &&
+                      range[major] == '/' && range[major + 1] == '*');
+        if (match && !(semi && q_is_zero(semi + 1, len - (size_t)(semi - p) - 1)))
+            return true;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+bool http_accept_post_ok(const char *accept)
+{
+    return http_accept_has(accept, "application/json") &&
+           http_accept_has(accept, "text/event-stream");
+}
+
+bool http_content_type_json(const char *ctype)
+{
+    if (!ctype)
+        return false;
+    const char *p = ctype;
+    const char *semi = strchr(p, ';');
+    size_t len = trim(&p, semi ? (size_t)(semi - ctype) : strlen(ctype));
+    return len == 16 && strncasecmp(p, "application/json", 16) == 0;
+}

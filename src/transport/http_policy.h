@@ -1,0 +1,37 @@
+/* Pure request-header policy for the HTTP transport: DNS-rebinding checks on
+ * Host and Origin, and Accept negotiation. No I/O, so it is unit-tested
+ * directly (tests/unit/test_http_policy.c). */
+#ifndef SBX_TRANSPORT_HTTP_POLICY_H
+#define SBX_TRANSPORT_HTTP_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Loopback names allowed when no list is configured (any port). */
+extern const char *const http_default_hosts[];
+extern const size_t http_default_hosts_len;
+
+/* Host header ("name", "name:port", "[v6]", "[v6]:port") against `allowed`
+ * entries; an entry without a port matches any port, one with a port
+ * matches only that port. Names compare case-insensitively. An empty list
+ * means the loopback defaults. A missing or malformed Host is refused. */
+bool http_host_allowed(const char *host, const char *const *allowed, size_t n);
+
+/* Origin header: absent (NULL) is allowed (non-browser clients send none).
+ * With a configured list, the serialized origin ("scheme://host[:port]")
+ * must equal an entry (case-insensitive); "null" and foreign origins are
+ * refused. With an empty list, an http/https origin whose host is a
+ * loopback default is allowed. */
+bool http_origin_allowed(const char *origin, const char *const *allowed, size_t n);
+
+/* Whether an Accept header lists `type` ("application/json"), honouring
+ * type-wildcard and any-type ranges and ignoring parameters; q=0 excludes. */
+bool http_accept_has(const char *accept, const char *type);
+
+/* POST /mcp needs both application/json and text/event-stream. */
+bool http_accept_post_ok(const char *accept);
+
+/* Content-Type is application/json, parameters (charset) ignored. */
+bool http_content_type_json(const char *ctype);
+
+#endif

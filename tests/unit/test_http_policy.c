@@ -1,0 +1,97 @@
+/* Host/Origin DNS-rebinding checks, Accept and Content-Type parsing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdbool.h>
+
+#include "transport/http_policy.h"
+
+static void default_hosts_are_loopback_any_port(void **state)
+{
+    (void)state;
+    assert_true(http_host_allowed("localhost", NULL, 0));
+    assert_true(http_host_allowed("LOCALHOST:8080", NULL, 0));
+    assert_true(http_host_allowed("127.0.0.1:1", NULL, 0));
+    assert_true(http_host_allowed("[::1]:3000", NULL, 0));
+    assert_true(http_host_allowed("[::1]", NULL, 0));
+    assert_false(http_host_allowed("evil.example:8080", NULL, 0));
+    assert_false(http_host_allowed("localhost.evil.example", NULL, 0));
+    assert_false(http_host_allowed("127.0.0.1.nip.io", NULL, 0));
+    assert_false(http_host_allowed(NULL, NULL, 0));
+    assert_false(http_host_allowed("", NULL, 0));
+    assert_false(http_host_allowed("localhost:", NULL, 0));
+    assert_false(http_host_allowed("localhost:80x", NULL, 0));
+    assert_false(http_host_allowed("[::1", NULL, 0));
+}
+
+static void configured_hosts_with_and_without_port(void **state)
+{
+    (void)state;
+    const char *list[] = {"mcp.internal", "box:9000"};
+    assert_true(http_host_allowed("mcp.internal:1234", list, 2));
+    assert_true(http_host_allowed("box:9000", list, 2));
+    assert_false(http_host_allowed("box:9001", list, 2));
+    assert_false(http_host_allowed("box", list, 2));
+    /* a configured list replaces the defaults */
+    assert_false(http_host_allowed("localhost", list, 2));
+}
+
+static void origin_rules(void **state)
+{
+    (void)state;
+    assert_true(http_origin_allowed(NULL, NULL, 0));
+    assert_true(http_origin_allowed("http://localhost:5173", NULL, 0));
+    assert_true(http_origin_allowed("https://127.0.0.1", NULL, 0));
+    assert_true(http_origin_allowed("http://[::1]:80", NULL, 0));
+    assert_false(http_origin_allowed("http://evil.example", NULL, 0));
+    assert_false(http_origin_allowed("null", NULL, 0));
+    assert_false(http_origin_allowed("file://localhost", NULL, 0));
+    assert_false(http_origin_allowed("http://localhost@evil.example", NULL, 0));
+    assert_false(http_origin_allowed("http://localhost/path", NULL, 0));
+    const char *list[] = {"https://app.example"};
+    assert_true(http_origin_allowed("https://APP.example", list, 1));
+    assert_false(http_origin_allowed("http://app.example", list, 1));
+    assert_false(http_origin_allowed("http://localhost", list, 1));
+}
+
+static void accept_parsing(void **state)
+{
+    (void)state;
+    assert_true(http_accept_post_ok("application/json, text/event-stream"));
+    assert_true(http_accept_post_ok("text/event-stream;q=0.9,Application/JSON"));
+    assert_true(http_accept_post_ok("application/*, text/*"));
+    assert_true(http_accept_post_ok("*/*"));
+    assert_false(http_accept_post_ok("application/json"));
+    assert_false(http_accept_post_ok("text/event-stream"));
+    assert_false(http_accept_post_ok("application/json, text/event-stream;q=0"));
+    assert_false(http_accept_post_ok("application/jsonx, text/event-streams"));
+    assert_false(http_accept_post_ok(NULL));
+    assert_false(http_accept_post_ok(""));
+    assert_true(http_accept_has(" text/event-stream ", "text/event-stream"));
+    assert_false(http_accept_has("text/html", "text/event-stream"));
+}
+
+static void content_type_json(void **state)
+{
+    (void)state;
+    assert_true(http_content_type_json("application/json"));
+    assert_true(http_content_type_json("application/json; charset=utf-8"));
+    assert_true(http_content_type_json("Application/JSON"));
+    assert_false(http_content_type_json("text/plain"));
+    assert_false(http_content_type_json("application/jsonp"));
+    assert_false(http_content_type_json(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(default_hosts_are_loopback_any_port),
+        cmocka_unit_test(configured_hosts_with_and_without_port),
+        cmocka_unit_test(origin_rules),
+        cmocka_unit_test(accept_parsing),
+        cmocka_unit_test(content_type_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
