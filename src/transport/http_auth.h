@@ -1,0 +1,42 @@
+/* Bearer-token table for the HTTP transport. Tokens are held only as
+ * SHA-256 digests; a presented token is hashed and compared against every
+ * entry in constant time, so timing reveals neither which entry matched
+ * nor how much of a digest did. Each entry names a principal, which the
+ * transport passes to the protocol layer as the session owner.
+ *
+ * Sources: config "sha256:<64 hex>" (principal "token-<n>", n from 1), and
+ * a tokens file with one "principal:sha256:<64 hex>" or "principal:<token>"
+ * per line ('#' comments and blank lines ignored). */
+#ifndef SBX_TRANSPORT_HTTP_AUTH_H
+#define SBX_TRANSPORT_HTTP_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/err.h"
+
+struct http_auth_entry {
+    uint8_t digest[32];
+    char *principal;
+};
+
+struct http_auth {
+    struct http_auth_entry *v;
+    size_t len;
+};
+
+void http_auth_free(struct http_auth *a);
+/* Add one "sha256:<hex>" spec under `principal`. */
+int http_auth_add_hash(struct http_auth *a, const char *principal, const char *spec,
+                       struct sbx_err *err);
+/* Parse tokens-file text (see above); `name` is used in error messages. */
+int http_auth_load_text(struct http_auth *a, const char *text, const char *name,
+                        struct sbx_err *err);
+/* The principal a token maps to, or NULL. */
+const char *http_auth_check(const struct http_auth *a, const char *token, size_t len);
+/* Token from an "Authorization: Bearer <t>" value (scheme case-insensitive);
+ * NULL when absent or another scheme. */
+const char *http_auth_bearer(const char *header, size_t *len);
+
+#endif
