@@ -1,0 +1,97 @@
+/* Metrics registry (see metrics.h). Series kept in insertion order. */
+#include "service/metrics.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+
+struct series {
+    char *name, *help, *labels;
+    enum metric_type type;
+    double value;
+};
+
+static struct series *g_series;
+static size_t g_len;
+
+static struct series *find_or_add(const char *name, const char *help, const char *labels,
+                                  enum metric_type type)
+{
+    labels = labels ? labels : "";
+    for (size_t i = 0; i < g_len; i++)
+        if (strcmp(g_series[i].name, name) == 0 && strcmp(g_series[i].labels, labels) == 0)
+            return &g_series[i];
+    g_series = xrealloc(g_series, (g_len + 1) * sizeof(*g_series));
+    struct series *s = &g_series[g_len++];
+    s->name = xstrdup(name);
+    s->help = xstrdup(help ? help : name);
+    s->labels = xstrdup(labels);
+    s->type = type;
+    s->value = 0;
+    return s;
+}
+
+void metrics_counter_add(const char *name, const char *help, const char *labels, uint64_t delta)
+{
+    find_or_add(name, help, labels, METRIC_COUNTER)->value += (double)delta;
+}
+
+void metrics_gauge_set(const char *name, const char *help, const char *labels, double value)
+{
+    find_or_add(name, help, labels, METRIC_GAUGE)->value = value;
+}
+
+double metrics_value(const char *name, const char *labels)
+{
+    labels = labels ? labels : "";
+    for (size_t i = 0; i < g_len; i++)
+        if (strcmp(g_series[i].name, name) == 0 && strcmp(g_series[i].labels, labels) == 0)
+            return g_series[i].value;
+    return 0;
+}
+
+char *metrics_render(size_t *len)
+{
+    char *out = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&out, &size);
+    if (!f)
+        abort();
+    static const char *const type_names[] = {
+        [METRIC_COUNTER] = "counter", [METRIC_GAUGE] = "gauge"};
+    for (size_t i = 0; i < g_len; i++) {
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = strcmp(g_series[j].name, g_series[i].name) != 0;
+        if (!first)
+            continue; /* already emitted with its group */
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", g_series[i].name, g_series[i].help,
+                g_series[i].name, type_names[g_series[i].type]);
+        for (size_t j = i; j < g_len; j++) {
+            const struct series *s = &g_series[j];
+            if (strcmp(s->name, g_series[i].name) != 0)
+                continue;
+            fprintf(f, "%s%s%s%s %.17g\n", s->name, *s->labels ? "{" : "", s->labels,
+                    *s->labels ? "}" : "", s->value);
+        }
+    }
+    fclose(f);
+    if (len)
+        *len = size;
+    return out;
+}
+
+void metrics_reset(void)
+{
+    for (size_t i = 0; i < g_len; i++) {
+        free(g_series[i].name);
+        free(g_series[i].help);
+        free(g_series[i].labels);
+    }
+    free(g_series);
+    g_series = NULL;
+    g_len = 0;
+}
