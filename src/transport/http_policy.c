@@ -2,6 +2,7 @@
 #include "transport/http_policy.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -172,4 +173,19 @@ bool http_content_type_json(const char *ctype)
     const char *semi = strchr(p, ';');
     size_t len = trim(&p, semi ? (size_t)(semi - ctype) : strlen(ctype));
     return len == 16 && strncasecmp(p, "application/json", 16) == 0;
+}
+
+bool http_listen_is_loopback(const char *host)
+{
+    static const char *const loopback[] = {"localhost", "::1", "[::1]"};
+    if (!host)
+        return false;
+    for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++)
+        if (strcasecmp(host, loopback[i]) == 0)
+            return true;
+    /* all of 127.0.0.0/8 is loopback */
+    unsigned a, b, c, d;
+    char tail;
+    return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+           c < 256 && d < 256;
 }

@@ -34,4 +34,9 @@ bool http_accept_post_ok(const char *accept);
 /* Content-Type is application/json, parameters (charset) ignored. */
 bool http_content_type_json(const char *ctype);
 
+/* Whether a listen host ("127.0.0.1", "::1", "[::1]", "localhost") is
+ * loopback-only; any other address (incl. 0.0.0.0) reaches the network and
+ * is refused at startup unless authentication is configured. */
+bool http_listen_is_loopback(const char *host);
+
 #endif

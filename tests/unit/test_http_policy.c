@@ -84,6 +84,22 @@ static void content_type_json(void **state)
     assert_false(http_content_type_json(NULL));
 }
 
+static void listen_loopback(void **state)
+{
+    (void)state;
+    assert_true(http_listen_is_loopback("127.0.0.1"));
+    assert_true(http_listen_is_loopback("127.1.2.3"));
+    assert_true(http_listen_is_loopback("::1"));
+    assert_true(http_listen_is_loopback("[::1]"));
+    assert_true(http_listen_is_loopback("LocalHost"));
+    assert_false(http_listen_is_loopback("0.0.0.0"));
+    assert_false(http_listen_is_loopback("::"));
+    assert_false(http_listen_is_loopback("10.0.0.1"));
+    assert_false(http_listen_is_loopback("127.0.0.300"));
+    assert_false(http_listen_is_loopback("127.0.0.1x"));
+    assert_false(http_listen_is_loopback(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -92,6 +108,7 @@ int main(void)
         cmocka_unit_test(origin_rules),
         cmocka_unit_test(accept_parsing),
         cmocka_unit_test(content_type_json),
+        cmocka_unit_test(listen_loopback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
