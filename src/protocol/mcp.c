@@ -61,6 +61,7 @@ struct mcp_call {
     struct mcp_session *s;
     json_t *id;
     json_t *progress_token;
+    json_t *output_schema; /* the tool's outputSchema, or NULL */
     mcp_cancel_fn cancel_fn;
     void *cancel_data;
     struct mcp_call *next, *prev;
@@ -212,6 +213,7 @@ static void call_unlink_free(struct mcp_call *c)
         c->next->prev = c->prev;
     json_decref(c->id);
     json_decref(c->progress_token);
+    json_decref(c->output_schema);
     free(c);
 }
 
@@ -250,8 +252,38 @@ bool mcp_session_initialized(const struct mcp_session *s)
     return s->initialized;
 }
 
+/* A structured result must match the tool's outputSchema, and its JSON is mirrored in a text
+ * item for clients that ignore structuredContent. A mismatch is a server bug: say so. */
+static json_t *check_structured(const struct mcp_call *c, json_t *result)
+{
+    json_t *sc = json_object_get(result, "structuredContent");
+    if (!c->output_schema || !sc || json_is_true(json_object_get(result, "isError")))
+        return result;
+    char why[512];
+    if (schema_validate(c->output_schema, sc, why, sizeof(why)) < 0) {
+        log_emit(LOG_LVL_ERROR, "tool result violates its outputSchema", "why", why, NULL);
+        json_decref(result);
+        return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
+                         "internal error: the tool's result did not match its outputSchema",
+                         "isError", 1);
+    }
+    json_t *content = json_object_get(result, "content");
+    if (!json_is_array(content)) {
+        content = json_array();
+        json_object_set_new(result, "content", content);
+    }
+    if (json_array_size(content) == 0) {
+        char *text = json_dumps(sc, JSON_COMPACT);
+        if (text)
+            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+        free(text);
+    }
+    return result;
+}
+
 void mcp_call_finish(struct mcp_call *c, json_t *result)
 {
+    result = check_structured(c, result);
     send_result(c->s, c->id, result);
     call_unlink_free(c);
 }
@@ -469,6 +501,7 @@ static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params
     const json_t *tok = json_object_get(meta, "progressToken");
     if (json_is_string(tok) || json_is_integer(tok))
         c->progress_token = json_incref((json_t *)tok);
+    c->output_schema = json_incref(t->output);
     c->next = s->calls;
     if (s->calls)
         s->calls->prev = c;

@@ -211,6 +211,49 @@ static void schema_keywords_allow_and_deny(void **state)
     json_decref(schema);
 }
 
+static void structured_tool(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)data;
+    json_t *n = json_object_get(args, "n");
+    mcp_call_finish(call, json_pack("{s:{s:O}}", "structuredContent", "n", n));
+}
+
+static void structured_content_must_match_the_output_schema(void **state)
+{
+    struct fixture *f = *state;
+    static const struct mcp_tool_def def = {
+        "structured",
+        "Structured",
+        "Unit test: echoes n as structured content.",
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\"}},"
+        "\"required\":[\"n\"],\"additionalProperties\":false}",
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+        "\"required\":[\"n\"],\"additionalProperties\":false}",
+        true,
+        false,
+        true,
+        false,
+        structured_tool};
+    assert_int_equal(mcp_server_add_tool(f->srv, &def, NULL, NULL), 0);
+    init(f);
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+                "\"structured\",\"arguments\":{\"n\":7}}}");
+    json_t *r = json_object_get(last, "result");
+    assert_false(json_is_true(json_object_get(r, "isError")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(r, "structuredContent"), "n")), 7);
+    const char *text = json_string_value(
+        json_object_get(json_array_get(json_object_get(r, "content"), 0), "text"));
+    assert_non_null(text);
+    assert_string_equal(text, "{\"n\":7}");
+    /* 1.5 passes the input schema but not the output schema: a server bug, reported as such. */
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+                "\"structured\",\"arguments\":{\"n\":1.5}}}");
+    r = json_object_get(last, "result");
+    assert_true(json_is_true(json_object_get(r, "isError")));
+    assert_null(json_object_get(r, "structuredContent"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +262,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(tool_arguments_are_validated_before_the_handler, setup,
                                         teardown),
         cmocka_unit_test(schema_keywords_allow_and_deny),
+        cmocka_unit_test_setup_teardown(structured_content_must_match_the_output_schema, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
