@@ -60,6 +60,23 @@ static void fx_log(struct mcp_call *call, json_t *args, void *data)
                     json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", "logged"));
 }
 
+/* Conformance suite: the reference everything-server's exact text. */
+static void fx_simple_text(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+                                    "This is a simple text response for testing."));
+}
+
+/* Conformance suite: the reference throws, which its SDK turns into this isError result. */
+static void fx_error_handling(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_fail(call, "This tool intentionally returns an error for testing");
+}
+
 static void fx_error(struct mcp_call *call, json_t *args, void *data)
 {
     (void)args;
@@ -110,6 +127,12 @@ static void fx_elicitation(struct mcp_call *call, json_t *args, void *data)
 }
 
 static const struct mcp_tool_def fixtures[] = {
+    {"test_simple_text", NULL, "Tests simple text content response",
+     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", NULL, true, false,
+     true, false, fx_simple_text},
+    {"test_error_handling", NULL, "Tests error response handling",
+     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", NULL, true, false,
+     true, false, fx_error_handling},
     {"test_sampling", "Sampling fixture",
      "Test fixture: asks the client to sample an LLM completion and returns its answer.",
      "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\"}},"

@@ -15,7 +15,7 @@ async function inspector(...args) {
 
 test('inspector CLI: tools/list over stdio', async () => {
   const out = await inspector('--method', 'tools/list');
-  assert.deepEqual(out.tools.map((t) => t.name).sort(), ['test_elicitation', 'test_error', 'test_log', 'test_sampling', 'test_slow']);
+  assert.deepEqual(out.tools.map((t) => t.name).sort(), ['test_elicitation', 'test_error', 'test_error_handling', 'test_log', 'test_sampling', 'test_simple_text', 'test_slow']);
 });
 
 test('inspector CLI: tools/call over stdio', async () => {

@@ -244,3 +244,14 @@ test('raw: a client error answer to sampling becomes a tool error; stray respons
   s.child.stdin.end();
   assert.equal((await s.exited).code, 0);
 });
+
+test('SDK: conformance fixtures test_simple_text and test_error_handling answer like the reference', async () => {
+  const { client } = await connect();
+  const ok = await client.callTool({ name: 'test_simple_text', arguments: {} });
+  assert.deepEqual(ok.content, [{ type: 'text', text: 'This is a simple text response for testing.' }]);
+  assert.notEqual(ok.isError, true);
+  const bad = await client.callTool({ name: 'test_error_handling', arguments: {} });
+  assert.equal(bad.isError, true);
+  assert.equal(bad.content[0].text, 'This tool intentionally returns an error for testing');
+  await client.close();
+});
