@@ -9,10 +9,15 @@ start=$(date +%s%N)
 ms=$((($(date +%s%N) - start) / 1000000))
 [ "$rc" = 124 ] && [ "$ms" -lt 5000 ] && tap_ok "limits: cpu spin + sleep past the timeout: exit 124 in ${ms} ms" || tap_fail "limits: timeout (rc=$rc, ${ms} ms)"
 out=$("$SBX" run --timeout 5 -- /bin/true; echo rc=$?); expect "limits: (control) a short command finishes inside the timeout" "rc=0" "$out"
-# A double-forked setsid daemon does not outlive the sandbox.
-"$SBX" run --timeout 10 -- /bin/sh -c "setsid /bin/sh -c 'exec -a $marker sleep 1000' </dev/null >/dev/null 2>&1 & sleep 0.3; exit 0" >/dev/null 2>&1
-sleep 0.3
-if grep -qs -- "$marker" /proc/[0-9]*/cmdline; then tap_fail "limits: setsid daemon died with its sandbox"; else tap_ok "limits: setsid daemon died with its sandbox"; fi
+# A double-forked setsid daemon does not outlive the sandbox. bash, not dash, for exec -a; the
+# control sees the daemon alive while its sandbox still runs, so the check cannot pass vacuously.
+"$SBX" run --timeout 10 -- /bin/bash -c "setsid /bin/bash -c 'exec -a $marker sleep 1000' </dev/null >/dev/null 2>&1 & sleep 1.5; exit 0" >/dev/null 2>&1 &
+runner=$!
+alive=0
+for _ in $(seq 1 40); do grep -qs -- "[m]${marker#m}" /proc/[0-9]*/cmdline && { alive=1; break; }; sleep 0.05; done
+[ "$alive" = 1 ] && tap_ok "limits: (control) the setsid daemon runs while its sandbox does" || tap_fail "limits: (control) the setsid daemon runs while its sandbox does"
+wait "$runner"
+if grep -qs -- "[m]${marker#m}" /proc/[0-9]*/cmdline; then tap_fail "limits: setsid daemon died with its sandbox"; else tap_ok "limits: setsid daemon died with its sandbox"; fi
 # Fork bomb: stopped at the pids limit; the host keeps answering.
 out=$(sbx_probe --pids 32 --timeout 20 -- forkbomb 5000 2>&1)
 expect "limits: fork bomb stopped by the pids limit" "errno=11 EAGAIN" "$out"

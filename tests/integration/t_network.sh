@@ -4,15 +4,19 @@ out=$(sbx_probe -- tcp 10.255.255.1 80); expect "net: TCP to an outside address 
 out=$(sbx_probe -- udp 10.255.255.1 53); expect "net: UDP/DNS to an outside address goes nowhere" "errno=101 ENETUNREACH" "$out"
 # A host listener on 127.0.0.1 and an abstract unix socket, started by this test.
 port=$((20000 + RANDOM % 20000))
-python3 - "$port" <<'PY' &
+ready=$(mktemp "${TMPDIR:-/tmp}/mcp-sbx-net.XXXXXX")
+/usr/bin/python3 - "$port" "$ready" <<'PY' &
 import socket, sys, time
 t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 t.bind(("127.0.0.1", int(sys.argv[1]))); t.listen(8)
 u = socket.socket(socket.AF_UNIX); u.bind("\0mcp-sandbox-test-" + sys.argv[1]); u.listen(8)
+open(sys.argv[2], "w").write("up")
 time.sleep(8)
 PY
 listener=$!
-sleep 0.5
+# Wait until both sockets listen (a loaded machine starts Python slowly), at most 5 s.
+for _ in $(seq 1 100); do [ -s "$ready" ] && break; sleep 0.05; done
+rm -f "$ready"
 out=$("$PROBE" tcp 127.0.0.1 "$port"); expect "net: (control) host listener reachable from the host" "tcp ok" "$out"
 out=$("$PROBE" abstract "mcp-sandbox-test-$port"); expect "net: (control) abstract socket reachable from the host" "abstract ok" "$out"
 out=$(sbx_probe -- tcp 127.0.0.1 "$port"); expect "net: host 127.0.0.1 listener unreachable" "errno=111 ECONNREFUSED" "$out"

@@ -1,18 +1,38 @@
 # After 200 sandboxes have come and gone, nothing is left: processes, mounts, cgroups, temp dirs.
-count_procs() { ps -e --no-headers -o uid= | awk '$1==65534' | wc -l; }
+# Processes are counted by a marker in their argv, so other suites running as the same uid on
+# this machine (rootless runs share uid 65534) cannot skew the count.
+marker="mcp-sbx-cleanup-$$-$RANDOM"
+# "[m]..." matches the marker but not the grep that searches for it.
+count_procs() { grep -ls -- "[m]${marker#m}" /proc/[0-9]*/cmdline 2>/dev/null | wc -l; }
 count_mounts() { wc -l < /proc/self/mountinfo; }
-count_cgroups() { find /sys/fs/cgroup -maxdepth 4 -name 'mcp-sandbox.*' 2>/dev/null | wc -l; }
-count_tmp() { ls -a /tmp | wc -l; }
-p0=$(count_procs); m0=$(count_mounts); c0=$(count_cgroups); t0=$(count_tmp)
+# A server's parent group is mcp-sandbox.<pid>; one whose process is gone was left behind (other
+# live servers on this machine keep theirs legitimately).
+count_cgroups() {
+    find /sys/fs/cgroup -maxdepth 5 -name 'mcp-sandbox.*' 2>/dev/null | while read -r d; do
+        [ -d "/proc/${d##*.}" ] || echo "$d"
+    done | wc -l
+}
+# Temp entries that appear (other sessions share /tmp, so disappearances are not ours).
+tmpdirs="/tmp ${TMPDIR:-/tmp}"
+list_tmp() { for d in $tmpdirs; do ls -a "$d" | sed "s|^|$d/|"; done | sort -u; }
+# Control: a marked process is counted while its sandbox runs.
+"$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & sleep 1" >/dev/null 2>&1 &
+runner=$!
+seen=0
+for _ in $(seq 1 40); do [ "$(count_procs)" -gt 0 ] && { seen=1; break; }; sleep 0.05; done
+wait "$runner"
+[ "$seen" = 1 ] && tap_ok "cleanup: (control) a sandbox's process is counted while it runs" || tap_fail "cleanup: (control) a sandbox's process is counted while it runs"
+p0=$(count_procs); m0=$(count_mounts); c0=$(count_cgroups); list_tmp > "${TMPDIR:-/tmp}/.sbx-tmp0.$$"
 fails=0
 for i in $(seq 1 200); do
-    "$SBX" run -- /bin/sh -c 'sleep 5 & echo x > /workspace/f' >/dev/null 2>&1 || fails=$((fails + 1))
+    "$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & echo x > /workspace/f" >/dev/null 2>&1 || fails=$((fails + 1))
 done
 sleep 0.5
-p1=$(count_procs); m1=$(count_mounts); c1=$(count_cgroups); t1=$(count_tmp)
+p1=$(count_procs); m1=$(count_mounts); c1=$(count_cgroups)
+new_tmp=$(list_tmp | comm -13 "${TMPDIR:-/tmp}/.sbx-tmp0.$$" - | grep -v "/.sbx-tmp0.$$\$")
+rm -f "${TMPDIR:-/tmp}/.sbx-tmp0.$$"
 [ "$fails" = 0 ] && tap_ok "cleanup: 200 sandboxes ran" || tap_fail "cleanup: 200 sandboxes ran ($fails failed)"
-# Rootless, the runner's own processes are uid 65534 too: compare counts, not absolutes.
-[ "$p1" -le "$p0" ] && tap_ok "cleanup: no sandbox process left ($p0 -> $p1)" || tap_fail "cleanup: processes left ($p0 -> $p1)"
+[ "$p0" = 0 ] && [ "$p1" = 0 ] && tap_ok "cleanup: no sandbox process left ($p0 -> $p1)" || tap_fail "cleanup: processes left ($p0 -> $p1)"
 [ "$m1" = "$m0" ] && tap_ok "cleanup: no mount left ($m0 -> $m1)" || tap_fail "cleanup: mounts left ($m0 -> $m1)"
-[ "$c1" = "$c0" ] && tap_ok "cleanup: no cgroup left ($c0 -> $c1)" || tap_fail "cleanup: cgroups left ($c0 -> $c1)"
-[ "$t1" = "$t0" ] && tap_ok "cleanup: no temporary directory left ($t0 -> $t1)" || tap_fail "cleanup: temp entries left ($t0 -> $t1)"
+[ "$c1" -le "$c0" ] && tap_ok "cleanup: no cgroup left ($c0 -> $c1)" || tap_fail "cleanup: cgroups left ($c0 -> $c1)"
+[ -z "$new_tmp" ] && tap_ok "cleanup: no temporary file or directory left" || tap_fail "cleanup: temp entries left: $(echo $new_tmp | head -c 200)"
