@@ -2,6 +2,10 @@
  * run on timers, never sleeping, so they also prove that a slow call blocks nothing else. */
 #include "mcp.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
 #include "service/loop.h"
 #include "util.h"
 
@@ -158,8 +162,99 @@ static const struct mcp_tool_def fixtures[] = {
      true, false, fx_error},
 };
 
+static int read_static_text(const char *uri, void *data, json_t **contents, struct sbx_err *err)
+{
+    (void)data;
+    (void)err;
+    *contents = json_pack("[{s:s, s:s, s:s}]", "uri", uri, "mimeType", "text/plain", "text",
+                          "This is the content of the static text resource.");
+    return 0;
+}
+
+/* A 1x1 PNG, as a binary resource. */
+static int read_static_binary(const char *uri, void *data, json_t **contents, struct sbx_err *err)
+{
+    (void)data;
+    (void)err;
+    *contents = json_pack("[{s:s, s:s, s:s}]", "uri", uri, "mimeType", "image/png", "blob",
+                          "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA"
+                          "60e6kgAAAABJRU5ErkJggg==");
+    return 0;
+}
+
+/* test://template/{id}/data: any id of word characters. */
+static int read_template(const char *uri, void *data, json_t **contents, struct sbx_err *err)
+{
+    (void)data;
+    static const char prefix[] = "test://template/", suffix[] = "/data";
+    size_t n = strlen(uri), p = sizeof(prefix) - 1, q = sizeof(suffix) - 1;
+    if (n <= p + q || strncmp(uri, prefix, p) != 0 || strcmp(uri + n - q, suffix) != 0)
+        return sbx_fail(err, ENOENT, "not a template URI");
+    size_t idlen = n - p - q;
+    for (size_t i = 0; i < idlen; i++)
+        if (!isalnum((unsigned char)uri[p + i]) && uri[p + i] != '_' && uri[p + i] != '-')
+            return sbx_fail(err, ENOENT, "not a template URI");
+    char *text = xasprintf("{\"id\":\"%.*s\",\"templateTest\":true,\"data\":\"Data for ID: %.*s\"}",
+                           (int)idlen, uri + p, (int)idlen, uri + p);
+    *contents =
+        json_pack("[{s:s, s:s, s:s}]", "uri", uri, "mimeType", "application/json", "text", text);
+    free(text);
+    return 0;
+}
+
+static int get_simple_prompt(const json_t *args, void *data, json_t **messages, struct sbx_err *err)
+{
+    (void)args;
+    (void)data;
+    (void)err;
+    *messages = json_pack("[{s:s, s:{s:s, s:s}}]", "role", "user", "content", "type", "text",
+                          "text", "This is a simple prompt for testing.");
+    return 0;
+}
+
+static int get_prompt_with_arguments(const json_t *args, void *data, json_t **messages,
+                                     struct sbx_err *err)
+{
+    (void)data;
+    (void)err;
+    const char *a1 = json_string_value(json_object_get(args, "arg1"));
+    const char *a2 = json_string_value(json_object_get(args, "arg2"));
+    char *text = xasprintf("Prompt with arguments: arg1='%s', arg2='%s'", a1, a2);
+    *messages =
+        json_pack("[{s:s, s:{s:s, s:s}}]", "role", "user", "content", "type", "text", "text", text);
+    free(text);
+    return 0;
+}
+
+static const struct mcp_resource_def fixture_resources[] = {
+    {"test://static-text", "Static Text Resource", "A static text resource for testing",
+     "text/plain", read_static_text},
+    {"test://static-binary", "Static Binary Resource", "A static binary resource (PNG)",
+     "image/png", read_static_binary},
+};
+
+static const struct mcp_resource_def fixture_template = {
+    "test://template/{id}/data", "Resource Template", "A resource template with a parameter",
+    "application/json", read_template};
+
+static const struct mcp_prompt_def fixture_prompts[] = {
+    {"test_simple_prompt", "A simple prompt without arguments", "[]", get_simple_prompt},
+    {"test_prompt_with_arguments", "A prompt with required arguments",
+     "[{\"name\":\"arg1\",\"description\":\"First test argument\",\"required\":true},"
+     "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]",
+     get_prompt_with_arguments},
+};
+
 int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err)
 {
+    for (size_t i = 0; i < ARRAY_SIZE(fixture_resources); i++)
+        if (mcp_server_add_resource(srv, &fixture_resources[i], NULL, err) < 0)
+            return -1;
+    if (mcp_server_add_resource_template(srv, &fixture_template, NULL, err) < 0)
+        return -1;
+    for (size_t i = 0; i < ARRAY_SIZE(fixture_prompts); i++)
+        if (mcp_server_add_prompt(srv, &fixture_prompts[i], NULL, err) < 0)
+            return -1;
     for (size_t i = 0; i < ARRAY_SIZE(fixtures); i++)
         if (mcp_server_add_tool(srv, &fixtures[i], mcp_server_loop(srv), err) < 0)
             return -1;

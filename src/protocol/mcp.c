@@ -25,7 +25,22 @@ struct tool_entry {
     void *data;
 };
 
+struct resource_entry {
+    struct mcp_resource_def def;
+    void *data;
+};
+
+struct prompt_entry {
+    struct mcp_prompt_def def;
+    json_t *arguments;
+    void *data;
+};
+
 struct mcp_server {
+    struct resource_entry *resources, *templates;
+    size_t n_resources, n_templates;
+    struct prompt_entry *prompts;
+    size_t n_prompts;
     struct ev_loop *loop;
     const struct sbx_config *cfg;
     struct tool_entry *tools;
@@ -166,7 +181,49 @@ void mcp_server_free(struct mcp_server *srv)
         json_decref(srv->tools[i].output);
     }
     free(srv->tools);
+    for (size_t i = 0; i < srv->n_prompts; i++)
+        json_decref(srv->prompts[i].arguments);
+    free(srv->prompts);
+    free(srv->resources);
+    free(srv->templates);
     free(srv);
+}
+
+static int add_resource(struct resource_entry **list, size_t *n, const struct mcp_resource_def *def,
+                        void *data, struct sbx_err *err)
+{
+    if (!def->uri || !def->name || !def->read)
+        return sbx_fail(err, EINVAL, "a resource needs a uri, a name and a read handler");
+    *list = xrealloc(*list, (*n + 1) * sizeof(**list));
+    (*list)[(*n)++] = (struct resource_entry){*def, data};
+    return 0;
+}
+
+int mcp_server_add_resource(struct mcp_server *srv, const struct mcp_resource_def *def, void *data,
+                            struct sbx_err *err)
+{
+    return add_resource(&srv->resources, &srv->n_resources, def, data, err);
+}
+
+int mcp_server_add_resource_template(struct mcp_server *srv, const struct mcp_resource_def *def,
+                                     void *data, struct sbx_err *err)
+{
+    return add_resource(&srv->templates, &srv->n_templates, def, data, err);
+}
+
+int mcp_server_add_prompt(struct mcp_server *srv, const struct mcp_prompt_def *def, void *data,
+                          struct sbx_err *err)
+{
+    json_error_t je;
+    json_t *args = json_loads(def->arguments ? def->arguments : "[]", 0, &je);
+    if (!json_is_array(args) || !def->get) {
+        json_decref(args);
+        return sbx_fail(err, EINVAL, "prompt %s: arguments must be a JSON array (%s)", def->name,
+                        je.text);
+    }
+    srv->prompts = xrealloc(srv->prompts, (srv->n_prompts + 1) * sizeof(*srv->prompts));
+    srv->prompts[srv->n_prompts++] = (struct prompt_entry){*def, args, data};
+    return 0;
 }
 
 /* ---- sessions and calls ---- */
@@ -448,33 +505,26 @@ static int page_bounds(const json_t *params, size_t total, size_t page, size_t *
     return 0;
 }
 
+static json_t *tool_item(struct mcp_server *srv, size_t i)
+{
+    const struct tool_entry *t = &srv->tools[i];
+    json_t *o = json_pack("{s:s, s:s, s:O, s:{s:b, s:b, s:b, s:b}}", "name", t->def.name,
+                          "description", t->def.description, "inputSchema", t->input, "annotations",
+                          "readOnlyHint", t->def.read_only, "destructiveHint", t->def.destructive,
+                          "idempotentHint", t->def.idempotent, "openWorldHint", t->def.open_world);
+    if (t->def.title)
+        json_object_set_new(o, "title", json_string(t->def.title));
+    if (t->output)
+        json_object_set(o, "outputSchema", t->output);
+    return o;
+}
+
+static void send_page(struct mcp_session *s, const json_t *id, json_t *params, const char *key,
+                      size_t total, json_t *(*item)(struct mcp_server *, size_t));
+
 static void h_tools_list(struct mcp_session *s, const json_t *id, json_t *params)
 {
-    struct mcp_server *srv = s->srv;
-    size_t a, b;
-    if (page_bounds(params, srv->n_tools, srv->cfg->page_size ? srv->cfg->page_size : 50, &a, &b) <
-        0) {
-        send_error(s, id, RPC_INVALID_PARAMS, "tools/list: invalid cursor");
-        return;
-    }
-    json_t *list = json_array();
-    for (size_t i = a; i < b; i++) {
-        const struct tool_entry *t = &srv->tools[i];
-        json_t *o =
-            json_pack("{s:s, s:s, s:O, s:{s:b, s:b, s:b, s:b}}", "name", t->def.name, "description",
-                      t->def.description, "inputSchema", t->input, "annotations", "readOnlyHint",
-                      t->def.read_only, "destructiveHint", t->def.destructive, "idempotentHint",
-                      t->def.idempotent, "openWorldHint", t->def.open_world);
-        if (t->def.title)
-            json_object_set_new(o, "title", json_string(t->def.title));
-        if (t->output)
-            json_object_set(o, "outputSchema", t->output);
-        json_array_append_new(list, o);
-    }
-    json_t *r = json_pack("{s:o}", "tools", list);
-    if (b < srv->n_tools)
-        json_object_set_new(r, "nextCursor", json_sprintf("o%zu", b));
-    send_result(s, id, r);
+    send_page(s, id, params, "tools", s->srv->n_tools, tool_item);
 }
 
 static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params)
@@ -517,16 +567,66 @@ static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params
     json_decref(owned);
 }
 
+static size_t page_of(const struct mcp_session *s)
+{
+    return s->srv->cfg->page_size ? s->srv->cfg->page_size : 50;
+}
+
+/* One paginated list answer: key holds item(i) for the page the cursor names. */
+static void send_page(struct mcp_session *s, const json_t *id, json_t *params, const char *key,
+                      size_t total, json_t *(*item)(struct mcp_server *, size_t))
+{
+    size_t a, b;
+    if (page_bounds(params, total, page_of(s), &a, &b) < 0) {
+        send_error(s, id, RPC_INVALID_PARAMS, "%s: invalid cursor", key);
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t i = a; i < b; i++)
+        json_array_append_new(list, item(s->srv, i));
+    json_t *r = json_pack("{s:o}", key, list);
+    if (b < total)
+        json_object_set_new(r, "nextCursor", json_sprintf("o%zu", b));
+    send_result(s, id, r);
+}
+
+static json_t *resource_json(const struct mcp_resource_def *d, const char *uri_key)
+{
+    json_t *o = json_pack("{s:s, s:s}", uri_key, d->uri, "name", d->name);
+    if (d->description)
+        json_object_set_new(o, "description", json_string(d->description));
+    if (d->mime_type)
+        json_object_set_new(o, "mimeType", json_string(d->mime_type));
+    return o;
+}
+
+static json_t *resource_item(struct mcp_server *srv, size_t i)
+{
+    return resource_json(&srv->resources[i].def, "uri");
+}
+
+static json_t *template_item(struct mcp_server *srv, size_t i)
+{
+    return resource_json(&srv->templates[i].def, "uriTemplate");
+}
+
+static json_t *prompt_item(struct mcp_server *srv, size_t i)
+{
+    const struct prompt_entry *p = &srv->prompts[i];
+    json_t *o = json_pack("{s:s, s:O}", "name", p->def.name, "arguments", p->arguments);
+    if (p->def.description)
+        json_object_set_new(o, "description", json_string(p->def.description));
+    return o;
+}
+
 static void h_resources_list(struct mcp_session *s, const json_t *id, json_t *params)
 {
-    (void)params;
-    send_result(s, id, json_pack("{s:[]}", "resources"));
+    send_page(s, id, params, "resources", s->srv->n_resources, resource_item);
 }
 
 static void h_resource_templates_list(struct mcp_session *s, const json_t *id, json_t *params)
 {
-    (void)params;
-    send_result(s, id, json_pack("{s:[]}", "resourceTemplates"));
+    send_page(s, id, params, "resourceTemplates", s->srv->n_templates, template_item);
 }
 
 static void h_resources_read(struct mcp_session *s, const json_t *id, json_t *params)
@@ -536,19 +636,72 @@ static void h_resources_read(struct mcp_session *s, const json_t *id, json_t *pa
         send_error(s, id, RPC_INVALID_PARAMS, "resources/read: params.uri (string) is required");
         return;
     }
-    send_error(s, id, RPC_RESOURCE_NOT_FOUND, "resource not found: %s", uri);
+    struct mcp_server *srv = s->srv;
+    struct sbx_err err = {.code = ENOENT};
+    json_t *contents = NULL;
+    int r = -1;
+    for (size_t i = 0; i < srv->n_resources && r < 0 && err.code == ENOENT; i++)
+        if (strcmp(srv->resources[i].def.uri, uri) == 0)
+            r = srv->resources[i].def.read(uri, srv->resources[i].data, &contents, &err);
+    for (size_t i = 0; i < srv->n_templates && r < 0 && err.code == ENOENT; i++)
+        r = srv->templates[i].def.read(uri, srv->templates[i].data, &contents, &err);
+    if (r == 0) {
+        send_result(s, id, json_pack("{s:o}", "contents", contents));
+        return;
+    }
+    if (err.code == ENOENT)
+        send_error(s, id, RPC_RESOURCE_NOT_FOUND, "resource not found: %s", uri);
+    else
+        send_error(s, id, -32603, "reading %s: %s", uri, err.msg);
 }
 
 static void h_prompts_list(struct mcp_session *s, const json_t *id, json_t *params)
 {
-    (void)params;
-    send_result(s, id, json_pack("{s:[]}", "prompts"));
+    send_page(s, id, params, "prompts", s->srv->n_prompts, prompt_item);
 }
 
 static void h_prompts_get(struct mcp_session *s, const json_t *id, json_t *params)
 {
     const char *name = json_string_value(json_object_get(params, "name"));
-    send_error(s, id, RPC_INVALID_PARAMS, "unknown prompt: %s", name ? name : "(no name given)");
+    const struct prompt_entry *p = NULL;
+    for (size_t i = 0; name && i < s->srv->n_prompts; i++)
+        if (strcmp(s->srv->prompts[i].def.name, name) == 0)
+            p = &s->srv->prompts[i];
+    if (!p) {
+        send_error(s, id, RPC_INVALID_PARAMS, "unknown prompt: %s",
+                   name ? name : "(no name given)");
+        return;
+    }
+    const json_t *args = json_object_get(params, "arguments");
+    if (args && !json_is_object(args)) {
+        send_error(s, id, RPC_INVALID_PARAMS, "prompts/get: arguments must be an object");
+        return;
+    }
+    size_t i;
+    const json_t *a;
+    json_array_foreach(p->arguments, i, a)
+    {
+        const char *an = json_string_value(json_object_get(a, "name"));
+        if (json_is_true(json_object_get(a, "required")) && an &&
+            !json_is_string(json_object_get(args, an))) {
+            send_error(s, id, RPC_INVALID_PARAMS, "prompt %s: argument '%s' (string) is required",
+                       name, an);
+            return;
+        }
+    }
+    json_t *empty = json_object(), *messages = NULL;
+    struct sbx_err err = {0};
+    int r = p->def.get(args ? args : empty, p->data, &messages, &err);
+    json_decref(empty);
+    if (r < 0) {
+        send_error(s, id, err.code == ENOENT ? RPC_INVALID_PARAMS : -32603, "prompt %s: %s", name,
+                   err.msg);
+        return;
+    }
+    json_t *res = json_pack("{s:o}", "messages", messages);
+    if (p->def.description)
+        json_object_set_new(res, "description", json_string(p->def.description));
+    send_result(s, id, res);
 }
 
 static void h_set_level(struct mcp_session *s, const json_t *id, json_t *params)

@@ -99,6 +99,37 @@ typedef void (*mcp_reply_fn)(struct mcp_call *call, const json_t *result, const 
 int mcp_call_request(struct mcp_call *call, const char *method, json_t *params, mcp_reply_fn reply,
                      void *data, struct sbx_err *err);
 
+/* Resources, resource templates and prompts are data too, with synchronous handlers that
+ * answer from what the server holds. A handler returns 0 and fills *out, or -1 with err; an
+ * err->code of ENOENT becomes -32002 (resource not found) or -32602 (bad prompt arguments). */
+typedef int (*mcp_read_fn)(const char *uri, void *data, json_t **contents, struct sbx_err *err);
+typedef int (*mcp_prompt_fn)(const json_t *args, void *data, json_t **messages,
+                             struct sbx_err *err);
+
+struct mcp_resource_def {
+    const char *uri; /* exact URI; for a template, the RFC 6570 uriTemplate */
+    const char *name;
+    const char *description;
+    const char *mime_type;
+    mcp_read_fn read; /* contents: an array of {uri, mimeType, text|blob} */
+};
+
+struct mcp_prompt_def {
+    const char *name;
+    const char *description;
+    const char *arguments; /* JSON text: [{"name","description","required"}...] */
+    mcp_prompt_fn get;     /* messages: an array of {role, content} */
+};
+
+int mcp_server_add_resource(struct mcp_server *srv, const struct mcp_resource_def *def, void *data,
+                            struct sbx_err *err);
+/* A template's read is asked for every URI no exact resource matched; it answers ENOENT for
+ * URIs that are not its own. */
+int mcp_server_add_resource_template(struct mcp_server *srv, const struct mcp_resource_def *def,
+                                     void *data, struct sbx_err *err);
+int mcp_server_add_prompt(struct mcp_server *srv, const struct mcp_prompt_def *def, void *data,
+                          struct sbx_err *err);
+
 /* Registers the hidden fixtures used by the test suites (serve --test-fixtures). */
 int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err);
 

@@ -255,3 +255,39 @@ test('SDK: conformance fixtures test_simple_text and test_error_handling answer 
   assert.equal(bad.content[0].text, 'This tool intentionally returns an error for testing');
   await client.close();
 });
+
+test('SDK: resources, templates and prompts registered as data', async () => {
+  const { client } = await connect();
+  const { resources } = await client.listResources();
+  assert.deepEqual(resources.map((r) => r.uri).sort(), ['test://static-binary', 'test://static-text']);
+  const text = await client.readResource({ uri: 'test://static-text' });
+  assert.equal(text.contents[0].mimeType, 'text/plain');
+  assert.match(text.contents[0].text, /static text resource/);
+  const bin = await client.readResource({ uri: 'test://static-binary' });
+  assert.equal(Buffer.from(bin.contents[0].blob, 'base64').subarray(1, 4).toString(), 'PNG');
+  const { resourceTemplates } = await client.listResourceTemplates();
+  assert.equal(resourceTemplates[0].uriTemplate, 'test://template/{id}/data');
+  const t = await client.readResource({ uri: 'test://template/abc-1/data' });
+  assert.equal(JSON.parse(t.contents[0].text).id, 'abc-1');
+  await assert.rejects(client.readResource({ uri: 'test://template/a b/data' }), /-32002/);
+  await assert.rejects(client.readResource({ uri: 'test://nothing' }), /-32002/);
+  const { prompts } = await client.listPrompts();
+  assert.ok(prompts.some((p) => p.name === 'test_prompt_with_arguments' && p.arguments.length === 2));
+  const g = await client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'x', arg2: 'y' } });
+  assert.match(g.messages[0].content.text, /arg1='x', arg2='y'/);
+  await assert.rejects(client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'x' } }), /-32602.*arg2/);
+  await assert.rejects(client.getPrompt({ name: 'nope' }), /-32602/);
+  await client.close();
+});
+
+test('raw: stdin EOF ends the server cleanly with a call in flight', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10000}}}\n');
+  s.child.stdin.end();
+  const t0 = Date.now();
+  const { code } = await s.exited;
+  assert.equal(code, 0);
+  assert.ok(Date.now() - t0 < 2000, 'exit did not wait for the call');
+});

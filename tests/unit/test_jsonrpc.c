@@ -135,11 +135,16 @@ static void paginates_with_opaque_cursors(void **state)
     struct fixture *f = *state;
     init(f);
     size_t seen = 0;
+    json_t *names = json_object();
     char req[256] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
     for (int page = 0; page < 10; page++) {
         recv_str(f, req);
         json_t *r = json_object_get(last, "result");
         seen += json_array_size(json_object_get(r, "tools"));
+        size_t i;
+        json_t *t;
+        json_array_foreach(json_object_get(r, "tools"), i, t)
+            json_object_set_new(names, json_string_value(json_object_get(t, "name")), json_true());
         assert_true(json_array_size(json_object_get(r, "tools")) <= 2);
         const char *next = json_string_value(json_object_get(r, "nextCursor"));
         if (!next)
@@ -149,7 +154,15 @@ static void paginates_with_opaque_cursors(void **state)
                  "list\",\"params\":{\"cursor\":\"%s\"}}",
                  next);
     }
-    assert_int_equal(seen, 5); /* every fixture exactly once */
+    /* Every tool exactly once: the walk equals one unpaginated list, with no name repeated. */
+    f->cfg.page_size = 1000;
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}");
+    size_t total = json_array_size(json_object_get(json_object_get(last, "result"), "tools"));
+    assert_true(total >= 5);
+    assert_int_equal(seen, total);
+    assert_int_equal(json_object_size(names), total);
+    json_decref(names);
+    f->cfg.page_size = 2;
     recv_str(
         f,
         "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"cursor\":\"o99\"}}");
