@@ -140,8 +140,9 @@ int mcp_server_add_tool(struct mcp_server *srv, const struct mcp_tool_def *def, 
         json_decref(in);
         return sbx_fail(err, EINVAL, "tool %s: input schema: %s", def->name, je.text);
     }
-    json_t *out = NULL;
-    if (def->output_schema && !json_is_object(out = json_loads(def->output_schema, 0, &je))) {
+    /* json_is_object() is a macro that evaluates its argument twice: parse first. */
+    json_t *out = def->output_schema ? json_loads(def->output_schema, 0, &je) : NULL;
+    if (def->output_schema && !json_is_object(out)) {
         json_decref(in);
         json_decref(out);
         return sbx_fail(err, EINVAL, "tool %s: output schema: %s", def->name, je.text);
