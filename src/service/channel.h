@@ -1,0 +1,64 @@
+/* The private control channel between the service and the Python driver inside a sandbox.
+ *
+ * Transport: a SOCK_STREAM socketpair; the driver sees its end as fd 3. Never the user's
+ * stdout: user output goes to fds 1 and 2 (pipes the service reads), so nothing the user
+ * prints can forge a frame.
+ *
+ * Framing: a 4-byte big-endian length, then that many bytes of one JSON object. Frames larger
+ * than CHANNEL_MAX_FRAME are a protocol error (the service kills and restarts the driver).
+ *
+ * Output sync: the driver flushes sys.stdout/sys.stderr before it writes a result frame, and
+ * a bash child has exited before it does. A pipe write is in the pipe once write() returns,
+ * so when the service reads a result frame it drains both pipes until EAGAIN and has all the
+ * output of that execution. Output written later by background processes is read between
+ * executions and attributed to the next one.
+ *
+ * Service -> driver (every request but init carries an integer "id"):
+ *   {"op":"init","workspace":"/workspace","packages_dir":"/workspace/.packages",
+ *    "profile":"standard","guard":null | {"modules":[..],"calls":[..],"attributes":[..]},
+ *    "max_images":4,"max_image_bytes":1048576,"max_files":20,"figures_dir":"/workspace/.mcp"}
+ *   {"op":"exec","id":N,"language":"python"|"bash","code":"...","cwd":null|"/workspace/sub"}
+ *   {"op":"ping","id":N}
+ *   {"op":"refresh_imports","id":N}
+ * Driver -> service:
+ *   {"op":"ready","python":"3.11.2"}                     once, after init
+ *   {"op":"result","id":N,"success":bool,"result":null|"repr",
+ *    "error":null|{"type":"ZeroDivisionError","message":"...","traceback":"..."},
+ *    "rejected":null|"rejected by policy (profile tight): import of module 'os'",
+ *    "interrupted":bool,"exit_code":int,
+ *    "images":[{"mime":"image/png","data":"<base64>"}],   at most max_images, each <= max
+ *    "image_files":["/workspace/.mcp/figures/fig-3.png"], figures too big to inline
+ *    "files":["/workspace/out.csv"]}                      created or modified, <= max_files
+ *   {"op":"pong","id":N}
+ *   {"op":"refreshed","id":N}
+ *   {"op":"error","id":N|null,"message":"..."}           unknown op; the driver survives
+ */
+#ifndef SBX_CHANNEL_H
+#define SBX_CHANNEL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CHANNEL_MAX_FRAME (16u * 1024 * 1024)
+
+/* Incremental decoder: feed whatever read() returned, take complete frames out. */
+struct channel_decoder {
+    char *buf;
+    size_t len, cap;
+    size_t max_frame;
+};
+
+void channel_decoder_init(struct channel_decoder *d, size_t max_frame);
+void channel_decoder_reset(struct channel_decoder *d);
+void channel_decoder_free(struct channel_decoder *d);
+/* Appends bytes. Returns 0, or -1 if memory ran out. */
+int channel_feed(struct channel_decoder *d, const void *data, size_t len);
+/* Takes the next complete frame: 1 with *out set (caller owns it), 0 if more bytes are needed,
+ * -1 on a protocol error (oversized length or a frame that is not a JSON object). */
+int channel_next(struct channel_decoder *d, json_t **out);
+
+/* Encodes obj as one frame (length prefix included) into a malloc'd buffer. */
+int channel_encode(const json_t *obj, char **out, size_t *len);
+
+#endif
