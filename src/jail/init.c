@@ -9,7 +9,10 @@
 #include <sched.h>
 #include <string.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -47,7 +50,9 @@ static int place_fds(const struct jail_child_plan *plan)
         if (tmp[i] < 0)
             return -errno;
     }
-    tmp[n] = fcntl(plan->err_fd, F_DUPFD_CLOEXEC, 64);
+    /* A restarted workload has no error pipe: a failed exec shows as exit status 127. */
+    tmp[n] = plan->err_fd >= 0 ? fcntl(plan->err_fd, F_DUPFD_CLOEXEC, 64)
+                               : open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (tmp[n] < 0)
         return -errno;
     for (size_t i = 0; i < n; i++)
@@ -57,6 +62,38 @@ static int place_fds(const struct jail_child_plan *plan)
         return -errno;
     close_from((unsigned int)n + 1);
     return (int)n;
+}
+
+static void close_gap(int lo, int hi)
+{
+    if (lo <= hi)
+        syscall(SYS_close_range, (unsigned int)lo, (unsigned int)hi, 0);
+}
+
+/* Init keeps only its status socket and (persistent) the copies of the workload's fds. */
+static void close_all_but(int status_fd, const struct jail_child_plan *plan)
+{
+    int keep[1 + 3 + 16];
+    size_t n = 0;
+    keep[n++] = status_fd;
+    for (int i = 0; plan && i < 3; i++)
+        if (plan->stdio[i] >= 0)
+            keep[n++] = plan->stdio[i];
+    for (size_t i = 0; plan && i < plan->n_pass_fds && i < 16; i++)
+        if (plan->pass_fds[i] >= 0)
+            keep[n++] = plan->pass_fds[i];
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+            int t = keep[k];
+            keep[k] = keep[k - 1];
+            keep[k - 1] = t;
+        }
+    int lo = 0;
+    for (size_t i = 0; i < n; i++) {
+        close_gap(lo, keep[i] - 1);
+        lo = keep[i] + 1;
+    }
+    close_from((unsigned int)lo);
 }
 
 static void report_and_exit(int err_fd, enum jail_step step, int err)
@@ -92,29 +129,141 @@ static int workload_main(void *arg)
     return 127;
 }
 
-void jail_run_init(const struct jail_child_plan *plan)
+/* Sends the sandbox's root directory to the server once, so that file tools can resolve paths
+ * inside it (openat2 RESOLVE_IN_ROOT) without /proc/<pid>/root, which a non-dumpable init
+ * refuses to a rootless server. */
+static void send_root_fd(int sock)
+{
+    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return;
+    char byte = 'F';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &root, sizeof(int));
+    ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    (void)w;
+    close(root);
+}
+
+static pid_t start_workload(const struct jail_child_plan *plan)
+{
+    /* posix_spawn's technique: share init's memory until exec (no page tables copied) and let
+     * the child run first on this CPU; it writes only to its own stack below. */
+    static char stack[64 * 1024] __attribute__((aligned(16)));
+    return clone(workload_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD,
+                 (void *)plan);
+}
+
+static void report_status(int status_fd, int st)
+{
+    int32_t v = st;
+    ssize_t w = write(status_fd, &v, sizeof(v));
+    (void)w;
+}
+
+/* Reaps everything that exited; returns true if the workload was among them. */
+static bool reap_all(pid_t child, int status_fd)
+{
+    bool workload_done = false;
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (p == child) {
+            report_status(status_fd, st);
+            workload_done = true;
+        }
+    }
+    return workload_done;
+}
+
+/* Persistent sandboxes: the workload (an interpreter) may die or be killed and started again
+ * while the sandbox, its mounts and its files live on. Commands arrive on the status socket:
+ * 'K' kills every process but init, 'R' starts the workload again. EOF there ends the
+ * sandbox. */
+static void __attribute__((noreturn)) serve_persistent(struct jail_child_plan *plan, pid_t child,
+                                                       int status_fd, const sigset_t *all)
+{
+    int sfd = signalfd(-1, all, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        _exit(125);
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = status_fd, .events = POLLIN}};
+        if (poll(pfd, 2, -1) < 0)
+            continue;
+        if (pfd[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo != SIGCHLD) {
+                    if (child > 0)
+                        kill(child, (int)si.ssi_signo);
+                    continue;
+                }
+            }
+            if (reap_all(child, status_fd))
+                child = -1;
+        }
+        if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            char cmd;
+            ssize_t n = read(status_fd, &cmd, 1);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                _exit(0);
+            if (n != 1)
+                continue;
+            if (cmd == 'K') {
+                /* From pid 1 of a pid namespace, -1 means everything in it but init. */
+                kill(-1, SIGKILL);
+            } else if (cmd == 'R' && child < 0) {
+                child = start_workload(plan);
+                if (child < 0)
+                    report_status(status_fd, 127 << 8);
+            }
+        }
+    }
+}
+
+void jail_run_init(const struct jail_child_plan *const_plan)
 {
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, NULL);
-    /* posix_spawn's technique: share init's memory until exec (no page tables copied) and let
-     * the child run first on this CPU; it writes only to its own stack below. */
-    static char stack[64 * 1024] __attribute__((aligned(16)));
-    pid_t child =
-        clone(workload_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)plan);
+    pid_t child = start_workload(const_plan);
     if (child < 0)
-        jail_child_fail(plan, STEP_FORK, errno);
+        jail_child_fail(const_plan, STEP_FORK, errno);
 
-    /* Only the status pipe stays open in init; the parent sees EOF on the error pipe once the
-     * workload has exec'd. */
-    int status_fd = fcntl(plan->status_fd, F_DUPFD, 3);
+    /* Only the status channel stays open in init (and, for a persistent sandbox, copies of the
+     * workload's fds so it can be started again); the parent sees EOF on the error pipe once
+     * the workload has exec'd. */
+    int status_fd = fcntl(const_plan->status_fd, F_DUPFD_CLOEXEC, 3);
     if (status_fd < 0)
         _exit(125);
-    for (int fd = 0; fd < 3; fd++)
-        close(fd);
-    for (int fd = 3; fd < status_fd; fd++)
-        close(fd);
-    close_from((unsigned int)status_fd + 1);
+    struct jail_child_plan *plan = NULL;
+    if (const_plan->persistent) {
+        /* Init is a private copy of the server's memory: the plan can live on here. */
+        static struct jail_child_plan again;
+        static int kept_pass[16];
+        again = *const_plan;
+        plan = &again;
+        int next = status_fd + 1;
+        for (int i = 0; i < 3; i++)
+            if (again.stdio[i] >= 0)
+                again.stdio[i] = fcntl(const_plan->stdio[i], F_DUPFD_CLOEXEC, next);
+        for (size_t i = 0; i < again.n_pass_fds && i < 16; i++)
+            kept_pass[i] = fcntl(const_plan->pass_fds[i], F_DUPFD_CLOEXEC, next);
+        again.pass_fds = kept_pass;
+        again.err_fd = -1;
+    }
+    close_all_but(status_fd, plan);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* Init is a fork of the server: its memory still holds the server's environment, which
@@ -125,6 +274,10 @@ void jail_run_init(const struct jail_child_plan *plan)
         memset(*e, 0, strlen(*e));
     prctl(PR_SET_DUMPABLE, 0);
 
+    if (plan) {
+        send_root_fd(status_fd);
+        serve_persistent(plan, child, status_fd, &all);
+    }
     for (;;) {
         siginfo_t info;
         int sig = sigwaitinfo(&all, &info);
@@ -134,15 +287,7 @@ void jail_run_init(const struct jail_child_plan *plan)
             kill(child, sig);
             continue;
         }
-        int st;
-        pid_t p;
-        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-            if (p == child) {
-                int32_t v = st;
-                ssize_t w = write(status_fd, &v, sizeof(v));
-                (void)w;
-                _exit(0);
-            }
-        }
+        if (reap_all(child, status_fd))
+            _exit(0);
     }
 }

@@ -192,6 +192,7 @@ static void build_plan(const struct jail_spec *spec, struct jail_child_plan *pla
     plan->stdio[2] = spec->stderr_fd;
     plan->pass_fds = spec->pass_fds;
     plan->n_pass_fds = spec->n_pass_fds;
+    plan->persistent = spec->persistent;
     plan->cap_last = cap_last_cap();
     sigemptyset(&plan->ignored);
     for (int sig = 1; sig < NSIG; sig++) {
@@ -247,12 +248,38 @@ static int fail_layer(struct sbx_err *err, const char *layer, const char *hint)
         layer, hint);
 }
 
+/* Init sends the sandbox's root directory right after the workload is started. */
+static int receive_fd(int sock)
+{
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (n != 1 || byte != 'F' || !c || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -EPROTO;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
+}
+
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)
 {
     const struct sbx_config *cfg = spec->cfg;
     bool degraded_ok = cfg->allow_degraded;
     struct jail *j = xcalloc(1, sizeof(*j));
-    j->pidfd = j->status_fd = -1;
+    j->pidfd = j->status_fd = j->root_fd = -1;
     j->pid = -1;
     struct jail_child_plan plan;
     int sync_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
@@ -300,7 +327,9 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     plan.cgroup_active = j->cg != NULL;
 
     if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 ||
-        pipe2(status_pipe, O_CLOEXEC) < 0) {
+        (spec->persistent
+             ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, status_pipe)
+             : pipe2(status_pipe, O_CLOEXEC)) < 0) {
         sbx_fail_errno(err, errno, "pipe");
         goto out;
     }
@@ -368,6 +397,15 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
         goto out;
     }
     j->status_fd = steal_fd(&status_pipe[0]);
+    if (spec->persistent) {
+        j->root_fd = receive_fd(j->status_fd);
+        if (j->root_fd < 0) {
+            sbx_fail_errno(err, -j->root_fd, "sandbox setup: receiving its root directory");
+            goto out;
+        }
+        fcntl(j->status_fd, F_SETFL, O_NONBLOCK);
+        j->workload_running = true;
+    }
     *out = j;
     j = NULL;
     rc = 0;
@@ -380,6 +418,55 @@ out:
     if (j)
         jail_destroy(j);
     return rc;
+}
+
+int jail_workload_status(struct jail *j, int *exit_code, int *term_signal)
+{
+    int32_t ws;
+    ssize_t n = read(j->status_fd, &ws, sizeof(ws));
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+    if (n == 0)
+        return -EPIPE; /* init is gone: the whole sandbox ended */
+    if (n != (ssize_t)sizeof(ws))
+        return -EPROTO;
+    j->workload_running = false;
+    *exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    *term_signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+    return 1;
+}
+
+static int send_command(struct jail *j, char cmd)
+{
+    if (j->status_fd < 0 || j->root_fd < 0)
+        return -EINVAL;
+    if (send(j->status_fd, &cmd, 1, MSG_NOSIGNAL) != 1)
+        return -errno;
+    return 0;
+}
+
+int jail_workload_kill(struct jail *j)
+{
+    return send_command(j, 'K');
+}
+
+int jail_workload_restart(struct jail *j)
+{
+    if (j->workload_running)
+        return -EBUSY;
+    int r = send_command(j, 'R');
+    if (r == 0)
+        j->workload_running = true;
+    return r;
+}
+
+int jail_signal(struct jail *j, int sig)
+{
+    if (j->pidfd < 0 || j->reaped)
+        return -ESRCH;
+    if (syscall(SYS_pidfd_send_signal, j->pidfd, sig, NULL, 0) < 0)
+        return -errno;
+    return 0;
 }
 
 void jail_kill(struct jail *j)
@@ -452,6 +539,8 @@ void jail_destroy(struct jail *j)
         close(j->pidfd);
     if (j->status_fd >= 0)
         close(j->status_fd);
+    if (j->root_fd >= 0)
+        close(j->root_fd);
     free(j);
 }
 

@@ -23,6 +23,9 @@ struct jail_spec {
     const int *pass_fds; /* handed in on purpose, renumbered from 3 */
     size_t n_pass_fds;
     const char *name; /* unique per sandbox: names its cgroup */
+    /* Init outlives the workload: the sandbox (mounts, files, cgroup) stays until destroyed,
+     * and the workload can be killed and started again (a crashed interpreter). */
+    bool persistent;
 };
 
 struct jail_usage {
@@ -39,6 +42,8 @@ struct jail {
     pid_t pid;                  /* host pid of the sandbox's init (pid 1 inside) */
     int pidfd;                  /* readable when init exits */
     int status_fd;              /* init writes the workload's wait status here */
+    int root_fd;                /* O_PATH fd of the sandbox's "/" (persistent only, else -1) */
+    bool workload_running;      /* persistent: between a start and its status record */
     struct sbx_cgroup *cg;      /* NULL when limits are rlimits only */
     const char *limits_backend; /* "cgroup-v2", "cgroup-v1" or "rlimit" */
     char degraded[256];         /* comma-separated missing layers (allow_degraded only) */
@@ -51,6 +56,17 @@ struct jail {
 /* Build the sandbox and exec argv in it. Returns once the command has been exec'd (or with
  * an error naming the layer that could not be set up). */
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
+
+/* Persistent sandboxes. status_fd is non-blocking and readable when the workload ends.
+ * jail_workload_status reads one record: 1 with the exit code or signal, 0 if none is there. */
+int jail_workload_status(struct jail *j, int *exit_code, int *term_signal);
+/* Kill every process in the sandbox except init; a status record follows if the workload
+ * was running. */
+int jail_workload_kill(struct jail *j);
+/* Start the workload again (same argv, fds and environment) once its status was read. */
+int jail_workload_restart(struct jail *j);
+/* Deliver sig to the workload (init forwards it). */
+int jail_signal(struct jail *j, int sig);
 
 /* SIGKILL everything in the sandbox (init's death empties the pid namespace). */
 void jail_kill(struct jail *j);

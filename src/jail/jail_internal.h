@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -46,7 +47,8 @@ struct jail_child_plan {
     size_t n_pass_fds;
     int sync_fd;   /* parent writes one byte when maps and cgroup are in place */
     int err_fd;    /* cloexec: EOF at exec means success */
-    int status_fd; /* init reports the workload's wait status */
+    int status_fd; /* init reports the workload's wait status (a socket when persistent) */
+    bool persistent; /* init outlives the workload and can start it again */
     int cap_last;
     sigset_t ignored; /* signals the server ignores: SIG_IGN would survive exec */
     bool cgroup_active;

@@ -46,6 +46,9 @@ struct mcp_server {
     struct tool_entry *tools;
     size_t n_tools;
     struct mcp_session *sessions;
+    const char *current_owner; /* set while a synchronous resource handler runs */
+    mcp_owner_gone_fn owner_gone;
+    void *owner_gone_data;
 };
 
 /* A request we sent to the client, waiting for its answer. */
@@ -296,8 +299,25 @@ void mcp_session_free(struct mcp_session *s)
         s->srv->sessions = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    struct mcp_server *srv = s->srv;
+    bool last = true;
+    for (struct mcp_session *o = srv->sessions; o && last; o = o->next)
+        last = strcmp(o->owner, s->owner) != 0;
+    if (last && srv->owner_gone)
+        srv->owner_gone(srv->owner_gone_data, s->owner);
     free(s->owner);
     free(s);
+}
+
+void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn fn, void *data)
+{
+    srv->owner_gone = fn;
+    srv->owner_gone_data = data;
+}
+
+const char *mcp_server_current_owner(const struct mcp_server *srv)
+{
+    return srv->current_owner;
 }
 
 const char *mcp_session_protocol_version(const struct mcp_session *s)
@@ -355,6 +375,11 @@ void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
     va_end(ap);
     mcp_call_finish(c, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text,
                                  "isError", 1));
+}
+
+bool mcp_call_wants_progress(const struct mcp_call *c)
+{
+    return c->progress_token != NULL;
 }
 
 void mcp_call_progress(struct mcp_call *c, double progress, double total, const char *message)
@@ -641,11 +666,13 @@ static void h_resources_read(struct mcp_session *s, const json_t *id, json_t *pa
     struct sbx_err err = {.code = ENOENT};
     json_t *contents = NULL;
     int r = -1;
+    srv->current_owner = s->owner;
     for (size_t i = 0; i < srv->n_resources && r < 0 && err.code == ENOENT; i++)
         if (strcmp(srv->resources[i].def.uri, uri) == 0)
             r = srv->resources[i].def.read(uri, srv->resources[i].data, &contents, &err);
     for (size_t i = 0; i < srv->n_templates && r < 0 && err.code == ENOENT; i++)
         r = srv->templates[i].def.read(uri, srv->templates[i].data, &contents, &err);
+    srv->current_owner = NULL;
     if (r == 0) {
         send_result(s, id, json_pack("{s:o}", "contents", contents));
         return;

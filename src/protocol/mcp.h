@@ -81,6 +81,7 @@ void mcp_call_finish(struct mcp_call *call, json_t *result);
 /* A tool-level failure: a result with isError true and this text. */
 void mcp_call_fail(struct mcp_call *call, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+bool mcp_call_wants_progress(const struct mcp_call *call);
 /* notifications/progress when the request carried a progressToken (no-op otherwise). */
 void mcp_call_progress(struct mcp_call *call, double progress, double total, const char *message);
 /* notifications/message at level (syslog name), if the session's level lets it through. */
@@ -129,6 +130,14 @@ int mcp_server_add_resource_template(struct mcp_server *srv, const struct mcp_re
                                      void *data, struct sbx_err *err);
 int mcp_server_add_prompt(struct mcp_server *srv, const struct mcp_prompt_def *def, void *data,
                           struct sbx_err *err);
+
+/* The owner whose request a synchronous resource handler is answering (NULL elsewhere):
+ * sandbox resources answer only their owner. */
+const char *mcp_server_current_owner(const struct mcp_server *srv);
+/* Called when the last session of an owner ends (HTTP DELETE, expiry, stdio EOF), so that
+ * the service can close that owner's sandboxes. */
+typedef void (*mcp_owner_gone_fn)(void *data, const char *owner);
+void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn fn, void *data);
 
 /* Registers the hidden fixtures used by the test suites (serve --test-fixtures). */
 int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err);
