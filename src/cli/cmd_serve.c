@@ -6,6 +6,7 @@
 #include "lib/util.h"
 #include "protocol/mcp.h"
 #include "service/loop.h"
+#include "service/sandbox.h"
 #include "transport/stdio.h"
 
 #include <getopt.h>
@@ -74,6 +75,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     struct ev_loop *loop = NULL;
     struct mcp_server *srv = NULL;
     struct stdio_transport *st = NULL;
+    struct sandbox_service *svc = NULL;
     struct ev_watch *sigw = NULL;
     int rc = 1, sfd = -1;
     /* A vanished client must not kill us through SIGPIPE; writes report EPIPE instead. */
@@ -89,7 +91,8 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     sigw = ev_watch(loop, sfd, EPOLLIN, on_signal, NULL, &err);
     struct mcp_server_opts so = {
         .cfg = &ctx->cfg, .test_fixtures = fixtures, .transport_name = http ? "http" : "stdio"};
-    if (!sigw || mcp_server_new(loop, &so, &srv, &err) < 0)
+    if (!sigw || mcp_server_new(loop, &so, &srv, &err) < 0 ||
+        sandbox_service_new(loop, srv, &ctx->cfg, &svc, &err) < 0)
         goto out;
     if (use_stdio) {
         if (stdio_transport_start(loop, srv, 0, 1, &st, &err) < 0)
@@ -107,7 +110,9 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
 out:
     if (rc && err.msg[0])
         fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
+    /* The transport first (its sessions end, their calls are cancelled), then the sandboxes. */
     stdio_transport_stop(st);
+    sandbox_service_free(svc);
     mcp_server_free(srv);
     ev_unwatch(sigw);
     ev_loop_free(loop);

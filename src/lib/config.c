@@ -99,7 +99,7 @@ static const char *const source_names[] = {"default", "file", "env", "flag"};
 
 static void profile_defaults(struct sbx_profile *p, const char *name, uint64_t mem_mib,
                              uint32_t millicpus, uint32_t timeout_s, uint32_t pids, uint64_t ws_mib,
-                             bool guard)
+                             bool guard, uint32_t pool)
 {
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", name);
@@ -115,7 +115,7 @@ static void profile_defaults(struct sbx_profile *p, const char *name, uint64_t m
     p->stack_bytes = 8ull << 20;
     p->static_guard = guard;
     snprintf(p->network, sizeof(p->network), "none");
-    p->pool_size = 0;
+    p->pool_size = pool;
 }
 
 void config_init_defaults(struct sbx_config *cfg)
@@ -127,7 +127,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->sandbox_uid = 65534;
     cfg->host_uid = 65534;
     cfg->default_profile = xstrdup("standard");
-    cfg->output_cap_bytes = 1ull << 20;
+    cfg->output_cap_bytes = 64ull << 10;
     cfg->max_sandboxes = 64;
     cfg->max_sandboxes_per_owner = 16;
     cfg->idle_ttl_s = 1800;
@@ -140,8 +140,8 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->http_max_connections = 1024;
     cfg->http_max_sessions = 256;
     cfg->http_session_idle_s = 3600;
-    profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 64, 512, false);
-    profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 32, 64, true);
+    profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 64, 512, false, 2);
+    profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 32, 64, true, 0);
     cfg->n_profiles = 2;
 }
 

@@ -13,5 +13,12 @@ TAP_PREFIX="rootless: " HOME=$work TMPDIR=$work \
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
     tests/integration/run.sh "$BUILD"
 rc=$?
+# The sandbox tools end to end, with the server itself unprivileged.
+NODE=$PWD/tests/e2e/node_modules/.bin/node22
+(cd tests/e2e && HOME=$work TMPDIR=$work SBX_TEST_BIN=$PWD/../../$BUILD/mcp-sandbox \
+    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
+    "$NODE" --test --test-reporter=tap --test-concurrency=1 --test-timeout=120000 \
+    ./tools.test.mjs) | sed -E 's/^(not )?ok ([0-9]+) - /\1ok \2 - rootless: /'
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 rm -rf "$work"
 exit $rc

@@ -1,0 +1,416 @@
+# The Python driver that runs inside every sandbox. It keeps one interpreter alive so that
+# variables persist between executions, and talks to the server over a private framed channel
+# on fd 3 (see src/service/channel.h); user output goes to fds 1 and 2 untouched.
+# It is run as `python3 -I -c <this source>`: keep the startup path lean.
+import ast
+import json
+import os
+import signal
+import struct
+import sys
+
+CHANNEL_FD = 3
+MAX_FRAME = 16 * 1024 * 1024
+MAX_SCAN = 2000
+
+
+class Channel:
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = b""
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            try:
+                chunk = os.read(self.fd, max(65536, n - len(self.buf)))
+            except InterruptedError:
+                continue
+            if not chunk:
+                raise EOFError("the server closed the channel")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def recv(self):
+        (n,) = struct.unpack(">I", self.read_exact(4))
+        if n > MAX_FRAME:
+            raise ValueError("frame too large")
+        obj = json.loads(self.read_exact(n))
+        if not isinstance(obj, dict):
+            raise ValueError("frame is not an object")
+        return obj
+
+    def send(self, obj):
+        data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace")
+        data = struct.pack(">I", len(data)) + data
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.fd, view)
+            except InterruptedError:
+                continue
+            view = view[n:]
+
+
+class Rejected(Exception):
+    pass
+
+
+# The static guard of the tight profile. It is defence in depth, not the boundary: Python is
+# too dynamic for an AST check to contain code, so the kernel layers (namespaces, seccomp,
+# Landlock, limits) are what hold. The lists arrive from the server's configuration.
+class Guard(ast.NodeVisitor):
+    def __init__(self, profile, modules, calls, attributes):
+        self.profile = profile
+        self.modules = frozenset(modules)
+        self.calls = frozenset(calls)
+        self.attributes = frozenset(attributes)
+
+    def reject(self, what):
+        raise Rejected("rejected by policy (profile %s): %s" % (self.profile, what))
+
+    def check_module(self, name):
+        if name and name.split(".")[0] in self.modules:
+            self.reject("import of module '%s'" % name.split(".")[0])
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            self.check_module(alias.name)
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node):
+        if node.level == 0:
+            self.check_module(node.module)
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        f = node.func
+        name = None
+        if isinstance(f, ast.Name):
+            name = f.id
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id in ("builtins", "__builtins__"):
+            name = f.attr
+        if name in self.calls:
+            self.reject("call of '%s'" % name)
+        self.generic_visit(node)
+
+    def visit_Name(self, node):
+        # Taking a denied builtin by name (f = eval) is as good as calling it.
+        if node.id in self.calls and isinstance(node.ctx, ast.Load):
+            self.reject("call of '%s'" % node.id)
+        if node.id in self.attributes:
+            self.reject("attribute '%s'" % node.id)
+
+    def visit_Attribute(self, node):
+        if node.attr in self.attributes:
+            self.reject("attribute '%s'" % node.attr)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        # Strings naming a denied attribute feed getattr-like tricks.
+        if isinstance(node.value, str) and node.value in self.attributes:
+            self.reject("attribute '%s'" % node.value)
+
+
+class Driver:
+    def __init__(self, chan):
+        self.chan = chan
+        # User code gets a fresh __main__ module (pickle and dataclasses look it up there);
+        # the driver's own globals stay out of its reach by name.
+        import types
+
+        main_mod = types.ModuleType("__main__")
+        main_mod.__builtins__ = __builtins__
+        sys.modules["__main__"] = main_mod
+        self.ns = main_mod.__dict__
+        self.cell = 0
+        self.workspace = "/workspace"
+        self.packages_dir = None
+        self.figures_dir = "/workspace/.mcp"
+        self.guard = None
+        self.max_images = 4
+        self.max_image_bytes = 1 << 20
+        self.max_files = 20
+        self.running = False
+
+    # ---- setup ----
+
+    def init(self, req):
+        self.workspace = req.get("workspace") or self.workspace
+        self.packages_dir = req.get("packages_dir")
+        self.figures_dir = req.get("figures_dir") or self.figures_dir
+        self.max_images = int(req.get("max_images", self.max_images))
+        self.max_image_bytes = int(req.get("max_image_bytes", self.max_image_bytes))
+        self.max_files = int(req.get("max_files", self.max_files))
+        g = req.get("guard")
+        if isinstance(g, dict):
+            self.guard = Guard(req.get("profile", "?"), g.get("modules", ()), g.get("calls", ()),
+                               g.get("attributes", ()))
+        self.add_packages_dir()
+        try:
+            os.chdir(self.workspace)
+        except OSError:
+            pass
+        signal.signal(signal.SIGINT, self.on_sigint)
+
+    def add_packages_dir(self):
+        if not self.packages_dir:
+            return
+        try:
+            os.makedirs(self.packages_dir, exist_ok=True)
+        except OSError:
+            return
+        import site
+
+        site.addsitedir(self.packages_dir)
+
+    def on_sigint(self, signum, frame):
+        # Idle (between executions, or while the result is sent) an interrupt is moot.
+        if self.running:
+            raise KeyboardInterrupt
+
+    # ---- workspace changes ----
+
+    def snapshot(self):
+        seen = {}
+        skip = (self.figures_dir, self.packages_dir)
+        stack = [self.workspace]
+        while stack and len(seen) < MAX_SCAN:
+            d = stack.pop()
+            try:
+                it = os.scandir(d)
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    if e.name.startswith(".") or e.path in skip:
+                        continue
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            seen[e.path] = (st.st_mtime_ns, st.st_size)
+                    except OSError:
+                        pass
+                    if len(seen) >= MAX_SCAN:
+                        break
+        return seen
+
+    def changed(self, before):
+        after = self.snapshot()
+        out = sorted(p for p, v in after.items() if before.get(p) != v)
+        return out[: self.max_files]
+
+    # ---- figures ----
+
+    def collect_figures(self, exec_id):
+        images, files = [], []
+        if "matplotlib.pyplot" not in sys.modules:
+            return images, files
+        plt = sys.modules["matplotlib.pyplot"]
+        import base64
+        import io
+
+        nums = list(plt.get_fignums())
+        for n, num in enumerate(nums):
+            fig = plt.figure(num)
+            buf = io.BytesIO()
+            try:
+                fig.savefig(buf, format="png")
+            except Exception:
+                continue
+            data = buf.getvalue()
+            if len(images) < self.max_images and len(data) <= self.max_image_bytes:
+                images.append({"mime": "image/png", "data": base64.b64encode(data).decode()})
+            else:
+                d = os.path.join(self.figures_dir, "figures")
+                os.makedirs(d, exist_ok=True)
+                path = os.path.join(d, "fig-%s-%d.png" % (exec_id, n + 1))
+                with open(path, "wb") as f:
+                    f.write(data)
+                files.append(path)
+        plt.close("all")
+        return images, files
+
+    def hook_show(self):
+        # plt.show() must not block (there is no display); figures stay open and come back.
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None and not getattr(plt.show, "_sandbox", False):
+            def show(*args, **kwargs):
+                return None
+
+            show._sandbox = True
+            plt.show = show
+
+    # ---- execution ----
+
+    def format_exception(self, etype, value, tb):
+        import traceback
+
+        # Drop the driver's own frames: the user sees only their code.
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+            tb = tb.tb_next
+        if etype is SyntaxError or issubclass(etype, SyntaxError):
+            text = "".join(traceback.format_exception_only(etype, value))
+        else:
+            text = "".join(traceback.format_exception(etype, value, tb))
+        return {"type": etype.__name__, "message": str(value), "traceback": text}
+
+    def run_python(self, code):
+        self.cell += 1
+        name = "<cell-%d>" % self.cell
+        import linecache
+
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+        result = None
+        try:
+            tree = ast.parse(code, name, "exec")
+        except SyntaxError:
+            return False, None, self.format_exception(*sys.exc_info()), 1
+        if self.guard is not None:
+            self.guard.visit(tree)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        try:
+            self.running = True
+            if tree.body:
+                exec(compile(tree, name, "exec"), self.ns)
+            if last is not None:
+                value = eval(compile(last, name, "eval"), self.ns)
+                if value is not None:
+                    self.ns["_"] = value
+                    result = repr(value)
+            return True, result, None, 0
+        except SystemExit as e:
+            # sys.exit() ends the cell, not the interpreter.
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if e.code is not None and not isinstance(e.code, int):
+                print(e.code, file=sys.stderr)
+            if code == 0:
+                return True, None, None, 0
+            return False, None, {"type": "SystemExit", "message": "exit code %d" % code,
+                                 "traceback": None}, code
+        except BaseException:
+            return False, None, self.format_exception(*sys.exc_info()), 1
+        finally:
+            self.running = False
+
+    def run_bash(self, code, cwd):
+        import subprocess
+
+        try:
+            child = subprocess.Popen(["/bin/bash", "-c", code], stdin=subprocess.DEVNULL,
+                                     cwd=cwd or self.workspace, start_new_session=True)
+        except OSError as e:
+            return False, {"type": type(e).__name__, "message": str(e), "traceback": None}, 127, False
+        interrupted = False
+        try:
+            self.running = True
+            status = child.wait()
+        except KeyboardInterrupt:
+            # Forward the interrupt to the command's process group; kill it if it lingers.
+            interrupted = True
+            self.running = False
+            try:
+                os.killpg(child.pid, signal.SIGINT)
+                status = child.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                status = child.wait()
+            except OSError:
+                status = child.wait()
+        finally:
+            self.running = False
+        # Background processes of the command may keep running (like in a terminal); the
+        # sandbox's limits and its end bound them.
+        code = status if status >= 0 else 128 - status
+        err = None
+        if interrupted:
+            err = {"type": "KeyboardInterrupt", "message": "the command was interrupted",
+                   "traceback": None}
+        elif code != 0:
+            err = {"type": "CommandFailed", "message": "exit code %d" % code, "traceback": None}
+        return code == 0, err, code, interrupted
+
+    def execute(self, req):
+        exec_id = req.get("id")
+        language = req.get("language", "python")
+        code = req.get("code", "")
+        before = self.snapshot()
+        rejected = None
+        interrupted = False
+        try:
+            if language == "bash":
+                result = None
+                ok, error, exit_code, interrupted = self.run_bash(code, req.get("cwd"))
+            else:
+                ok, result, error, exit_code = self.run_python(code)
+                interrupted = error is not None and error["type"] == "KeyboardInterrupt"
+        except Rejected as e:
+            ok, result, error, exit_code, rejected = False, None, None, 1, str(e)
+        except KeyboardInterrupt:
+            ok, result, error, exit_code, interrupted = False, None, {
+                "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
+        images, image_files = [], []
+        if language != "bash":
+            self.hook_show()
+            try:
+                images, image_files = self.collect_figures(exec_id)
+            except Exception as e:
+                print("figures: %s" % e, file=sys.stderr)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        files = self.changed(before)
+        self.chan.send({
+            "op": "result", "id": exec_id, "success": ok, "result": result, "error": error,
+            "rejected": rejected, "interrupted": interrupted, "exit_code": exit_code,
+            "images": images, "image_files": image_files, "files": files,
+        })
+
+    def serve(self):
+        while True:
+            try:
+                req = self.chan.recv()
+            except KeyboardInterrupt:
+                continue
+            op = req.get("op")
+            if op == "exec":
+                self.execute(req)
+            elif op == "ping":
+                self.chan.send({"op": "pong", "id": req.get("id")})
+            elif op == "refresh_imports":
+                import importlib
+
+                importlib.invalidate_caches()
+                self.add_packages_dir()
+                self.chan.send({"op": "refreshed", "id": req.get("id")})
+            elif op == "init":
+                self.init(req)
+                self.chan.send({"op": "ready", "python": sys.version.split()[0]})
+            else:
+                self.chan.send({"op": "error", "id": req.get("id"),
+                                "message": "unknown op %r" % (op,)})
+
+
+def main():
+    chan = Channel(CHANNEL_FD)
+    try:
+        os.set_inheritable(CHANNEL_FD, False)
+    except OSError:
+        pass
+    # SIGINT while idle must not kill the driver; init() installs the real handler.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        Driver(chan).serve()
+    except (EOFError, ValueError) as e:
+        print("mcp-sandbox driver: %s; exiting" % e, file=sys.stderr)
+        sys.exit(2)
+
+
+main()

@@ -1,0 +1,340 @@
+/* One execution in a sandbox: queued in order, sent to the driver, its output captured head
+ * and tail (and spilled whole into the workspace once it overflows), streamed as progress,
+ * interrupted on timeout or cancel, and killed if the interrupt does not take. */
+#include "sandbox.h"
+
+#include "files.h"
+#include "jail/jail.h"
+#include "log.h"
+#include "protocol/mcp.h"
+#include "service/loop.h"
+#include "util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define INTERRUPT_GRACE_MS   2000 /* the driver gives a bash child 1 s before killing it */
+#define PROGRESS_INTERVAL_MS 250
+#define SPILL_MAX            (64ull << 20)
+
+void exec_free(struct exec *e)
+{
+    if (!e)
+        return;
+    if (e->deadline)
+        ev_timer_cancel(e->deadline);
+    if (e->grace)
+        ev_timer_cancel(e->grace);
+    if (e->progress_timer)
+        ev_timer_cancel(e->progress_timer);
+    for (int i = 0; i < 2; i++)
+        if (e->spill_fd[i] >= 0)
+            close(e->spill_fd[i]);
+    outbuf_free(&e->out);
+    outbuf_free(&e->err);
+    json_decref(e->outcome.frame);
+    free(e->language);
+    free(e->code);
+    free(e->cwd);
+    free(e);
+}
+
+static void unlink_exec(struct sandbox *sb, struct exec *e)
+{
+    struct exec *prev = NULL;
+    for (struct exec *c = sb->queue; c; prev = c, c = c->next) {
+        if (c != e)
+            continue;
+        if (prev)
+            prev->next = c->next;
+        else
+            sb->queue = c->next;
+        if (sb->queue_tail == c)
+            sb->queue_tail = prev;
+        sb->queue_len--;
+        c->next = NULL;
+        return;
+    }
+}
+
+static void finish(struct sandbox *sb, struct exec *e)
+{
+    unlink_exec(sb, e);
+    if (sb->state == SBX_BUSY)
+        sb->state = SBX_READY;
+    sb->executions++;
+    sb->last_used_ms = (int64_t)wall_ms();
+    for (int i = 0; i < 2; i++)
+        if (e->spill_fd[i] >= 0) {
+            close(e->spill_fd[i]);
+            e->spill_fd[i] = -1;
+        }
+    if (e->done)
+        e->done(e);
+    exec_free(e);
+    if (!sb->closing)
+        exec_start_next(sb);
+}
+
+static void on_grace(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct exec *e = data;
+    e->grace = NULL;
+    /* The interpreter ignored the interrupt: kill it; on_status restarts a fresh one. */
+    log_emit(LOG_LVL_INFO, "interrupt ignored; killing the interpreter", "sandbox", e->sb->id,
+             NULL);
+    jail_workload_kill(e->sb->jail);
+}
+
+static void interrupt(struct exec *e)
+{
+    if (e->interrupting)
+        return;
+    e->interrupting = true;
+    jail_signal(e->sb->jail, SIGINT);
+    e->grace = ev_timer_add(e->sb->svc->loop, INTERRUPT_GRACE_MS, on_grace, e);
+}
+
+static void on_deadline(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct exec *e = data;
+    e->deadline = NULL;
+    e->outcome.timed_out = true;
+    interrupt(e);
+}
+
+static void on_cancel(struct mcp_call *call, void *data)
+{
+    (void)call;
+    struct exec *e = data;
+    struct sandbox *sb = e->sb;
+    e->call = NULL;
+    e->outcome.cancelled = true;
+    if (sb->state == SBX_BUSY && sb->queue == e) {
+        interrupt(e); /* it finishes (and is recorded) without a response */
+        return;
+    }
+    unlink_exec(sb, e);
+    exec_free(e);
+}
+
+int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language, const char *code,
+                 const char *cwd, uint32_t timeout_ms, exec_done_fn done, void *data,
+                 struct sbx_err *err)
+{
+    const struct sbx_config *cfg = sb->svc->cfg;
+    if (sb->state == SBX_BROKEN)
+        return sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
+    if (sb->queue_len >= cfg->max_queue_depth)
+        return sbx_fail(err, EBUSY,
+                        "limit reached: limits.max_queue_depth = %u executions already wait "
+                        "for sandbox %s",
+                        cfg->max_queue_depth, sb->id);
+    struct exec *e = xcalloc(1, sizeof(*e));
+    e->sb = sb;
+    e->call = call;
+    snprintf(e->id, sizeof(e->id), "ex-%llu", (unsigned long long)++sb->svc->exec_counter);
+    e->language = xstrdup(language);
+    e->code = xstrdup(code);
+    e->cwd = cwd ? xstrdup(cwd) : NULL;
+    e->timeout_ms = timeout_ms;
+    e->spill_fd[0] = e->spill_fd[1] = -1;
+    e->done = done;
+    e->done_data = data;
+    outbuf_init(&e->out, cfg->output_cap_bytes);
+    outbuf_init(&e->err, cfg->output_cap_bytes);
+    if (sb->queue_tail)
+        sb->queue_tail->next = e;
+    else
+        sb->queue = e;
+    sb->queue_tail = e;
+    sb->queue_len++;
+    sb->last_used_ms = (int64_t)wall_ms();
+    if (call)
+        mcp_call_on_cancel(call, on_cancel, e);
+    exec_start_next(sb);
+    return 0;
+}
+
+void exec_start_next(struct sandbox *sb)
+{
+    if (sb->closing || sb->state != SBX_READY || !sb->queue)
+        return;
+    struct exec *e = sb->queue;
+    sb->state = SBX_BUSY;
+    e->seq = ++sb->next_seq;
+    struct jail_usage u;
+    if (jail_read_usage(sb->jail, &u) == 0)
+        e->cpu_before_ns = u.cpu_ns;
+    e->started_ns = now_ns();
+    e->started_wall_ms = (int64_t)wall_ms();
+    json_t *frame = json_pack("{s:s, s:I, s:s, s:s, s:s?}", "op", "exec", "id", (json_int_t)e->seq,
+                              "language", e->language, "code", e->code, "cwd", e->cwd);
+    e->deadline = ev_timer_add(sb->svc->loop, e->timeout_ms, on_deadline, e);
+    if (sandbox_send(sb, frame) < 0) {
+        /* The driver is gone; its status record arrives and ends this execution. */
+        jail_workload_kill(sb->jail);
+    }
+}
+
+static void keep_recent(struct exec *e, const char *data, size_t len)
+{
+    if (len >= sizeof(e->recent)) {
+        data += len - sizeof(e->recent);
+        len = sizeof(e->recent);
+    }
+    size_t keep = sizeof(e->recent) - len;
+    if (e->recent_len > keep) {
+        memmove(e->recent, e->recent + e->recent_len - keep, keep);
+        e->recent_len = keep;
+    }
+    memcpy(e->recent + e->recent_len, data, len);
+    e->recent_len += len;
+}
+
+static void send_progress(struct exec *e)
+{
+    e->last_progress_ns = now_ns();
+    if (!e->call || e->recent_len == 0)
+        return;
+    /* Progress messages must be valid UTF-8: skip a cut sequence at the start, mask the rest. */
+    char msg[sizeof(e->recent) + 1];
+    size_t start = 0;
+    while (start < e->recent_len && ((unsigned char)e->recent[start] & 0xC0) == 0x80)
+        start++;
+    size_t n = 0;
+    for (size_t i = start; i < e->recent_len; i++) {
+        unsigned char c = (unsigned char)e->recent[i];
+        msg[n++] = c < 0x80 ? (char)c : (char)c;
+    }
+    msg[n] = '\0';
+    json_t *probe = json_string(msg);
+    if (!probe)
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)msg[i] >= 0x80)
+                msg[i] = '?';
+    json_decref(probe);
+    mcp_call_progress(e->call, (double)++e->progress_count, 0, msg);
+    e->recent_len = 0;
+}
+
+static void on_progress_timer(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct exec *e = data;
+    e->progress_timer = NULL;
+    send_progress(e);
+}
+
+/* Once a stream overflows its cap, the whole stream also goes to a workspace file so nothing
+ * is lost; the server itself keeps only head and tail. */
+static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, size_t len)
+{
+    struct sandbox *sb = e->sb;
+    if (e->spill_failed[idx])
+        return;
+    if (e->spill_fd[idx] < 0) {
+        if (outbuf_truncated(b) || b->total + len <= b->cap)
+            return;
+        snprintf(e->spill_path[idx], sizeof(e->spill_path[idx]), "/workspace/.mcp/output/%s.%s",
+                 e->id, idx == 0 ? "stdout" : "stderr");
+        uid_t uid;
+        gid_t gid;
+        sandbox_host_ids(sb->svc, &uid, &gid);
+        struct sbx_err err = {0};
+        e->spill_fd[idx] = files_create(sandbox_root_fd(sb), e->spill_path[idx], uid, gid, &err);
+        if (e->spill_fd[idx] < 0) {
+            e->spill_failed[idx] = true;
+            return;
+        }
+        size_t have = 0;
+        char *sofar = outbuf_render(b, &have);
+        if (write_all(e->spill_fd[idx], sofar, have) < 0)
+            e->spill_failed[idx] = true;
+        e->spilled[idx] = have;
+        free(sofar);
+    }
+    if (e->spill_failed[idx] || e->spilled[idx] >= SPILL_MAX)
+        return;
+    size_t n = len;
+    if (n > SPILL_MAX - e->spilled[idx])
+        n = (size_t)(SPILL_MAX - e->spilled[idx]);
+    if (write_all(e->spill_fd[idx], data, n) < 0)
+        e->spill_failed[idx] = true; /* the workspace is full: head and tail still come back */
+    e->spilled[idx] += n;
+}
+
+void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len)
+{
+    if (sb->state != SBX_BUSY || !sb->queue) {
+        /* Background processes printing between executions: nobody asked for it. */
+        return;
+    }
+    struct exec *e = sb->queue;
+    int idx = stream == 1 ? 0 : 1;
+    struct outbuf *b = idx == 0 ? &e->out : &e->err;
+    spill(e, idx, b, data, len);
+    outbuf_append(b, data, len);
+    if (!e->call || !mcp_call_wants_progress(e->call))
+        return;
+    keep_recent(e, data, len);
+    uint64_t since = (now_ns() - e->last_progress_ns) / 1000000;
+    if (since >= PROGRESS_INTERVAL_MS)
+        send_progress(e);
+    else if (!e->progress_timer)
+        e->progress_timer =
+            ev_timer_add(sb->svc->loop, PROGRESS_INTERVAL_MS - since, on_progress_timer, e);
+}
+
+void exec_on_frame(struct sandbox *sb, json_t *frame)
+{
+    const char *op = json_string_value(json_object_get(frame, "op"));
+    json_int_t id = json_integer_value(json_object_get(frame, "id"));
+    struct exec *e = sb->queue;
+    if (op && strcmp(op, "result") == 0 && sb->state == SBX_BUSY && e && (uint64_t)id == e->seq) {
+        e->outcome.frame = json_incref(frame);
+        sandbox_drain_output(sb);
+        if (!sb->closing && sb->queue == e)
+            finish(sb, e);
+        return;
+    }
+    if (op && strcmp(op, "error") == 0)
+        log_emit(LOG_LVL_WARNING, "driver reported an error", "sandbox", sb->id, "message",
+                 json_string_value(json_object_get(frame, "message")), NULL);
+}
+
+void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal)
+{
+    struct exec *e = sb->queue;
+    if (!e)
+        return;
+    e->outcome.driver_died = true;
+    e->outcome.interpreter_restarted = true;
+    e->outcome.exit_code = exit_code;
+    e->outcome.term_signal = term_signal;
+    struct jail_usage u;
+    if (jail_read_usage(sb->jail, &u) == 0)
+        e->outcome.oom_killed = u.oom_killed;
+    finish(sb, e);
+}
+
+void exec_fail_all(struct sandbox *sb, const char *reason)
+{
+    struct exec *list = sb->queue;
+    sb->queue = sb->queue_tail = NULL;
+    sb->queue_len = 0;
+    if (sb->state == SBX_BUSY)
+        sb->state = SBX_READY;
+    while (list) {
+        struct exec *e = list;
+        list = e->next;
+        snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
+        if (e->done)
+            e->done(e);
+        exec_free(e);
+    }
+}

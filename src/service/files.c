@@ -1,0 +1,410 @@
+/* Safe file access inside a sandbox: openat2 from the sandbox's root fd (see files.h). */
+#include "files.h"
+
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_DEPTH 32
+
+/* The trees the tools may touch, and the name of each below the sandbox root. */
+static const struct {
+    const char *prefix;
+    const char *below_root;
+} areas[] = {
+    {"/workspace", "workspace"},
+    {"/tmp", "tmp"},
+};
+
+static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
+{
+    struct open_how how = {.flags = flags | O_CLOEXEC, .mode = mode, .resolve = resolve};
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+/* Inside an area: never out of it, never through /proc magic, never onto another mount. */
+#define IN_AREA (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+/* One component we create or walk ourselves: no symlink at all. */
+#define STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+static int open_fail(struct sbx_err *err, int e, const char *canon)
+{
+    if (e == ENOSYS)
+        return sbx_fail(err, e, "file access needs openat2 (Linux 5.6 or later)");
+    if (e == ELOOP || e == EXDEV)
+        return sbx_fail(err, ENOENT,
+                        "%s: refused: the path goes through a link that leaves the sandbox "
+                        "area or crosses a mount",
+                        canon);
+    return sbx_fail_errno(err, e, "%s", canon);
+}
+
+int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_err *err)
+{
+    char tmp[FILES_PATH_MAX * 2];
+    if (!user_path || !*user_path)
+        return sbx_fail(err, EINVAL, "path is empty");
+    if (strlen(user_path) >= FILES_PATH_MAX)
+        return sbx_fail(err, ENAMETOOLONG, "path is longer than %d bytes", FILES_PATH_MAX);
+    snprintf(tmp, sizeof(tmp), "%s%s", user_path[0] == '/' ? "" : "/workspace/", user_path);
+
+    /* Fold "." and ".." component by component into out. */
+    char out[FILES_PATH_MAX * 2];
+    size_t olen = 0;
+    char *save = NULL;
+    for (char *c = strtok_r(tmp, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (strcmp(c, ".") == 0)
+            continue;
+        if (strcmp(c, "..") == 0) {
+            while (olen > 0 && out[olen - 1] != '/')
+                olen--;
+            if (olen > 0)
+                olen--;
+            continue;
+        }
+        size_t cl = strlen(c);
+        if (olen + 1 + cl >= sizeof(out))
+            return sbx_fail(err, ENAMETOOLONG, "path too long");
+        out[olen++] = '/';
+        memcpy(out + olen, c, cl);
+        olen += cl;
+    }
+    out[olen] = '\0';
+    if (olen == 0)
+        snprintf(out, sizeof(out), "/");
+    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
+        size_t pl = strlen(areas[i].prefix);
+        if (strncmp(out, areas[i].prefix, pl) == 0 && (out[pl] == '\0' || out[pl] == '/')) {
+            if (olen >= size)
+                return sbx_fail(err, ENAMETOOLONG, "path too long");
+            memcpy(canon, out, olen + 1);
+            return 0;
+        }
+    }
+    return sbx_fail(err, EACCES,
+                    "%s is outside the sandbox's files: use a path in /workspace "
+                    "(or /tmp)",
+                    user_path);
+}
+
+/* Splits canon into its area's fd and the rest ("." for the area itself). */
+static int open_area(int root_fd, const char *canon, const char **rest, struct sbx_err *err)
+{
+    if (root_fd < 0)
+        return sbx_fail(err, ENOENT, "the sandbox has no files (it is not running)");
+    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
+        size_t pl = strlen(areas[i].prefix);
+        if (strncmp(canon, areas[i].prefix, pl) != 0 || (canon[pl] != '\0' && canon[pl] != '/'))
+            continue;
+        int fd = sys_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
+                             STRICT & ~RESOLVE_NO_XDEV);
+        if (fd < 0)
+            return open_fail(err, errno, areas[i].prefix);
+        *rest = canon[pl] ? canon + pl + 1 : ".";
+        return fd;
+    }
+    return sbx_fail(err, EACCES, "%s is outside the sandbox's files", canon);
+}
+
+int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
+{
+    const char *rest;
+    int area = open_area(root_fd, canon, &rest, err);
+    if (area < 0)
+        return -1;
+    int fd = sys_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
+    int e = errno;
+    close(area);
+    if (fd < 0)
+        return open_fail(err, e, canon);
+    return fd;
+}
+
+int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length, uint64_t max,
+               char **data, size_t *len, uint64_t *size, struct sbx_err *err)
+{
+    /* O_NONBLOCK: a FIFO planted by sandbox code must not hang the server. */
+    cleanup_fd int fd = files_open(root_fd, canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, err);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return sbx_fail_errno(err, errno, "%s", canon);
+    if (S_ISDIR(st.st_mode))
+        return sbx_fail(err, EISDIR, "%s is a directory: use list_files", canon);
+    if (!S_ISREG(st.st_mode))
+        return sbx_fail(err, EINVAL, "%s is not a regular file", canon);
+    *size = (uint64_t)st.st_size;
+    uint64_t want = length ? length : max;
+    if (want > max)
+        want = max;
+    if (offset >= (uint64_t)st.st_size)
+        want = 0;
+    else if (want > (uint64_t)st.st_size - offset)
+        want = (uint64_t)st.st_size - offset;
+    char *buf = xmalloc(want + 1);
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = pread(fd, buf + got, want - got, (off_t)(offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            free(buf);
+            return sbx_fail_errno(err, errno, "reading %s", canon);
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *data = buf;
+    *len = got;
+    return 0;
+}
+
+/* Walks (and creates) the directories of canon's parent; returns an fd of the parent and the
+ * last component in *base. */
+static int open_parent(int root_fd, const char *canon, bool create, uid_t uid, gid_t gid,
+                       char *base, size_t base_size, struct sbx_err *err)
+{
+    const char *rest;
+    int cur = open_area(root_fd, canon, &rest, err);
+    if (cur < 0)
+        return -1;
+    if (strcmp(rest, ".") == 0) {
+        close(cur);
+        return sbx_fail(err, EISDIR, "%s is a directory", canon);
+    }
+    char path[FILES_PATH_MAX * 2];
+    snprintf(path, sizeof(path), "%s", rest);
+    char *last = strrchr(path, '/');
+    const char *file = last ? last + 1 : path;
+    if (strlen(file) >= base_size) {
+        close(cur);
+        return sbx_fail(err, ENAMETOOLONG, "file name too long");
+    }
+    snprintf(base, base_size, "%s", file);
+    if (!last) {
+        return cur;
+    }
+    *last = '\0';
+    char *save = NULL;
+    for (char *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (create && mkdirat(cur, c, 0755) == 0) {
+            if (fchownat(cur, c, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+                int e = errno;
+                close(cur);
+                return sbx_fail_errno(err, e, "%s: setting the owner of %s", canon, c);
+            }
+        }
+        int next = sys_openat2(cur, c, O_PATH | O_DIRECTORY, 0, STRICT);
+        int e = errno;
+        close(cur);
+        if (next < 0)
+            return open_fail(err, e, canon);
+        cur = next;
+    }
+    return cur;
+}
+
+int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err)
+{
+    char base[256];
+    cleanup_fd int dir = open_parent(root_fd, canon, true, uid, gid, base, sizeof(base), err);
+    if (dir < 0)
+        return -1;
+    int fd = sys_openat2(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0644,
+                         STRICT);
+    if (fd < 0)
+        return open_fail(err, errno, canon);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sbx_fail(err, EINVAL, "%s exists and is not a regular file", canon);
+    }
+    if (fchown(fd, uid, gid) < 0) {
+        int e = errno;
+        close(fd);
+        return sbx_fail_errno(err, e, "%s: setting its owner", canon);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
+                struct sbx_err *err)
+{
+    cleanup_fd int fd = files_create(root_fd, canon, uid, gid, err);
+    if (fd < 0)
+        return -1;
+    if (write_all(fd, data, len) < 0) {
+        int e = errno;
+        if (e == ENOSPC || e == EFBIG || e == EDQUOT)
+            return sbx_fail(err, e, "%s: the sandbox's workspace is full (its size cap)", canon);
+        return sbx_fail_errno(err, e, "writing %s", canon);
+    }
+    return 0;
+}
+
+static const char *type_of(mode_t m)
+{
+    if (S_ISREG(m))
+        return "file";
+    if (S_ISDIR(m))
+        return "directory";
+    if (S_ISLNK(m))
+        return "symlink";
+    return "other";
+}
+
+static void iso_time(char *buf, size_t size, time_t t)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int list_dir(int dfd, const char *prefix, bool recursive, int depth, size_t max,
+                    json_t *entries, bool *truncated)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return -errno;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (json_array_size(entries) >= max) {
+            *truncated = true;
+            break;
+        }
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        char path[FILES_PATH_MAX * 2];
+        snprintf(path, sizeof(path), "%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
+        char mtime[32];
+        iso_time(mtime, sizeof(mtime), st.st_mtime);
+        json_array_append_new(entries, json_pack("{s:s, s:s, s:I, s:s}", "path", path, "type",
+                                                 type_of(st.st_mode), "size",
+                                                 (json_int_t)st.st_size, "mtime", mtime));
+        if (recursive && S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
+            int sub = sys_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
+            if (sub >= 0)
+                list_dir(sub, path, true, depth + 1, max, entries, truncated);
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
+int files_list(int root_fd, const char *canon, bool recursive, size_t max_entries, json_t **entries,
+               bool *truncated, struct sbx_err *err)
+{
+    int fd = files_open(root_fd, canon, O_RDONLY | O_DIRECTORY, err);
+    if (fd < 0) {
+        if (err->code == ENOTDIR)
+            sbx_fail(err, ENOTDIR, "%s is not a directory: use read_file", canon);
+        return -1;
+    }
+    json_t *arr = json_array();
+    *truncated = false;
+    int r = list_dir(fd, canon, recursive, 0, max_entries, arr, truncated);
+    if (r < 0) {
+        json_decref(arr);
+        return sbx_fail_errno(err, -r, "listing %s", canon);
+    }
+    *entries = arr;
+    return 0;
+}
+
+static void remove_tree(int dfd, int depth)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0 || errno != EISDIR)
+            continue;
+        if (depth < MAX_DEPTH) {
+            int sub = sys_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
+            if (sub >= 0)
+                remove_tree(sub, depth + 1);
+        }
+        unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+int files_clear_workspace(int root_fd, struct sbx_err *err)
+{
+    int fd = files_open(root_fd, "/workspace", O_RDONLY | O_DIRECTORY, err);
+    if (fd < 0)
+        return -1;
+    remove_tree(fd, 0);
+    return 0;
+}
+
+static const struct {
+    const char *ext;
+    const char *mime;
+} mime_table[] = {
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"svg", "image/svg+xml"},
+    {"pdf", "application/pdf"},
+    {"json", "application/json"},
+    {"csv", "text/csv"},
+    {"txt", "text/plain"},
+    {"md", "text/markdown"},
+    {"html", "text/html"},
+    {"py", "text/x-python"},
+    {"sh", "text/x-shellscript"},
+    {"xml", "application/xml"},
+    {"zip", "application/zip"},
+    {"gz", "application/gzip"},
+    {"log", "text/plain"},
+    {"tsv", "text/tab-separated-values"},
+    {"ipynb", "application/x-ipynb+json"},
+};
+
+const char *files_mime_type(const char *path, bool text)
+{
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (dot && (!slash || dot > slash))
+        for (size_t i = 0; i < ARRAY_SIZE(mime_table); i++)
+            if (strcasecmp(dot + 1, mime_table[i].ext) == 0)
+                return mime_table[i].mime;
+    return text ? "text/plain" : "application/octet-stream";
+}
+
+bool files_looks_text(const char *data, size_t len)
+{
+    if (memchr(data, '\0', len))
+        return false;
+    /* Valid UTF-8 is text; jansson checks it for us. */
+    json_t *s = json_stringn(data, len);
+    bool ok = s != NULL;
+    json_decref(s);
+    return ok;
+}

@@ -1,0 +1,53 @@
+/* Safe file access inside a sandbox from the server side.
+ *
+ * The server is more privileged than the sandbox, so it never joins strings into a host path.
+ * Every path is resolved from the sandbox's root fd with openat2: first the area (/workspace or
+ * /tmp, the only trees the tools touch), then the rest with RESOLVE_IN_ROOT, so a symlink made
+ * by sandbox code ("x -> /etc/shadow", "x -> /proc/1/root") resolves inside the area or fails.
+ * Magic links and mount crossings are refused; writes never follow a final symlink. */
+#ifndef SBX_FILES_H
+#define SBX_FILES_H
+
+#include "err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FILES_PATH_MAX 1024
+
+/* Lexically normalises a user path: relative paths are under /workspace; "." and ".." are
+ * folded; the result must lie in /workspace or /tmp. canon gets an absolute path. */
+int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_err *err);
+
+/* Opens canon (from files_canonical) with flags (O_CLOEXEC added). */
+int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err);
+
+/* Reads up to length bytes (0: up to max) from offset of a regular file. *size gets the file
+ * size. */
+int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length, uint64_t max,
+               char **data, size_t *len, uint64_t *size, struct sbx_err *err);
+
+/* Creates or replaces a regular file (parents created, owned by uid:gid like the sandbox
+ * user's own files). Refuses to write through a symlink. */
+int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
+                struct sbx_err *err);
+/* Same, returning an open fd for appending (output spill files). */
+int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err);
+
+/* Lists a directory: entries {path, type, size, mtime}. Recursion does not follow symlinks;
+ * at most max_entries are returned and *truncated says if more exist. */
+int files_list(int root_fd, const char *canon, bool recursive, size_t max_entries, json_t **entries,
+               bool *truncated, struct sbx_err *err);
+
+/* Removes everything inside /workspace (reset_sandbox clear_files). */
+int files_clear_workspace(int root_fd, struct sbx_err *err);
+
+/* A MIME type from the file name's extension; text/plain or application/octet-stream if
+ * unknown, depending on text. */
+const char *files_mime_type(const char *path, bool text);
+bool files_looks_text(const char *data, size_t len);
+
+#endif

@@ -1,0 +1,382 @@
+/* Execution history in SQLite: WAL, synchronous=NORMAL (a crash may lose the last records,
+ * never corrupt the file), schema migrations as data, prepared statements kept. */
+#include "history.h"
+
+#include "util.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Each step moves the schema one version up (PRAGMA user_version). */
+static const char *const migrations[] = {
+    "CREATE TABLE sandboxes ("
+    "  id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT, profile TEXT,"
+    "  created_ms INTEGER NOT NULL, closed_ms INTEGER, session_start_ms INTEGER NOT NULL,"
+    "  packages TEXT NOT NULL DEFAULT '[]', seq INTEGER NOT NULL DEFAULT 0,"
+    "  total INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE executions ("
+    "  sandbox_id TEXT NOT NULL, seq INTEGER NOT NULL, timestamp_ms INTEGER NOT NULL,"
+    "  language TEXT, success INTEGER NOT NULL, duration_ms INTEGER,"
+    "  code_preview TEXT, stdout_preview TEXT, error TEXT,"
+    "  PRIMARY KEY (sandbox_id, seq)) WITHOUT ROWID;",
+};
+
+enum stmt_id {
+    ST_RECORD,
+    ST_CLOSE,
+    ST_BUMP,
+    ST_INSERT,
+    ST_TRIM,
+    ST_LIST,
+    ST_TOTAL,
+    ST_CLEAR_ROWS,
+    ST_CLEAR_SANDBOX,
+    ST_PACKAGES,
+    ST_GET,
+};
+
+static const char *const stmt_sql[] = {
+    [ST_RECORD] = "INSERT OR REPLACE INTO sandboxes (id, owner, name, profile, created_ms, "
+                  "session_start_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+    [ST_CLOSE] = "UPDATE sandboxes SET closed_ms = ?2 WHERE id = ?1",
+    [ST_BUMP] = "UPDATE sandboxes SET seq = seq + 1, total = total + 1 WHERE id = ?1 "
+                "RETURNING seq",
+    [ST_INSERT] = "INSERT INTO executions (sandbox_id, seq, timestamp_ms, language, success, "
+                  "duration_ms, code_preview, stdout_preview, error) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [ST_TRIM] = "DELETE FROM executions WHERE sandbox_id = ?1 AND seq <= ?2",
+    [ST_LIST] = "SELECT timestamp_ms, language, success, duration_ms, code_preview, "
+                "stdout_preview, error FROM executions WHERE sandbox_id = ?1 "
+                "ORDER BY seq DESC LIMIT ?2",
+    [ST_TOTAL] = "SELECT total FROM sandboxes WHERE id = ?1",
+    [ST_CLEAR_ROWS] = "DELETE FROM executions WHERE sandbox_id = ?1",
+    [ST_CLEAR_SANDBOX] = "UPDATE sandboxes SET total = 0, session_start_ms = ?2 WHERE id = ?1",
+    [ST_PACKAGES] = "UPDATE sandboxes SET packages = ?2 WHERE id = ?1",
+    [ST_GET] = "SELECT owner, name, profile, created_ms, closed_ms, session_start_ms, packages "
+               "FROM sandboxes WHERE id = ?1",
+};
+
+struct history {
+    sqlite3 *db;
+    sqlite3_stmt *st[ARRAY_SIZE(stmt_sql)];
+    unsigned retention;
+};
+
+static int db_fail(struct history *h, struct sbx_err *err, const char *what)
+{
+    return sbx_fail(err, EIO, "history database: %s: %s", what,
+                    h && h->db ? sqlite3_errmsg(h->db) : "cannot open");
+}
+
+static sqlite3_stmt *stmt(struct history *h, enum stmt_id id)
+{
+    sqlite3_stmt *s = h->st[id];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+static int mkdir_parents(const char *path, struct sbx_err *err)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+            return sbx_fail_errno(err, errno, "creating %s", dir);
+        *p = '/';
+    }
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return sbx_fail_errno(err, errno, "creating the state directory %s", dir);
+    return 0;
+}
+
+static int migrate(struct history *h, struct sbx_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(h->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+        return db_fail(h, err, "reading its version");
+    int version = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+    sqlite3_finalize(s);
+    if (version < 0)
+        return db_fail(h, err, "reading its version");
+    if ((size_t)version > ARRAY_SIZE(migrations))
+        return sbx_fail(err, EPROTO,
+                        "history database: schema version %d is newer than this build knows "
+                        "(%zu); use a newer mcp-sandbox or another --state-dir",
+                        version, ARRAY_SIZE(migrations));
+    for (size_t v = (size_t)version; v < ARRAY_SIZE(migrations); v++) {
+        char *msg = NULL;
+        char *sql = xasprintf("BEGIN; %s PRAGMA user_version = %zu; COMMIT;", migrations[v], v + 1);
+        int rc = sqlite3_exec(h->db, sql, NULL, NULL, &msg);
+        free(sql);
+        if (rc != SQLITE_OK) {
+            sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+            sbx_fail(err, EIO, "history database: migrating to version %zu: %s", v + 1,
+                     msg ? msg : "failed");
+            sqlite3_free(msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int history_open(const char *path, struct history **out, struct sbx_err *err)
+{
+    if (mkdir_parents(path, err) < 0)
+        return -1;
+    /* Create it private before SQLite does (SQLite would use the umask). */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return sbx_fail_errno(err, errno, "history database %s", path);
+    close(fd);
+    struct history *h = xcalloc(1, sizeof(*h));
+    h->retention = 1000;
+    if (sqlite3_open_v2(path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        db_fail(h, err, path);
+        goto fail;
+    }
+    sqlite3_busy_timeout(h->db, 2000);
+    char *msg = NULL;
+    if (sqlite3_exec(h->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;", NULL, NULL,
+                     &msg) != SQLITE_OK) {
+        sbx_fail(err, EIO, "history database %s: %s (is it a SQLite file?)", path,
+                 msg ? msg : "unreadable");
+        sqlite3_free(msg);
+        goto fail;
+    }
+    if (migrate(h, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < ARRAY_SIZE(stmt_sql); i++)
+        if (sqlite3_prepare_v3(h->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &h->st[i],
+                               NULL) != SQLITE_OK) {
+            db_fail(h, err, "preparing statements");
+            goto fail;
+        }
+    *out = h;
+    return 0;
+fail:
+    history_close(h);
+    return -1;
+}
+
+void history_close(struct history *h)
+{
+    if (!h)
+        return;
+    for (size_t i = 0; i < ARRAY_SIZE(h->st); i++)
+        sqlite3_finalize(h->st[i]);
+    sqlite3_close(h->db);
+    free(h);
+}
+
+void history_set_retention(struct history *h, unsigned max_records)
+{
+    h->retention = max_records ? max_records : 1;
+}
+
+static int run_done(struct history *h, sqlite3_stmt *s, struct sbx_err *err, const char *what)
+{
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return db_fail(h, err, what);
+    return 0;
+}
+
+int history_record_sandbox(struct history *h, const char *id, const char *owner, const char *name,
+                           const char *profile, int64_t created_ms, struct sbx_err *err)
+{
+    sqlite3_stmt *s = stmt(h, ST_RECORD);
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, owner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, profile, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, created_ms);
+    return run_done(h, s, err, "recording a sandbox");
+}
+
+int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms, struct sbx_err *err)
+{
+    sqlite3_stmt *s = stmt(h, ST_CLOSE);
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, closed_ms);
+    return run_done(h, s, err, "closing a sandbox");
+}
+
+/* At most HISTORY_PREVIEW_MAX bytes, cut on a UTF-8 boundary, with a marker when cut. */
+static char *preview(const char *text)
+{
+    if (!text)
+        return NULL;
+    size_t len = strlen(text);
+    if (len <= HISTORY_PREVIEW_MAX)
+        return xstrdup(text);
+    size_t cut = HISTORY_PREVIEW_MAX - 3;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
+        cut--;
+    char *p = xmalloc(cut + 4);
+    memcpy(p, text, cut);
+    memcpy(p + cut, "\xe2\x80\xa6", 4); /* "…" and the NUL */
+    return p;
+}
+
+int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
+                struct sbx_err *err)
+{
+    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
+    sqlite3_stmt *s = stmt(h, ST_BUMP);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+        return sbx_fail(err, ENOENT, "history: unknown sandbox %s", sandbox_id);
+    }
+    int64_t seq = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    char *code = preview(r->code), *out = preview(r->stdout_text), *error = preview(r->error);
+    s = stmt(h, ST_INSERT);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, seq);
+    sqlite3_bind_int64(s, 3, r->timestamp_ms);
+    sqlite3_bind_text(s, 4, r->language, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 5, r->success);
+    sqlite3_bind_int64(s, 6, r->duration_ms);
+    sqlite3_bind_text(s, 7, code, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, out, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 9, error, -1, SQLITE_STATIC);
+    int rc = run_done(h, s, err, "adding an execution");
+    sqlite3_reset(s);
+    free(code);
+    free(out);
+    free(error);
+    if (rc == 0 && seq > (int64_t)h->retention) {
+        s = stmt(h, ST_TRIM);
+        sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, seq - (int64_t)h->retention);
+        rc = run_done(h, s, err, "trimming old executions");
+    }
+    sqlite3_exec(h->db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+static json_t *iso_time(int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char buf[48], out[64];
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, sizeof(out), "%s.%03dZ", buf, (int)(ms % 1000));
+    return json_string(out);
+}
+
+static json_t *column_text(sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    return t ? json_string((const char *)t) : json_null();
+}
+
+int history_list(struct history *h, const char *sandbox_id, unsigned last_n, json_t **records,
+                 struct sbx_err *err)
+{
+    sqlite3_stmt *s = stmt(h, ST_LIST);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, (int)last_n);
+    json_t *arr = json_array();
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        json_t *rec =
+            json_pack("{s:o, s:o, s:b, s:I, s:o, s:o, s:o}", "timestamp",
+                      iso_time(sqlite3_column_int64(s, 0)), "language", column_text(s, 1),
+                      "success", sqlite3_column_int(s, 2), "duration_ms",
+                      (json_int_t)sqlite3_column_int64(s, 3), "code_preview", column_text(s, 4),
+                      "stdout_preview", column_text(s, 5), "error", column_text(s, 6));
+        json_array_insert_new(arr, 0, rec);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        json_decref(arr);
+        return db_fail(h, err, "listing executions");
+    }
+    *records = arr;
+    return 0;
+}
+
+int64_t history_total(struct history *h, const char *sandbox_id)
+{
+    sqlite3_stmt *s = stmt(h, ST_TOTAL);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_reset(s);
+    return n;
+}
+
+int history_clear(struct history *h, const char *sandbox_id, struct sbx_err *err)
+{
+    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
+    sqlite3_stmt *s = stmt(h, ST_CLEAR_ROWS);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    int rc = run_done(h, s, err, "clearing executions");
+    if (rc == 0) {
+        s = stmt(h, ST_CLEAR_SANDBOX);
+        sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (int64_t)wall_ms());
+        rc = run_done(h, s, err, "restarting the session");
+    }
+    sqlite3_exec(h->db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+int history_set_packages(struct history *h, const char *sandbox_id, const json_t *packages,
+                         struct sbx_err *err)
+{
+    char *text = json_dumps(packages, JSON_COMPACT);
+    sqlite3_stmt *s = stmt(h, ST_PACKAGES);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, text ? text : "[]", -1, SQLITE_STATIC);
+    int rc = run_done(h, s, err, "recording packages");
+    sqlite3_reset(s);
+    free(text);
+    return rc;
+}
+
+int history_get_sandbox(struct history *h, const char *sandbox_id, json_t **info,
+                        struct sbx_err *err)
+{
+    sqlite3_stmt *s = stmt(h, ST_GET);
+    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(s);
+        return sbx_fail(err, ENOENT, "unknown sandbox %s", sandbox_id);
+    }
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return db_fail(h, err, "reading a sandbox");
+    }
+    const char *pk = (const char *)sqlite3_column_text(s, 6);
+    json_t *packages = pk ? json_loads(pk, 0, NULL) : NULL;
+    *info =
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "owner", column_text(s, 0), "name",
+                  column_text(s, 1), "profile", column_text(s, 2), "created_at",
+                  iso_time(sqlite3_column_int64(s, 3)), "closed_at",
+                  sqlite3_column_type(s, 4) == SQLITE_NULL ? json_null()
+                                                           : iso_time(sqlite3_column_int64(s, 4)),
+                  "session_start", iso_time(sqlite3_column_int64(s, 5)), "packages",
+                  json_is_array(packages) ? packages : json_array());
+    if (packages && !json_is_array(packages))
+        json_decref(packages);
+    sqlite3_reset(s);
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* The execution history: SQLite (WAL) in the state directory, so it survives restarts.
+ * One row per sandbox (owner, profile, packages) and one per execution, with capped
+ * previews and a per-sandbox retention cap. Called on the hot path of every run_code. */
+#ifndef SBX_HISTORY_H
+#define SBX_HISTORY_H
+
+#include "err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HISTORY_PREVIEW_MAX 2048
+
+struct history;
+
+struct history_record {
+    int64_t timestamp_ms;
+    const char *language;
+    bool success;
+    int64_t duration_ms;
+    const char *code;
+    const char *stdout_text;
+    const char *error; /* NULL on success */
+};
+
+/* Opens (or creates, mode 0600, parents 0700) the database at path. */
+int history_open(const char *path, struct history **out, struct sbx_err *err);
+void history_close(struct history *h);
+/* Newest records kept per sandbox (default 1000). */
+void history_set_retention(struct history *h, unsigned max_records);
+
+int history_record_sandbox(struct history *h, const char *id, const char *owner, const char *name,
+                           const char *profile, int64_t created_ms, struct sbx_err *err);
+int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms,
+                          struct sbx_err *err);
+int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
+                struct sbx_err *err);
+/* The newest last_n records, oldest first: {timestamp, language, success, duration_ms,
+ * code_preview, stdout_preview, error}. */
+int history_list(struct history *h, const char *sandbox_id, unsigned last_n, json_t **records,
+                 struct sbx_err *err);
+/* Executions since the sandbox was created or last cleared. */
+int64_t history_total(struct history *h, const char *sandbox_id);
+/* Forgets the executions (reset_sandbox); the session starts again now. */
+int history_clear(struct history *h, const char *sandbox_id, struct sbx_err *err);
+int history_set_packages(struct history *h, const char *sandbox_id, const json_t *packages,
+                         struct sbx_err *err);
+/* {owner, name, profile, created_at, closed_at, session_start, packages}; ENOENT if unknown. */
+int history_get_sandbox(struct history *h, const char *sandbox_id, json_t **info,
+                        struct sbx_err *err);
+
+#endif

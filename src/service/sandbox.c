@@ -1,0 +1,728 @@
+/* Sandbox lifecycle: spawn a persistent jail with the Python driver in it, watch its control
+ * channel, output pipes and workload status on the loop, restart a dead interpreter, enforce
+ * the lifecycle limits, and keep a warm pool. */
+#include "sandbox.h"
+
+#include "history.h"
+#include "jail/features.h"
+#include "jail/jail.h"
+#include "log.h"
+#include "protocol/mcp.h"
+#include "runtime_embed.h"
+#include "service/loop.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DRIVER_READY_MS   30000 /* a driver that is not ready by then is broken */
+#define MAX_QUICK_DEATHS  3     /* consecutive deaths before ready: the sandbox is broken */
+#define SWEEP_INTERVAL_MS 5000
+
+/* The static guard's defaults for profiles with static_guard (tight). Defence in depth only:
+ * the kernel layers are the boundary, and Python is too dynamic for an AST check to be one. */
+static const char *const guard_modules[] = {
+    "os",        "sys",    "subprocess", "socket",  "ctypes",
+    "importlib", "pickle", "marshal",    "shutil",  "multiprocessing",
+    "builtins",  "io",     "pathlib",    "signal",  "threading",
+    "resource",  "pty",    "fcntl",      "posix",   "gc",
+    "inspect",   "code",   "codeop",     "runpy",   "tempfile",
+    "glob",      "mmap",   "asyncio",    "_thread", "select",
+    "selectors", "http",   "urllib",     "ftplib",  "smtplib",
+    "telnetlib", "ssl",
+};
+static const char *const guard_calls[] = {
+    "eval",    "exec",   "compile", "__import__", "open",    "breakpoint", "input",
+    "globals", "locals", "vars",    "getattr",    "setattr", "delattr",    "memoryview",
+};
+static const char *const guard_attributes[] = {
+    "__subclasses__", "__globals__", "__builtins__", "__mro__",    "__code__",
+    "__bases__",      "__base__",    "__class__",    "__dict__",   "__getattribute__",
+    "__closure__",    "__func__",    "__self__",     "__loader__", "__spec__",
+    "f_globals",      "f_locals",    "f_builtins",   "gi_frame",   "gi_code",
+    "cr_frame",       "co_code",     "tb_frame",     "f_back",
+};
+
+static json_t *string_array(const char *const *items, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(items[i]));
+    return a;
+}
+
+const char *sandbox_state_name(enum sandbox_state st)
+{
+    static const char *const names[] = {
+        [SBX_STARTING] = "starting",     [SBX_READY] = "ready",   [SBX_BUSY] = "busy",
+        [SBX_RESTARTING] = "restarting", [SBX_BROKEN] = "broken",
+    };
+    return names[st];
+}
+
+void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
+{
+    bool rootless = geteuid() != 0;
+    *uid = rootless ? geteuid() : svc->cfg->host_uid;
+    *gid = rootless ? getegid() : svc->cfg->host_uid;
+}
+
+int sandbox_root_fd(const struct sandbox *sb)
+{
+    return sb->jail ? sb->jail->root_fd : -1;
+}
+
+static void new_id(char *buf, size_t size)
+{
+    unsigned char r[6];
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        uint64_t t = now_ns();
+        memcpy(r, &t, sizeof(r));
+    }
+    snprintf(buf, size, "sb-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
+}
+
+int sandbox_send(struct sandbox *sb, json_t *frame)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int r = channel_encode(frame, &buf, &len);
+    json_decref(frame);
+    if (r < 0)
+        return -ENOMEM;
+    /* Frames are small next to the socket buffer, and the driver reads them promptly; a
+     * blocked write here would mean a wedged driver, which the deadline timer kills. */
+    r = write_all(sb->chan_fd, buf, len) < 0 ? -errno : 0;
+    free(buf);
+    return r;
+}
+
+static json_t *init_frame(struct sandbox *sb)
+{
+    json_t *guard = json_null();
+    if (sb->profile->static_guard)
+        guard = json_pack("{s:o, s:o, s:o}", "modules",
+                          string_array(guard_modules, ARRAY_SIZE(guard_modules)), "calls",
+                          string_array(guard_calls, ARRAY_SIZE(guard_calls)), "attributes",
+                          string_array(guard_attributes, ARRAY_SIZE(guard_attributes)));
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s}", "op", "init", "workspace",
+                     "/workspace", "packages_dir", "/workspace/.packages", "profile",
+                     sb->profile->name, "guard", guard, "max_images", 4, "max_image_bytes", 1 << 20,
+                     "max_files", 20, "figures_dir", "/workspace/.mcp");
+}
+
+/* ---- fd callbacks ---- */
+
+static void mark_broken(struct sandbox *sb, const char *why)
+{
+    if (sb->state == SBX_BROKEN)
+        return;
+    snprintf(sb->broken_reason, sizeof(sb->broken_reason), "%s", why);
+    sb->state = SBX_BROKEN;
+    log_emit(LOG_LVL_WARNING, "sandbox broken", "sandbox", sb->id, "reason", why, NULL);
+    exec_fail_all(sb, why);
+}
+
+static void on_ready_timeout(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox *sb = data;
+    sb->start_timer = NULL;
+    mark_broken(sb, "the Python interpreter did not start in time");
+}
+
+static void handle_frame(struct sandbox *sb, json_t *frame)
+{
+    const char *op = json_string_value(json_object_get(frame, "op"));
+    if (op && strcmp(op, "ready") == 0) {
+        if (sb->start_timer) {
+            ev_timer_cancel(sb->start_timer);
+            sb->start_timer = NULL;
+        }
+        sb->restarts = 0;
+        if (sb->state == SBX_STARTING || sb->state == SBX_RESTARTING) {
+            sb->state = SBX_READY;
+            exec_start_next(sb);
+        }
+        return;
+    }
+    exec_on_frame(sb, frame);
+}
+
+static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    struct sandbox *sb = data;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n > 0) {
+            if (channel_feed(&sb->dec, buf, (size_t)n) < 0)
+                break;
+            json_t *frame;
+            int r;
+            while (!sb->closing && (r = channel_next(&sb->dec, &frame)) != 0) {
+                if (r < 0) {
+                    /* A corrupt channel means a compromised or broken driver: replace it. */
+                    log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it", "sandbox",
+                             sb->id, NULL);
+                    channel_decoder_reset(&sb->dec);
+                    jail_workload_kill(sb->jail);
+                    break;
+                }
+                handle_frame(sb, frame);
+                json_decref(frame);
+            }
+            if (sb->closing)
+                return;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        break;
+    }
+    (void)events;
+}
+
+static void drain_pipe(struct sandbox *sb, int stream)
+{
+    int fd = stream == 1 ? sb->out_fd : sb->err_fd;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n > 0) {
+            exec_on_output(sb, stream, buf, (size_t)n);
+            if (sb->closing)
+                return;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        return;
+    }
+}
+
+void sandbox_drain_output(struct sandbox *sb)
+{
+    drain_pipe(sb, 1);
+    if (!sb->closing)
+        drain_pipe(sb, 2);
+}
+
+static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)events;
+    struct sandbox *sb = data;
+    drain_pipe(sb, fd == sb->out_fd ? 1 : 2);
+}
+
+static void restart_driver(struct sandbox *sb)
+{
+    channel_decoder_reset(&sb->dec);
+    /* Whatever the dead driver left in the channel belongs to no request. */
+    char buf[4096];
+    while (read(sb->chan_fd, buf, sizeof(buf)) > 0)
+        ;
+    if (++sb->restarts > MAX_QUICK_DEATHS) {
+        mark_broken(sb, "the Python interpreter keeps dying at startup");
+        return;
+    }
+    int r = jail_workload_restart(sb->jail);
+    if (r < 0 || sandbox_send(sb, init_frame(sb)) < 0) {
+        mark_broken(sb, "could not restart the Python interpreter");
+        return;
+    }
+    sb->state = SBX_RESTARTING;
+    if (!sb->start_timer)
+        sb->start_timer = ev_timer_add(sb->svc->loop, DRIVER_READY_MS, on_ready_timeout, sb);
+}
+
+static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    (void)events;
+    struct sandbox *sb = data;
+    for (;;) {
+        int code = 0, sig = 0;
+        int r = jail_workload_status(sb->jail, &code, &sig);
+        if (r == 0)
+            return;
+        if (r < 0) {
+            ev_unwatch(sb->status_w);
+            sb->status_w = NULL;
+            mark_broken(sb, "the sandbox ended unexpectedly; close it and create a new one");
+            return;
+        }
+        log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
+        bool was_busy = sb->state == SBX_BUSY;
+        if (sb->state != SBX_BROKEN)
+            sb->state = SBX_RESTARTING;
+        if (was_busy) {
+            sandbox_drain_output(sb);
+            if (sb->closing)
+                return;
+            exec_on_driver_exit(sb, code, sig);
+            if (sb->closing)
+                return;
+        }
+        if (sb->state != SBX_BROKEN)
+            restart_driver(sb);
+    }
+}
+
+/* ---- spawn and close ---- */
+
+static const char *driver_source(void)
+{
+    static char *src;
+    if (!src) {
+        size_t len = 0;
+        const char *p = runtime_python_driver(&len);
+        src = xmalloc(len + 1);
+        memcpy(src, p, len);
+        src[len] = '\0';
+    }
+    return src;
+}
+
+static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
+                 const char *network, struct sandbox **out, struct sbx_err *err)
+{
+    int chan[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    struct sandbox *sb = xcalloc(1, sizeof(*sb));
+    sb->svc = svc;
+    sb->profile = profile;
+    sb->chan_fd = sb->out_fd = sb->err_fd = -1;
+    snprintf(sb->network, sizeof(sb->network), "%s", network);
+    new_id(sb->id, sizeof(sb->id));
+    sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
+    sb->created_ns = now_ns();
+    sb->packages = json_array();
+    channel_decoder_init(&sb->dec, CHANNEL_MAX_FRAME);
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0 ||
+        pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        sbx_fail_errno(err, errno, "creating the sandbox's channels");
+        goto fail;
+    }
+    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)driver_source(), NULL};
+    int pass[] = {chan[1]};
+    struct jail_spec spec = {
+        .profile = profile,
+        .cfg = svc->cfg,
+        .argv = argv,
+        .stdin_fd = -1,
+        .stdout_fd = outp[1],
+        .stderr_fd = errp[1],
+        .pass_fds = pass,
+        .n_pass_fds = 1,
+        .name = sb->id,
+        .persistent = true,
+    };
+    if (jail_spawn(&spec, &sb->jail, err) < 0)
+        goto fail;
+    cleanup_closep(&chan[1]);
+    cleanup_closep(&outp[1]);
+    cleanup_closep(&errp[1]);
+    sb->chan_fd = steal_fd(&chan[0]);
+    sb->out_fd = steal_fd(&outp[0]);
+    sb->err_fd = steal_fd(&errp[0]);
+    fcntl(sb->out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(sb->err_fd, F_SETFL, O_NONBLOCK);
+    fcntl(sb->chan_fd, F_SETFL, O_NONBLOCK);
+    sb->chan_w = ev_watch(svc->loop, sb->chan_fd, EPOLLIN, on_channel, sb, err);
+    sb->out_w = sb->chan_w ? ev_watch(svc->loop, sb->out_fd, EPOLLIN, on_output, sb, err) : NULL;
+    sb->err_w = sb->out_w ? ev_watch(svc->loop, sb->err_fd, EPOLLIN, on_output, sb, err) : NULL;
+    sb->status_w =
+        sb->err_w ? ev_watch(svc->loop, sb->jail->status_fd, EPOLLIN, on_status, sb, err) : NULL;
+    if (!sb->status_w)
+        goto fail;
+    /* The channel is a socket: the init frame waits in its buffer until the driver reads. */
+    if (sandbox_send(sb, init_frame(sb)) < 0) {
+        sbx_fail(err, EPIPE, "the sandbox's interpreter did not accept its configuration");
+        goto fail;
+    }
+    sb->start_timer = ev_timer_add(svc->loop, DRIVER_READY_MS, on_ready_timeout, sb);
+    sb->state = SBX_STARTING;
+    sb->next = svc->list;
+    svc->list = sb;
+    *out = sb;
+    return 0;
+fail:
+    for (int i = 0; i < 2; i++) {
+        cleanup_closep(&chan[i]);
+        cleanup_closep(&outp[i]);
+        cleanup_closep(&errp[i]);
+    }
+    ev_unwatch(sb->chan_w);
+    ev_unwatch(sb->out_w);
+    ev_unwatch(sb->err_w);
+    ev_unwatch(sb->status_w);
+    jail_destroy(sb->jail);
+    if (sb->chan_fd >= 0)
+        close(sb->chan_fd);
+    if (sb->out_fd >= 0)
+        close(sb->out_fd);
+    if (sb->err_fd >= 0)
+        close(sb->err_fd);
+    channel_decoder_free(&sb->dec);
+    json_decref(sb->packages);
+    free(sb);
+    return -1;
+}
+
+static void free_sandbox(struct sandbox *sb)
+{
+    channel_decoder_free(&sb->dec);
+    json_decref(sb->packages);
+    free(sb->name);
+    free(sb->owner);
+    free(sb);
+}
+
+static void free_later(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox *sb = data;
+    for (struct sandbox **pp = &sb->svc->graveyard; *pp; pp = &(*pp)->next)
+        if (*pp == sb) {
+            *pp = sb->next;
+            break;
+        }
+    free_sandbox(sb);
+}
+
+static void unlink_sandbox(struct sandbox *sb)
+{
+    for (struct sandbox **pp = &sb->svc->list; *pp; pp = &(*pp)->next)
+        if (*pp == sb) {
+            *pp = sb->next;
+            return;
+        }
+}
+
+json_t *sandbox_usage_json(struct sandbox *sb)
+{
+    struct jail_usage u = {0};
+    if (sb->jail)
+        jail_read_usage(sb->jail, &u);
+    return json_pack("{s:I, s:I, s:I, s:i, s:b}", "memory_bytes",
+                     (json_int_t)u.memory_current_bytes, "memory_peak_bytes",
+                     (json_int_t)u.memory_peak_bytes, "cpu_ms", (json_int_t)(u.cpu_ns / 1000000),
+                     "pids", (int)u.pids_current, "oom_killed", u.oom_killed);
+}
+
+static void schedule_refill(struct sandbox_service *svc);
+
+void sandbox_close(struct sandbox *sb, json_t **final_usage)
+{
+    if (sb->closing)
+        return;
+    struct sandbox_service *svc = sb->svc;
+    if (final_usage)
+        *final_usage = sandbox_usage_json(sb);
+    sb->closing = true;
+    unlink_sandbox(sb);
+    if (sb->pooled)
+        svc->n_pool--;
+    else
+        svc->n_live--;
+    exec_fail_all(sb, "the sandbox was closed");
+    if (sb->start_timer)
+        ev_timer_cancel(sb->start_timer);
+    ev_unwatch(sb->chan_w);
+    ev_unwatch(sb->out_w);
+    ev_unwatch(sb->err_w);
+    ev_unwatch(sb->status_w);
+    jail_destroy(sb->jail);
+    sb->jail = NULL;
+    close(sb->chan_fd);
+    close(sb->out_fd);
+    close(sb->err_fd);
+    if (sb->owner && svc->history)
+        history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
+    log_emit(LOG_LVL_INFO, "sandbox closed", "sandbox", sb->id, NULL);
+    if (svc->stopping) {
+        free_sandbox(sb);
+        return;
+    }
+    /* Callers up the stack may still hold sb: free it from the loop. */
+    sb->next = svc->graveyard;
+    svc->graveyard = sb;
+    sb->free_timer = ev_timer_add(svc->loop, 0, free_later, sb);
+    schedule_refill(svc);
+}
+
+void sandbox_close_owner(struct sandbox_service *svc, const char *owner)
+{
+    struct sandbox *sb = svc->list;
+    while (sb) {
+        struct sandbox *next = sb->next;
+        if (sb->owner && strcmp(sb->owner, owner) == 0)
+            sandbox_close(sb, NULL);
+        sb = next;
+    }
+}
+
+/* ---- the warm pool ---- */
+
+static size_t pool_want(const struct sandbox_service *svc, const struct sbx_profile **which)
+{
+    const struct sbx_config *cfg = svc->cfg;
+    for (size_t i = 0; i < cfg->n_profiles; i++) {
+        const struct sbx_profile *p = &cfg->profiles[i];
+        size_t have = 0;
+        for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+            if (sb->pooled && sb->profile == p)
+                have++;
+        if (have < p->pool_size && strcmp(p->network, "none") == 0) {
+            *which = p;
+            return p->pool_size - have;
+        }
+    }
+    return 0;
+}
+
+static void on_refill(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox_service *svc = data;
+    svc->refill = NULL;
+    const struct sbx_profile *p = NULL;
+    if (!pool_want(svc, &p) || svc->n_live + svc->n_pool >= svc->cfg->max_sandboxes)
+        return;
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    if (spawn(svc, p, "none", &sb, &err) < 0) {
+        log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
+        return; /* retried when the next sandbox is taken or closed */
+    }
+    sb->pooled = true;
+    svc->n_pool++;
+    /* One spawn per loop turn, so requests interleave with refilling. */
+    schedule_refill(svc);
+}
+
+static void schedule_refill(struct sandbox_service *svc)
+{
+    if (!svc->refill)
+        svc->refill = ev_timer_add(svc->loop, 0, on_refill, svc);
+}
+
+/* ---- create, lookup, limits ---- */
+
+static size_t owner_count(const struct sandbox_service *svc, const char *owner)
+{
+    size_t n = 0;
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->owner && strcmp(sb->owner, owner) == 0)
+            n++;
+    return n;
+}
+
+int sandbox_create(struct sandbox_service *svc, const char *owner, const char *name,
+                   const char *profile_name, const char *network, struct sandbox **out,
+                   struct sbx_err *err)
+{
+    const struct sbx_config *cfg = svc->cfg;
+    if (!profile_name)
+        profile_name = cfg->default_profile;
+    const struct sbx_profile *p = config_profile(cfg, profile_name);
+    if (!p) {
+        char names[256] = "";
+        for (size_t i = 0; i < cfg->n_profiles; i++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+                     cfg->profiles[i].name);
+        return sbx_fail(err, EINVAL, "unknown profile '%s' (profiles: %s)", profile_name, names);
+    }
+    if (!network)
+        network = p->network;
+    if (strcmp(network, "none") != 0)
+        return sbx_fail(err, ENOTSUP,
+                        "network '%s' is not available in this build: sandboxes have no "
+                        "network (network: none)",
+                        network);
+    if (owner_count(svc, owner) >= cfg->max_sandboxes_per_owner)
+        return sbx_fail(err, EUSERS,
+                        "limit reached: limits.max_sandboxes_per_owner = %u; close a sandbox "
+                        "first (close_sandbox)",
+                        cfg->max_sandboxes_per_owner);
+    if (svc->n_live >= cfg->max_sandboxes)
+        return sbx_fail(err, EUSERS,
+                        "limit reached: limits.max_sandboxes = %u sandboxes on this server",
+                        cfg->max_sandboxes);
+
+    struct sandbox *sb = NULL;
+    for (struct sandbox *c = svc->list; c; c = c->next)
+        if (c->pooled && c->profile == p && c->state != SBX_BROKEN &&
+            (!sb || (c->state == SBX_READY && sb->state != SBX_READY)))
+            sb = c;
+    if (sb) {
+        sb->pooled = false;
+        svc->n_pool--;
+        sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
+    } else {
+        /* Without a pooled sandbox, one pooled slot may have to give way to stay in limits. */
+        if (svc->n_live + svc->n_pool >= cfg->max_sandboxes) {
+            for (struct sandbox *c = svc->list; c; c = c->next)
+                if (c->pooled) {
+                    sandbox_close(c, NULL);
+                    break;
+                }
+        }
+        if (spawn(svc, p, network, &sb, err) < 0)
+            return -1;
+    }
+    svc->n_live++;
+    sb->owner = xstrdup(owner);
+    sb->name = name ? xstrdup(name) : NULL;
+    if (svc->history)
+        history_record_sandbox(svc->history, sb->id, owner, name ? name : "", p->name,
+                               sb->created_ms, NULL);
+    log_emit(LOG_LVL_INFO, "sandbox created", "sandbox", sb->id, "profile", p->name, NULL);
+    schedule_refill(svc);
+    *out = sb;
+    return 0;
+}
+
+int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
+                   struct sandbox **out, struct sbx_err *err)
+{
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next) {
+        if (!sb->owner || strcmp(sb->owner, owner) != 0)
+            continue;
+        if (id ? strcmp(sb->id, id) == 0 : sb->is_default) {
+            *out = sb;
+            return 0;
+        }
+    }
+    if (id)
+        return sbx_fail(err, ENOENT,
+                        "unknown sandbox_id '%s' (list_sandboxes shows yours; omit sandbox_id "
+                        "to use your default sandbox)",
+                        id);
+    if (sandbox_create(svc, owner, "default", NULL, NULL, out, err) < 0)
+        return -1;
+    (*out)->is_default = true;
+    return 0;
+}
+
+int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
+{
+    if (sb->state == SBX_BROKEN)
+        return sbx_fail(err, EIO, "%s", sb->broken_reason);
+    exec_fail_all(sb, "the sandbox was reset");
+    /* The status record of the killed workload triggers the restart (on_status). */
+    sb->restarts = 0;
+    if (jail_workload_kill(sb->jail) < 0)
+        return sbx_fail(err, EIO, "could not stop the interpreter");
+    sb->state = SBX_RESTARTING;
+    return 0;
+}
+
+json_t *sandbox_info_packages(const json_t *info)
+{
+    json_t *p = json_object_get(info, "packages");
+    return json_is_array(p) ? json_incref(p) : json_array();
+}
+
+json_t *sandbox_limits_json(const struct sbx_profile *p)
+{
+    return json_pack("{s:I, s:f, s:i, s:i, s:I, s:I}", "memory_bytes", (json_int_t)p->memory_bytes,
+                     "cpus", p->cpu_millicpus / 1000.0, "timeout_s", (int)(p->timeout_ms / 1000),
+                     "pids", (int)p->pids, "workspace_bytes", (json_int_t)p->workspace_bytes,
+                     "tmp_bytes", (json_int_t)p->tmp_bytes);
+}
+
+/* ---- sweeping idle and old sandboxes ---- */
+
+static void on_sweep(struct ev_loop *loop, void *data)
+{
+    struct sandbox_service *svc = data;
+    const struct sbx_config *cfg = svc->cfg;
+    int64_t now = (int64_t)wall_ms();
+    struct sandbox *sb = svc->list;
+    while (sb) {
+        struct sandbox *next = sb->next;
+        if (sb->owner) {
+            bool idle =
+                sb->queue_len == 0 && now - sb->last_used_ms > (int64_t)cfg->idle_ttl_s * 1000;
+            bool old = now - sb->created_ms > (int64_t)cfg->max_lifetime_s * 1000;
+            if (idle || old) {
+                log_emit(LOG_LVL_INFO, "sandbox expired", "sandbox", sb->id, "limit",
+                         idle ? "limits.idle_ttl_s" : "limits.max_lifetime_s", NULL);
+                sandbox_close(sb, NULL);
+            }
+        } else if (sb->state == SBX_BROKEN) {
+            sandbox_close(sb, NULL);
+        }
+        sb = next;
+    }
+    svc->sweeper = ev_timer_add(loop, SWEEP_INTERVAL_MS, on_sweep, svc);
+}
+
+static void on_owner_gone(void *data, const char *owner)
+{
+    sandbox_close_owner(data, owner);
+}
+
+int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
+                        struct sandbox_service **out, struct sbx_err *err)
+{
+    struct sandbox_service *svc = xcalloc(1, sizeof(*svc));
+    svc->loop = loop;
+    svc->srv = srv;
+    svc->cfg = cfg;
+    char *dir = NULL;
+    if (config_state_dir(cfg, &dir, err) < 0)
+        goto fail;
+    char *path = xasprintf("%s/history.sqlite3", dir);
+    free(dir);
+    int r = history_open(path, &svc->history, err);
+    free(path);
+    if (r < 0) {
+        sbx_err_wrap(err, "execution history");
+        goto fail;
+    }
+    if (tools_sandbox_register(svc, err) < 0 || tools_files_register(svc, err) < 0 ||
+        resources_sandbox_register(svc, err) < 0)
+        goto fail;
+    mcp_server_on_owner_gone(srv, on_owner_gone, svc);
+    svc->sweeper = ev_timer_add(loop, SWEEP_INTERVAL_MS, on_sweep, svc);
+    schedule_refill(svc);
+    *out = svc;
+    return 0;
+fail:
+    history_close(svc->history);
+    free(svc);
+    return -1;
+}
+
+void sandbox_service_free(struct sandbox_service *svc)
+{
+    if (!svc)
+        return;
+    mcp_server_on_owner_gone(svc->srv, NULL, NULL);
+    svc->stopping = true;
+    while (svc->list)
+        sandbox_close(svc->list, NULL);
+    while (svc->graveyard) {
+        struct sandbox *sb = svc->graveyard;
+        svc->graveyard = sb->next;
+        ev_timer_cancel(sb->free_timer);
+        free_sandbox(sb);
+    }
+    if (svc->sweeper)
+        ev_timer_cancel(svc->sweeper);
+    if (svc->refill)
+        ev_timer_cancel(svc->refill);
+    history_close(svc->history);
+    free(svc);
+}

@@ -1,0 +1,184 @@
+/* The sandbox service: a table of live sandboxes, each a persistent jail with a Python driver
+ * in it, owned by one principal, with a queue of executions. Everything runs on the server's
+ * one event loop: spawning, driver frames, output pipes, timeouts and the warm pool. */
+#ifndef SBX_SANDBOX_H
+#define SBX_SANDBOX_H
+
+#include "channel.h"
+#include "config.h"
+#include "err.h"
+#include "outbuf.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ev_loop;
+struct ev_watch;
+struct ev_timer;
+struct history;
+struct jail;
+struct mcp_call;
+struct mcp_server;
+struct sandbox;
+struct sandbox_service;
+
+enum sandbox_state {
+    SBX_STARTING = 0, /* jail up, driver not ready yet */
+    SBX_READY,        /* idle, driver ready */
+    SBX_BUSY,         /* an execution runs */
+    SBX_RESTARTING,   /* the driver died or was killed; a fresh one is on its way */
+    SBX_BROKEN,       /* the sandbox itself ended; only close is left */
+};
+
+/* How an execution ended, for its result and the metrics. */
+struct exec_outcome {
+    json_t *frame; /* the driver's result frame, NULL if none came */
+    bool timed_out;
+    bool cancelled;
+    bool interpreter_restarted;
+    bool driver_died; /* the interpreter exited or was killed during the execution */
+    int exit_code;    /* of the driver when it died */
+    int term_signal;  /* that killed the driver */
+    bool oom_killed;  /* the sandbox hit its memory limit */
+    char reason[256]; /* why it failed when there is no frame */
+};
+
+struct exec;
+/* Called once when an execution ends; e->call is NULL if the client cancelled it. */
+typedef void (*exec_done_fn)(struct exec *e);
+
+/* One execution waiting in or running at the head of a sandbox's queue. */
+struct exec {
+    struct sandbox *sb;
+    struct mcp_call *call; /* NULL once the client cancelled: the run still finishes */
+    char id[24];           /* execution_id */
+    uint64_t seq;          /* channel request id */
+    char *language;
+    char *code;
+    char *cwd;
+    uint32_t timeout_ms;
+    uint64_t started_ns;
+    int64_t started_wall_ms;
+    uint64_t cpu_before_ns;
+    struct outbuf out, err;
+    int spill_fd[2]; /* full output files in the workspace once a stream overflows, or -1 */
+    char spill_path[2][96];
+    uint64_t spilled[2];
+    struct ev_timer *deadline;
+    struct ev_timer *grace;
+    struct ev_timer *progress_timer;
+    uint64_t last_progress_ns;
+    size_t progress_sent[2]; /* bytes of each stream already streamed as progress */
+    unsigned progress_count;
+    char recent[1024]; /* the newest output, streamed as progress messages */
+    size_t recent_len;
+    bool interrupting;
+    bool spill_failed[2];
+    struct exec_outcome outcome;
+    exec_done_fn done;
+    void *done_data;
+    struct exec *next;
+};
+
+struct sandbox {
+    struct sandbox_service *svc;
+    char id[24];
+    char *name;
+    char *owner; /* NULL while the sandbox waits in the warm pool */
+    const struct sbx_profile *profile;
+    char network[16];
+    int64_t created_ms, last_used_ms;
+    uint64_t created_ns;
+    enum sandbox_state state;
+    struct jail *jail;
+    int chan_fd, out_fd, err_fd; /* our ends: control socket, stdout and stderr pipes */
+    struct ev_watch *chan_w, *out_w, *err_w, *status_w;
+    struct channel_decoder dec;
+    uint64_t next_seq;
+    uint64_t executions;
+    unsigned restarts;
+    bool pooled;
+    bool is_default; /* the owner's default sandbox */
+    bool closing;
+    struct exec *queue, *queue_tail; /* head is running when state is SBX_BUSY */
+    size_t queue_len;
+    struct ev_timer *start_timer; /* the driver must be ready in time */
+    json_t *packages;             /* [{name, version}] installed in this sandbox */
+    char broken_reason[160];
+    struct ev_timer *free_timer;
+    struct sandbox *next;
+};
+
+struct sandbox_service {
+    struct ev_loop *loop;
+    struct mcp_server *srv;
+    const struct sbx_config *cfg;
+    struct history *history;
+    struct sandbox *list;
+    struct sandbox *graveyard; /* closed, freed on the next loop turn */
+    size_t n_live;             /* owned sandboxes (pool excluded) */
+    size_t n_pool;
+    struct ev_timer *sweeper;
+    struct ev_timer *refill;
+    uint64_t exec_counter;
+    bool stopping;      /* the server is shutting down: free at once, no refills */
+    const char *layers; /* the isolation layers in force, for status */
+    /* counters for status and metrics */
+    uint64_t executions_ok, executions_failed, executions_timed_out, rejections;
+};
+
+int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
+                        struct sandbox_service **out, struct sbx_err *err);
+void sandbox_service_free(struct sandbox_service *svc);
+
+/* Creates a sandbox for owner, from the warm pool when one is ready. Limits are checked and
+ * named in the error. */
+int sandbox_create(struct sandbox_service *svc, const char *owner, const char *name,
+                   const char *profile, const char *network, struct sandbox **out,
+                   struct sbx_err *err);
+/* Finds owner's sandbox by id; another owner's id answers like an unknown one (ENOENT). With
+ * id NULL, the owner's default sandbox, created on first use. */
+int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
+                   struct sandbox **out, struct sbx_err *err);
+/* Ends the sandbox: queued executions fail, the running one is abandoned, the jail is
+ * destroyed. final_usage (optional) gets its last usage. */
+void sandbox_close(struct sandbox *sb, json_t **final_usage);
+void sandbox_close_owner(struct sandbox_service *svc, const char *owner);
+
+/* Queues an execution. done is called exactly once (from the loop) with the outcome. */
+int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language, const char *code,
+                 const char *cwd, uint32_t timeout_ms, exec_done_fn done, void *data,
+                 struct sbx_err *err);
+/* Kills the interpreter and starts a fresh one (variables gone, files kept). */
+int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
+/* The host uid and gid that the sandbox user maps to: files the server writes get them. */
+void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid);
+/* Reads whatever the pipes hold into the running execution (after its result frame). */
+void sandbox_drain_output(struct sandbox *sb);
+/* Sends a request frame that is not an execution (refresh_imports). */
+int sandbox_send(struct sandbox *sb, json_t *frame);
+
+/* The installed packages recorded in a history_get_sandbox() answer (a new reference). */
+json_t *sandbox_info_packages(const json_t *info);
+json_t *sandbox_limits_json(const struct sbx_profile *p);
+json_t *sandbox_usage_json(struct sandbox *sb);
+const char *sandbox_state_name(enum sandbox_state st);
+/* The sandbox's root directory (for the file tools), or -1 if it has none. */
+int sandbox_root_fd(const struct sandbox *sb);
+
+/* exec.c: the execution engine behind sandbox_exec. */
+void exec_start_next(struct sandbox *sb);
+void exec_on_frame(struct sandbox *sb, json_t *frame);
+void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len);
+void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal);
+void exec_fail_all(struct sandbox *sb, const char *reason);
+void exec_free(struct exec *e);
+
+/* Registers every sandbox tool and resource with the protocol layer. */
+int tools_sandbox_register(struct sandbox_service *svc, struct sbx_err *err);
+int tools_files_register(struct sandbox_service *svc, struct sbx_err *err);
+int resources_sandbox_register(struct sandbox_service *svc, struct sbx_err *err);
+
+#endif

@@ -1,0 +1,334 @@
+/* File tools: list, read, write and upload files of a sandbox. All paths go through files.c
+ * (openat2 from the sandbox's root fd), never through a joined host path. */
+#include "sandbox.h"
+
+#include "base64.h"
+#include "files.h"
+#include "protocol/mcp.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define READ_MAX   (4u << 20) /* bytes returned by one read_file */
+#define LIST_MAX   1000
+#define UPLOAD_MAX (256ull << 20)
+
+static const char *arg_str(const json_t *args, const char *key)
+{
+    return json_string_value(json_object_get(args, key));
+}
+
+static struct sandbox *sandbox_arg(struct sandbox_service *svc, struct mcp_call *call,
+                                   const json_t *args)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb = NULL;
+    if (sandbox_lookup(svc, mcp_call_owner(call), arg_str(args, "sandbox_id"), &sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return NULL;
+    }
+    return sb;
+}
+
+static bool canonical_arg(struct mcp_call *call, const char *path, char *canon, size_t size)
+{
+    struct sbx_err err = {0};
+    if (files_canonical(path, canon, size, &err) < 0) {
+        mcp_call_fail(call, "path: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static void finish_structured(struct mcp_call *call, const char *text, json_t *sc)
+{
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
+                                    text, "structuredContent", sc));
+}
+
+static void t_list_files(struct mcp_call *call, json_t *args, void *data)
+{
+    const char *path = arg_str(args, "path");
+    char canon[FILES_PATH_MAX];
+    if (!canonical_arg(call, path ? path : "/workspace", canon, sizeof(canon)))
+        return;
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    struct sbx_err err = {0};
+    json_t *entries = NULL;
+    bool truncated = false;
+    if (files_list(sandbox_root_fd(sb), canon, json_is_true(json_object_get(args, "recursive")),
+                   LIST_MAX, &entries, &truncated, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    char *text = NULL;
+    size_t i;
+    json_t *v;
+    text = xasprintf("%s (%zu entries%s)", canon, json_array_size(entries),
+                     truncated ? ", truncated" : "");
+    json_array_foreach(entries, i, v)
+    {
+        char *line =
+            xasprintf("%s\n%-9s %10lld  %s", text, json_string_value(json_object_get(v, "type")),
+                      (long long)json_integer_value(json_object_get(v, "size")),
+                      json_string_value(json_object_get(v, "path")));
+        free(text);
+        text = line;
+    }
+    finish_structured(
+        call, text,
+        json_pack("{s:s, s:o, s:b}", "path", canon, "entries", entries, "truncated", truncated));
+    free(text);
+}
+
+static bool is_image(const char *mime)
+{
+    return strncmp(mime, "image/", 6) == 0 && strcmp(mime, "image/svg+xml") != 0;
+}
+
+static void t_read_file(struct mcp_call *call, json_t *args, void *data)
+{
+    char canon[FILES_PATH_MAX];
+    if (!canonical_arg(call, arg_str(args, "path"), canon, sizeof(canon)))
+        return;
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    const char *encoding = arg_str(args, "encoding");
+    const json_t *jo = json_object_get(args, "offset"), *jl = json_object_get(args, "length");
+    uint64_t offset = json_is_integer(jo) ? (uint64_t)json_integer_value(jo) : 0;
+    uint64_t length = json_is_integer(jl) ? (uint64_t)json_integer_value(jl) : 0;
+    struct sbx_err err = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    uint64_t size = 0;
+    if (files_read(sandbox_root_fd(sb), canon, offset, length, READ_MAX, &buf, &len, &size, &err) <
+        0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    bool text = files_looks_text(buf, len);
+    const char *mime = files_mime_type(canon, text);
+    bool b64 = (encoding && strcmp(encoding, "base64") == 0) || !text;
+    bool truncated = offset + len < size;
+    json_t *content = json_array();
+    json_t *sc;
+    if (b64) {
+        char *enc = base64_encode_alloc(buf, len);
+        sc = json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:b}", "path", canon, "size",
+                       (json_int_t)size, "offset", (json_int_t)offset, "length", (json_int_t)len,
+                       "encoding", "base64", "mime_type", mime, "content", enc, "truncated",
+                       truncated);
+        char *note = xasprintf("%s: %zu bytes of %llu%s, base64 (%s)%s", canon, len,
+                               (unsigned long long)size, truncated ? " (truncated)" : "", mime,
+                               text ? "" : "; the file is binary, so base64 was used");
+        json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", note));
+        free(note);
+        if (is_image(mime) && !truncated)
+            json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
+                                                     enc, "mimeType", mime));
+        free(enc);
+    } else {
+        sc = json_pack("{s:s, s:I, s:I, s:I, s:s, s:s, s:s%, s:b}", "path", canon, "size",
+                       (json_int_t)size, "offset", (json_int_t)offset, "length", (json_int_t)len,
+                       "encoding", "utf-8", "mime_type", mime, "content", buf, len, "truncated",
+                       truncated);
+        json_array_append_new(content, json_pack("{s:s, s:s%}", "type", "text", "text", buf, len));
+        if (truncated) {
+            char *note = xasprintf("[%zu of %llu bytes shown; read on with offset %llu]", len,
+                                   (unsigned long long)size, (unsigned long long)(offset + len));
+            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", note));
+            free(note);
+        }
+    }
+    free(buf);
+    mcp_call_finish(call, json_pack("{s:o, s:o}", "content", content, "structuredContent", sc));
+}
+
+static void write_bytes(struct mcp_call *call, struct sandbox *sb, const char *canon,
+                        const char *data, size_t len)
+{
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(sb->svc, &uid, &gid);
+    struct sbx_err err = {0};
+    if (files_write(sandbox_root_fd(sb), canon, data, len, uid, gid, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    char *text = xasprintf("wrote %zu bytes to %s", len, canon);
+    finish_structured(
+        call, text,
+        json_pack("{s:s, s:I, s:s}", "path", canon, "size", (json_int_t)len, "sandbox_id", sb->id));
+    free(text);
+}
+
+static void t_write_file(struct mcp_call *call, json_t *args, void *data)
+{
+    char canon[FILES_PATH_MAX];
+    if (!canonical_arg(call, arg_str(args, "path"), canon, sizeof(canon)))
+        return;
+    const json_t *c = json_object_get(args, "content");
+    const char *encoding = arg_str(args, "encoding");
+    cleanup_free char *decoded = NULL;
+    const char *bytes = json_string_value(c);
+    size_t len = json_string_length(c);
+    if (encoding && strcmp(encoding, "base64") == 0) {
+        if (base64_decode_alloc(bytes, &decoded, &len) < 0) {
+            mcp_call_fail(call, "content: not valid base64");
+            return;
+        }
+        bytes = decoded;
+    }
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    write_bytes(call, sb, canon, bytes, len);
+}
+
+static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
+{
+    struct open_how how = {.flags = flags | O_CLOEXEC, .resolve = resolve};
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+/* A host file below one of files.upload_roots, opened so that neither ".." nor a symlink can
+ * lead out of that root. */
+static int open_upload(const struct sbx_config *cfg, const char *local, struct sbx_err *err)
+{
+    if (local[0] != '/')
+        return sbx_fail(err, EINVAL, "local_path must be absolute");
+    for (size_t i = 0; i < cfg->upload_roots.len; i++) {
+        const char *root = cfg->upload_roots.items[i];
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+            rl--;
+        if (strncmp(local, root, rl) != 0 || local[rl] != '/')
+            continue;
+        cleanup_fd int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rfd < 0)
+            return sbx_fail_errno(err, errno, "upload root %s", root);
+        int fd = sys_openat2(rfd, local + rl + 1, O_RDONLY | O_NONBLOCK | O_NOCTTY,
+                             RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+            return sbx_fail_errno(err, errno, "%s", local);
+        return fd;
+    }
+    return sbx_fail(err, EACCES, "%s is not below any of files.upload_roots", local);
+}
+
+static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    const struct sbx_config *cfg = svc->cfg;
+    if (cfg->upload_roots.len == 0) {
+        mcp_call_fail(call, "upload_file is disabled: no host directory is allowed. An "
+                            "administrator can enable it with files.upload_roots = "
+                            "[\"/some/dir\"] in the config file. Use write_file to send "
+                            "content directly.");
+        return;
+    }
+    const char *local = arg_str(args, "local_path");
+    struct sbx_err err = {0};
+    cleanup_fd int fd = open_upload(cfg, local, &err);
+    if (fd < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        mcp_call_fail(call, "%s is not a regular file", local);
+        return;
+    }
+    if ((uint64_t)st.st_size > UPLOAD_MAX) {
+        mcp_call_fail(call, "%s is larger than %llu MiB", local,
+                      (unsigned long long)(UPLOAD_MAX >> 20));
+        return;
+    }
+    const char *dest = arg_str(args, "path");
+    const char *base = strrchr(local, '/') + 1;
+    char canon[FILES_PATH_MAX];
+    if (!canonical_arg(call, dest ? dest : base, canon, sizeof(canon)))
+        return;
+    struct sandbox *sb = sandbox_arg(svc, call, args);
+    if (!sb)
+        return;
+    cleanup_free char *buf = NULL;
+    size_t len = 0;
+    buf = xmalloc((size_t)st.st_size + 1);
+    while (len < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    write_bytes(call, sb, canon, buf, len);
+}
+
+#define SANDBOX_ID_ARG                                                                             \
+    "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"Omit for your "        \
+    "default sandbox\"}"
+
+static const struct mcp_tool_def tool_defs[] = {
+    {"list_files", "List files in a sandbox",
+     "List files and directories in a sandbox (default /workspace, where code runs and files "
+     "persist between calls). Paths are inside the sandbox, never on the host.",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"maxLength\":1024}"
+     "," SANDBOX_ID_ARG ",\"recursive\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"entries\":{\"type\":"
+     "\"array\",\"items\":{\"type\":\"object\"}},\"truncated\":{\"type\":\"boolean\"}},"
+     "\"required\":[\"path\",\"entries\"]}",
+     true, false, true, false, t_list_files},
+    {"read_file", "Read a file from a sandbox",
+     "Read a file from the sandbox's /workspace (or /tmp). Text comes back as UTF-8, binary as "
+     "base64; an image file also comes back as an image. Large files are read in pieces with "
+     "offset and length (at most 4 MiB per call).",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":1024}," SANDBOX_ID_ARG ",\"encoding\":{\"type\":\"string\",\"enum\":["
+     "\"utf-8\",\"base64\"]},\"offset\":{\"type\":\"integer\",\"minimum\":0},\"length\":{"
+     "\"type\":\"integer\",\"minimum\":1}},\"required\":[\"path\"],\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
+     "\"integer\"},\"encoding\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"},"
+     "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"path\",\"size\",\"encoding\","
+     "\"content\"]}",
+     true, false, true, false, t_read_file},
+    {"write_file", "Write a file into a sandbox",
+     "Create or replace a file in the sandbox's /workspace (parent directories are created). "
+     "Use encoding base64 for binary content. The file persists until the sandbox is closed.",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":1024},\"content\":{\"type\":\"string\"},\"encoding\":{\"type\":\"string\","
+     "\"enum\":[\"utf-8\",\"base64\"]}," SANDBOX_ID_ARG "},\"required\":[\"path\",\"content\"],"
+     "\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
+     "\"integer\"}},\"required\":[\"path\",\"size\"]}",
+     false, true, true, false, t_write_file},
+    {"upload_file", "Copy a host file into a sandbox",
+     "Copy a file from the server's machine into the sandbox. Only files below the directories "
+     "an administrator listed in files.upload_roots can be copied (none by default).",
+     "{\"type\":\"object\",\"properties\":{\"local_path\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":4096},\"path\":{\"type\":\"string\",\"maxLength\":1024}," SANDBOX_ID_ARG
+     "},\"required\":[\"local_path\"],\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
+     "\"integer\"}},\"required\":[\"path\",\"size\"]}",
+     false, true, true, false, t_upload_file},
+};
+
+int tools_files_register(struct sandbox_service *svc, struct sbx_err *err)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(tool_defs); i++)
+        if (mcp_server_add_tool(svc->srv, &tool_defs[i], svc, err) < 0)
+            return -1;
+    return 0;
+}

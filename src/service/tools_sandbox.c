@@ -1,0 +1,679 @@
+/* The sandbox and execution tools: definitions as data, handlers that queue work on the
+ * sandbox service and build the result when it is done. */
+#include "sandbox.h"
+
+#include "files.h"
+#include "history.h"
+#include "jail/jail.h"
+#include "log.h"
+#include "protocol/mcp.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_LINKS 20
+
+/* ---- the result of an execution ---- */
+
+#define EXEC_OUTPUT_SCHEMA                                                                         \
+    "{\"type\":\"object\",\"properties\":{"                                                        \
+    "\"sandbox_id\":{\"type\":\"string\"},\"execution_id\":{\"type\":\"string\"},"                 \
+    "\"success\":{\"type\":\"boolean\"},\"stdout\":{\"type\":\"string\"},"                         \
+    "\"stderr\":{\"type\":\"string\"},\"result\":{\"type\":[\"string\",\"null\"]},"                \
+    "\"error\":{\"type\":[\"object\",\"null\"],\"properties\":{\"type\":{\"type\":\"string\"},"    \
+    "\"message\":{\"type\":\"string\"},\"traceback\":{\"type\":[\"string\",\"null\"]}}},"          \
+    "\"exit_code\":{\"type\":\"integer\"},\"duration_ms\":{\"type\":\"number\"},"                  \
+    "\"timed_out\":{\"type\":\"boolean\"},\"truncated\":{\"type\":\"boolean\"},"                   \
+    "\"interpreter_restarted\":{\"type\":\"boolean\"},"                                            \
+    "\"memory_peak_bytes\":{\"type\":\"integer\"},\"cpu_ms\":{\"type\":\"number\"},"               \
+    "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"                             \
+    "\"required\":[\"sandbox_id\",\"execution_id\",\"success\",\"stdout\",\"stderr\","             \
+    "\"result\",\"error\",\"exit_code\",\"duration_ms\",\"timed_out\",\"truncated\","              \
+    "\"interpreter_restarted\",\"memory_peak_bytes\",\"cpu_ms\",\"files\"]}"
+
+static const char *signal_label(int sig)
+{
+    const char *d = sigdescr_np(sig);
+    return d ? d : "unknown signal";
+}
+
+/* A workspace path as a resource link the client can read back. */
+static json_t *resource_link(const char *sandbox_id, const char *path)
+{
+    const char *rel = path;
+    if (strncmp(rel, "/workspace/", 11) == 0)
+        rel += 11;
+    else if (*rel == '/')
+        rel++;
+    char *uri = xasprintf("sandbox://%s/files/%s", sandbox_id, rel);
+    json_t *link = json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", uri, "name",
+                             rel, "mimeType", files_mime_type(path, true));
+    free(uri);
+    return link;
+}
+
+static json_t *error_object(const char *type, const char *message, const char *traceback)
+{
+    return json_pack("{s:s, s:s, s:s?}", "type", type, "message", message, "traceback", traceback);
+}
+
+/* Why an execution without a result frame ended, in words for the caller. */
+static json_t *failure_error(const struct exec *e)
+{
+    const struct exec_outcome *o = &e->outcome;
+    const struct sbx_profile *p = e->sb->profile;
+    char msg[512];
+    const char *type = "SandboxError";
+    const char *lost = "the interpreter was restarted, so variables and imports were lost; "
+                       "files in /workspace are kept";
+    if (o->driver_died && o->timed_out) {
+        type = "TimeoutError";
+        snprintf(msg, sizeof(msg),
+                 "execution timed out after %.1f s and did not stop on "
+                 "interrupt; %s",
+                 e->timeout_ms / 1000.0, lost);
+    } else if (o->driver_died && o->cancelled) {
+        type = "Cancelled";
+        snprintf(msg, sizeof(msg), "cancelled; the execution did not stop on interrupt; %s", lost);
+    } else if (o->driver_died && o->oom_killed) {
+        type = "MemoryError";
+        snprintf(msg, sizeof(msg), "the interpreter was killed: out of memory (limit %llu MiB); %s",
+                 (unsigned long long)(p->memory_bytes >> 20), lost);
+    } else if (o->driver_died && o->term_signal) {
+        type = "InterpreterCrashed";
+        snprintf(msg, sizeof(msg), "the interpreter was killed by signal %d (%s)%s; %s",
+                 o->term_signal, signal_label(o->term_signal),
+                 o->term_signal == SIGKILL ? ", possibly by the memory limit" : "", lost);
+    } else if (o->driver_died) {
+        type = "InterpreterExited";
+        snprintf(msg, sizeof(msg),
+                 "the interpreter exited with status %d (os._exit or a fatal "
+                 "error); %s",
+                 o->exit_code, lost);
+    } else {
+        snprintf(msg, sizeof(msg), "%s", o->reason[0] ? o->reason : "the execution did not finish");
+    }
+    return error_object(type, msg, NULL);
+}
+
+static void append_text(char **text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void append_text(char **text, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *add = NULL;
+    if (vasprintf(&add, fmt, ap) < 0)
+        add = NULL;
+    va_end(ap);
+    if (!add)
+        return;
+    char *joined = xasprintf("%s%s%s", *text ? *text : "", *text && **text ? "\n" : "", add);
+    free(add);
+    free(*text);
+    *text = joined;
+}
+
+/* Sandbox output is arbitrary bytes; JSON strings must be UTF-8: mask what is not. */
+static json_t *utf8_json(char *buf, size_t len)
+{
+    json_t *j = json_stringn(buf, len);
+    if (j)
+        return j;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)buf[i] >= 0x80)
+            buf[i] = '?';
+    return json_stringn(buf, len);
+}
+
+/* Builds the tool result of a finished execution and records it in the history. */
+static json_t *exec_result(struct exec *e, bool *is_error)
+{
+    struct sandbox *sb = e->sb;
+    const struct exec_outcome *o = &e->outcome;
+    const json_t *f = o->frame;
+    double duration_ms = (double)(now_ns() - e->started_ns) / 1e6;
+    if (!e->started_ns)
+        duration_ms = 0;
+    struct jail_usage u = {0};
+    if (sb->jail)
+        jail_read_usage(sb->jail, &u);
+    uint64_t cpu_ns = u.cpu_ns > e->cpu_before_ns ? u.cpu_ns - e->cpu_before_ns : 0;
+
+    size_t out_len = 0, err_len = 0;
+    char *out = outbuf_render(&e->out, &out_len);
+    char *errs = outbuf_render(&e->err, &err_len);
+    json_t *jout = utf8_json(out, out_len);
+    json_t *jerr = utf8_json(errs, err_len);
+    bool truncated = outbuf_truncated(&e->out) || outbuf_truncated(&e->err);
+
+    bool success = false;
+    json_t *error = NULL;
+    const char *result = NULL;
+    int exit_code = -1;
+    if (f) {
+        success = json_is_true(json_object_get(f, "success"));
+        result = json_string_value(json_object_get(f, "result"));
+        exit_code = (int)json_integer_value(json_object_get(f, "exit_code"));
+        const char *rejected = json_string_value(json_object_get(f, "rejected"));
+        const json_t *fe = json_object_get(f, "error");
+        if (rejected) {
+            error = error_object("PolicyViolation", rejected, NULL);
+            sb->svc->rejections++;
+        } else if (o->timed_out) {
+            const char *tb = json_string_value(json_object_get(fe, "traceback"));
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "execution timed out after %.1f s and was interrupted; "
+                     "the interpreter state was kept",
+                     e->timeout_ms / 1000.0);
+            error = error_object("TimeoutError", msg, tb);
+            success = false;
+        } else if (json_is_object(fe)) {
+            error = json_deep_copy(fe);
+        }
+    } else {
+        error = failure_error(e);
+        if (o->driver_died)
+            exit_code = o->term_signal ? 128 + o->term_signal : o->exit_code;
+    }
+    if (!error)
+        error = json_null();
+    if (success)
+        sb->svc->executions_ok++;
+    else if (o->timed_out)
+        sb->svc->executions_timed_out++;
+    else
+        sb->svc->executions_failed++;
+
+    json_t *files = json_array();
+    json_t *content = json_array();
+    char *text = NULL;
+    if (out_len)
+        append_text(&text, "%s", json_string_value(jout));
+    if (err_len)
+        append_text(&text, "[stderr]\n%s", json_string_value(jerr));
+    if (result)
+        append_text(&text, "Out: %s", result);
+    if (json_is_object(error)) {
+        const char *tb = json_string_value(json_object_get(error, "traceback"));
+        const char *msg = json_string_value(json_object_get(error, "message"));
+        if (tb && *tb)
+            append_text(&text, "%s", tb);
+        if (!tb || !*tb || o->timed_out)
+            append_text(&text, "%s: %s", json_string_value(json_object_get(error, "type")),
+                        msg ? msg : "");
+    }
+    if (!f && o->driver_died)
+        append_text(&text, "[interpreter restarted: variables were lost; files kept]");
+    for (int i = 0; i < 2; i++)
+        if (e->spill_path[i][0] && !e->spill_failed[i])
+            append_text(&text, "[%s was cut to its head and tail; the whole %s is in %s]",
+                        i ? "stderr" : "stdout", i ? "stderr" : "stdout", e->spill_path[i]);
+    if (!text)
+        text = xstrdup(success ? "(no output)" : "(failed without output)");
+    json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(f, "images"), i, v)
+    {
+        const char *data = json_string_value(json_object_get(v, "data"));
+        if (data && i < 4)
+            json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
+                                                     data, "mimeType", "image/png"));
+    }
+    size_t links = 0;
+    json_array_foreach(json_object_get(f, "image_files"), i, v)
+    {
+        if (json_is_string(v) && links++ < MAX_LINKS)
+            json_array_append_new(content, resource_link(sb->id, json_string_value(v)));
+    }
+    for (int k = 0; k < 2; k++)
+        if (e->spill_path[k][0] && !e->spill_failed[k] && links++ < MAX_LINKS)
+            json_array_append_new(content, resource_link(sb->id, e->spill_path[k]));
+    json_array_foreach(json_object_get(f, "files"), i, v)
+    {
+        if (!json_is_string(v))
+            continue;
+        json_array_append(files, v);
+        if (links++ < MAX_LINKS)
+            json_array_append_new(content, resource_link(sb->id, json_string_value(v)));
+    }
+
+    if (sb->svc->history) {
+        const char *err_text =
+            json_is_object(error) ? json_string_value(json_object_get(error, "message")) : NULL;
+        char err_line[512];
+        if (err_text) {
+            snprintf(err_line, sizeof(err_line), "%s: %s",
+                     json_string_value(json_object_get(error, "type")), err_text);
+            err_text = err_line;
+        }
+        struct history_record rec = {
+            .timestamp_ms = e->started_wall_ms ? e->started_wall_ms : (int64_t)wall_ms(),
+            .language = e->language,
+            .success = success,
+            .duration_ms = (int64_t)duration_ms,
+            .code = e->code,
+            .stdout_text = json_string_value(jout),
+            .error = err_text,
+        };
+        struct sbx_err herr = {0};
+        if (history_add(sb->svc->history, sb->id, &rec, &herr) < 0)
+            log_emit(LOG_LVL_WARNING, "history write failed", "error", herr.msg, NULL);
+    }
+
+    json_t *sc = json_pack(
+        "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o}", "sandbox_id",
+        sb->id, "execution_id", e->id, "success", success, "stdout", jout, "stderr", jerr, "result",
+        result ? json_string(result) : json_null(), "error", error, "exit_code", exit_code,
+        "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
+        "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes",
+        (json_int_t)u.memory_peak_bytes, "cpu_ms", (double)cpu_ns / 1e6, "files", files);
+    free(out);
+    free(errs);
+    free(text);
+    *is_error = !success;
+    return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", sc, "isError",
+                     !success);
+}
+
+static void on_exec_done(struct exec *e)
+{
+    bool is_error = false;
+    json_t *res = exec_result(e, &is_error);
+    if (e->call)
+        mcp_call_finish(e->call, res);
+    else
+        json_decref(res);
+}
+
+/* create_run_close: the result, then nothing of the sandbox is left. */
+static void on_oneshot_done(struct exec *e)
+{
+    on_exec_done(e);
+    sandbox_close(e->sb, NULL);
+}
+
+/* ---- argument helpers ---- */
+
+static const char *arg_str(const json_t *args, const char *key)
+{
+    return json_string_value(json_object_get(args, key));
+}
+
+static uint32_t timeout_arg(const json_t *args, const struct sandbox *sb)
+{
+    const json_t *t = json_object_get(args, "timeout_s");
+    if (json_is_number(t) && json_number_value(t) > 0)
+        return (uint32_t)(json_number_value(t) * 1000.0);
+    return sb->profile->timeout_ms;
+}
+
+static struct sandbox *sandbox_arg(struct sandbox_service *svc, struct mcp_call *call,
+                                   const json_t *args)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb = NULL;
+    if (sandbox_lookup(svc, mcp_call_owner(call), arg_str(args, "sandbox_id"), &sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return NULL;
+    }
+    return sb;
+}
+
+static void queue_exec(struct mcp_call *call, struct sandbox *sb, const char *language,
+                       const char *code, const char *cwd, uint32_t timeout_ms, exec_done_fn done)
+{
+    struct sbx_err err = {0};
+    if (sandbox_exec(sb, call, language, code, cwd, timeout_ms, done, NULL, &err) < 0)
+        mcp_call_fail(call, "%s", err.msg);
+}
+
+/* ---- handlers ---- */
+
+static void t_run_code(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    const char *lang = arg_str(args, "language");
+    queue_exec(call, sb, lang ? lang : "python", arg_str(args, "code"), NULL, timeout_arg(args, sb),
+               on_exec_done);
+}
+
+static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
+{
+    const char *cwd = arg_str(args, "cwd");
+    char canon[FILES_PATH_MAX];
+    if (cwd) {
+        struct sbx_err err = {0};
+        if (files_canonical(cwd, canon, sizeof(canon), &err) < 0) {
+            mcp_call_fail(call, "cwd: %s", err.msg);
+            return;
+        }
+        cwd = canon;
+    }
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    queue_exec(call, sb, "bash", arg_str(args, "command"), cwd, timeout_arg(args, sb),
+               on_exec_done);
+}
+
+static void t_create_run_close(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    struct sbx_err err = {0};
+    struct sandbox *sb = NULL;
+    if (sandbox_create(svc, mcp_call_owner(call), "create_run_close", arg_str(args, "profile"),
+                       NULL, &sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    const char *lang = arg_str(args, "language");
+    if (sandbox_exec(sb, call, lang ? lang : "python", arg_str(args, "code"), NULL,
+                     timeout_arg(args, sb), on_oneshot_done, NULL, &err) < 0) {
+        sandbox_close(sb, NULL);
+        mcp_call_fail(call, "%s", err.msg);
+    }
+}
+
+static char *iso_ms(int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char buf[40];
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    return xasprintf("%s.%03dZ", buf, (int)(ms % 1000));
+}
+
+static json_t *iso_json(int64_t ms)
+{
+    char *s = iso_ms(ms);
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    struct sbx_err err = {0};
+    struct sandbox *sb = NULL;
+    if (sandbox_create(svc, mcp_call_owner(call), arg_str(args, "name"), arg_str(args, "profile"),
+                       arg_str(args, "network"), &sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    json_t *sc =
+        json_pack("{s:s, s:s?, s:s, s:s, s:o, s:o}", "sandbox_id", sb->id, "name", sb->name,
+                  "profile", sb->profile->name, "network", sb->network, "limits",
+                  sandbox_limits_json(sb->profile), "created_at", iso_json(sb->created_ms));
+    char *text = xasprintf("created sandbox %s (profile %s); pass sandbox_id \"%s\" to run_code, "
+                           "execute_command and the file tools",
+                           sb->id, sb->profile->name, sb->id);
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
+                                    text, "structuredContent", sc));
+    free(text);
+}
+
+static json_t *sandbox_summary(const struct sandbox *sb)
+{
+    return json_pack("{s:s, s:s?, s:s, s:s, s:o, s:o, s:I, s:b}", "id", sb->id, "name", sb->name,
+                     "profile", sb->profile->name, "state", sandbox_state_name(sb->state),
+                     "created_at", iso_json(sb->created_ms), "last_used_at",
+                     iso_json(sb->last_used_ms), "executions", (json_int_t)sb->executions,
+                     "default", sb->is_default);
+}
+
+static void finish_structured(struct mcp_call *call, json_t *sc)
+{
+    char *text = json_dumps(sc, JSON_INDENT(1) | JSON_COMPACT);
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
+                                    text ? text : "", "structuredContent", sc));
+    free(text);
+}
+
+static void t_list_sandboxes(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    struct sandbox_service *svc = data;
+    const char *owner = mcp_call_owner(call);
+    json_t *arr = json_array();
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->owner && strcmp(sb->owner, owner) == 0)
+            json_array_append_new(arr, sandbox_summary(sb));
+    finish_structured(call, json_pack("{s:o}", "sandboxes", arr));
+}
+
+static uint64_t workspace_bytes(const struct sandbox *sb)
+{
+    struct sbx_err err = {0};
+    cleanup_fd int fd = files_open(sandbox_root_fd(sb), "/workspace", O_RDONLY | O_DIRECTORY, &err);
+    struct statfs st;
+    if (fd < 0 || fstatfs(fd, &st) < 0)
+        return 0;
+    return (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+}
+
+static json_t *layers_json(const struct sandbox *sb)
+{
+    const struct jail *j = sb->jail;
+    const struct sbx_config *cfg = sb->svc->cfg;
+    return json_pack(
+        "{s:[s,s,s,s,s,s,s], s:b, s:b, s:s, s:i, s:b, s:b, s:s}", "namespaces", "user", "pid",
+        "mount", "net", "ipc", "uts", "cgroup", "seccomp", !j || !strstr(j->degraded, "seccomp"),
+        "landlock", !j || !strstr(j->degraded, "landlock"), "limits",
+        j && j->limits_backend ? j->limits_backend : "none", "uid", (int)cfg->sandbox_uid,
+        "read_only_root", true, "no_new_privs", true, "degraded", j ? j->degraded : "");
+}
+
+static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    json_t *usage = sandbox_usage_json(sb);
+    json_object_set_new(usage, "workspace_bytes", json_integer((json_int_t)workspace_bytes(sb)));
+    bool alive = sb->state == SBX_READY || sb->state == SBX_BUSY;
+    json_t *sc = json_pack("{s:s, s:s?, s:s, s:s, s:f, s:o, s:o, s:{s:b, s:I, s:I}, s:O, s:o, s:I}",
+                           "sandbox_id", sb->id, "name", sb->name, "profile", sb->profile->name,
+                           "state", sandbox_state_name(sb->state), "uptime_s",
+                           (double)(now_ns() - sb->created_ns) / 1e9, "limits",
+                           sandbox_limits_json(sb->profile), "usage", usage, "interpreter", "alive",
+                           alive, "executions", (json_int_t)sb->executions, "restarts",
+                           (json_int_t)sb->restarts, "installed_packages", sb->packages,
+                           "isolation", layers_json(sb), "queued", (json_int_t)sb->queue_len);
+    if (sb->state == SBX_BROKEN)
+        json_object_set_new(sc, "broken_reason", json_string(sb->broken_reason));
+    finish_structured(call, sc);
+}
+
+static void t_close_sandbox(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox *sb = sandbox_arg(data, call, args);
+    if (!sb)
+        return;
+    char id[sizeof(sb->id)];
+    snprintf(id, sizeof(id), "%s", sb->id);
+    json_t *usage = NULL;
+    sandbox_close(sb, &usage);
+    finish_structured(
+        call, json_pack("{s:s, s:b, s:o}", "sandbox_id", id, "closed", true, "final_usage", usage));
+}
+
+static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    struct sandbox *sb = sandbox_arg(svc, call, args);
+    if (!sb)
+        return;
+    struct sbx_err err = {0};
+    bool clear = json_is_true(json_object_get(args, "clear_files"));
+    if (sandbox_restart_interpreter(sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    if (clear && files_clear_workspace(sandbox_root_fd(sb), &err) < 0) {
+        mcp_call_fail(call, "reset: clearing files: %s", err.msg);
+        return;
+    }
+    if (svc->history && history_clear(svc->history, sb->id, &err) < 0) {
+        mcp_call_fail(call, "reset: clearing the history: %s", err.msg);
+        return;
+    }
+    sb->executions = 0;
+    finish_structured(call, json_pack("{s:s, s:b, s:b, s:b}", "sandbox_id", sb->id, "reset", true,
+                                      "interpreter_restarted", true, "files_cleared", clear));
+}
+
+static void t_get_execution_history(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    const char *owner = mcp_call_owner(call);
+    const char *id = arg_str(args, "sandbox_id");
+    struct sbx_err err = {0};
+    char idbuf[32];
+    if (!id) {
+        struct sandbox *sb = sandbox_arg(svc, call, args);
+        if (!sb)
+            return;
+        snprintf(idbuf, sizeof(idbuf), "%s", sb->id);
+        id = idbuf;
+    }
+    /* Closed sandboxes keep their history (also across restarts) for their owner. */
+    json_t *info = NULL;
+    if (history_get_sandbox(svc->history, id, &info, &err) < 0 ||
+        strcmp(json_string_value(json_object_get(info, "owner")) ?: "", owner) != 0) {
+        json_decref(info);
+        mcp_call_fail(call, "unknown sandbox_id '%s' (list_sandboxes shows yours)", id);
+        return;
+    }
+    const json_t *ln = json_object_get(args, "last_n");
+    unsigned last_n = json_is_integer(ln) ? (unsigned)json_integer_value(ln) : 10;
+    json_t *records = NULL;
+    if (history_list(svc->history, id, last_n, &records, &err) < 0) {
+        json_decref(info);
+        mcp_call_fail(call, "history: %s", err.msg);
+        return;
+    }
+    json_t *sc = json_pack("{s:s, s:I, s:O?, s:o, s:o}", "sandbox_id", id, "total",
+                           (json_int_t)history_total(svc->history, id), "session_start",
+                           json_object_get(info, "session_start"), "installed_packages",
+                           sandbox_info_packages(info), "records", records);
+    json_decref(info);
+    finish_structured(call, sc);
+}
+
+/* ---- definitions ---- */
+
+#define SANDBOX_ID_ARG                                                                             \
+    "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"A sandbox from "       \
+    "create_sandbox; omit it to use your default sandbox (created on first use)\"}"
+#define TIMEOUT_ARG                                                                                \
+    "\"timeout_s\":{\"type\":\"number\",\"minimum\":0.1,\"maximum\":3600,\"description\":"         \
+    "\"Wall-clock limit for this call (default: the profile's)\"}"
+
+static const struct mcp_tool_def tool_defs[] = {
+    {"run_code", "Run code in a persistent sandbox",
+     "Run Python (default) or bash code in an isolated sandbox. Python state persists between "
+     "calls like a notebook: variables, imports and functions defined in one call are there in "
+     "the next. The value of a trailing expression comes back as `result`. Figures left open "
+     "(matplotlib) come back as images, and new or changed files in /workspace as links. Output "
+     "is capped per stream (head and tail kept, the rest saved to a file). On timeout the "
+     "execution is interrupted (state kept); if it will not stop, the interpreter is restarted "
+     "and variables are lost, but files stay. No network.",
+     "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"minLength\":1,"
+     "\"description\":\"The code to run\"},\"language\":{\"type\":\"string\",\"enum\":[\"python\","
+     "\"bash\"],\"description\":\"python (default) or bash\"}," SANDBOX_ID_ARG "," TIMEOUT_ARG
+     "},\"required\":[\"code\"],\"additionalProperties\":false}",
+     EXEC_OUTPUT_SCHEMA, false, false, false, false, t_run_code},
+    {"execute_command", "Run a shell command in a sandbox",
+     "Run a shell command with `bash -c` in the sandbox (cwd /workspace unless given). Files it "
+     "writes persist in the sandbox; the Python interpreter's state is not touched. Returns "
+     "stdout, stderr and the exit code.",
+     "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\",\"minLength\":1}"
+     "," SANDBOX_ID_ARG "," TIMEOUT_ARG ",\"cwd\":{\"type\":\"string\",\"maxLength\":1024,"
+     "\"description\":\"Working directory in /workspace or /tmp\"}},\"required\":[\"command\"],"
+     "\"additionalProperties\":false}",
+     EXEC_OUTPUT_SCHEMA, false, false, false, false, t_execute_command},
+    {"create_sandbox", "Create a sandbox",
+     "Create a new isolated sandbox and return its sandbox_id. Use it when you need a separate "
+     "environment (other variables and files) besides your default sandbox. It lives until "
+     "close_sandbox, or until it is idle for the server's idle TTL.",
+     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":64},"
+     "\"profile\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"Resource profile: "
+     "standard (default) or tight (smaller limits and a static code guard)\"},\"network\":{"
+     "\"type\":\"string\",\"enum\":[\"none\",\"packages\"],\"description\":\"none (default)\"}},"
+     "\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"name\":{"
+     "\"type\":\"string\"},\"profile\":{\"type\":\"string\"},\"network\":{\"type\":\"string\"},"
+     "\"limits\":{\"type\":\"object\"},\"created_at\":{\"type\":\"string\"}},\"required\":["
+     "\"sandbox_id\",\"profile\",\"limits\",\"created_at\"]}",
+     false, false, false, false, t_create_sandbox},
+    {"list_sandboxes", "List your sandboxes",
+     "List the sandboxes you own, with their state, profile and how many executions ran.",
+     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":"
+     "\"object\"}}},\"required\":[\"sandboxes\"]}",
+     true, false, true, false, t_list_sandboxes},
+    {"get_sandbox_status", "Show a sandbox's state and usage",
+     "State, uptime, limits, resource usage (memory, CPU, pids, workspace bytes), whether the "
+     "interpreter is alive, installed packages and the isolation layers in force.",
+     "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_ARG "},\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{"
+     "\"type\":\"string\"},\"usage\":{\"type\":\"object\"},\"limits\":{\"type\":\"object\"}},"
+     "\"required\":[\"sandbox_id\",\"state\",\"usage\",\"limits\"]}",
+     true, false, true, false, t_get_sandbox_status},
+    {"close_sandbox", "Close a sandbox",
+     "Close a sandbox: every process in it ends and its files are deleted. Its execution "
+     "history stays readable.",
+     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\",\"minLength\":1,"
+     "\"maxLength\":64}},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"closed\":{"
+     "\"type\":\"boolean\"},\"final_usage\":{\"type\":\"object\"}},\"required\":[\"closed\"]}",
+     false, true, true, false, t_close_sandbox},
+    {"create_run_close", "Run code once in a fresh sandbox",
+     "Run code in a brand-new sandbox that is closed right after: nothing (variables, files, "
+     "processes) outlives the call. Use run_code instead when you want state to persist.",
+     "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"minLength\":1},"
+     "\"language\":{\"type\":\"string\",\"enum\":[\"python\",\"bash\"]},\"profile\":{\"type\":"
+     "\"string\",\"maxLength\":64}," TIMEOUT_ARG "},\"required\":[\"code\"],"
+     "\"additionalProperties\":false}",
+     EXEC_OUTPUT_SCHEMA, false, false, false, false, t_create_run_close},
+    {"get_execution_history", "Show past executions",
+     "The newest executions of a sandbox (code, success, output previews, errors), the total "
+     "since its last reset, and its installed packages. History survives server restarts.",
+     "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_ARG ",\"last_n\":{\"type\":\"integer\","
+     "\"minimum\":1,\"maximum\":50,\"description\":\"How many records (default 10)\"}},"
+     "\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"total\":{\"type\":\"integer\"},\"session_start\":{"
+     "\"type\":[\"string\",\"null\"]},\"installed_packages\":{\"type\":\"array\"},\"records\":{"
+     "\"type\":\"array\",\"items\":{\"type\":\"object\"}}},\"required\":[\"total\",\"records\"]}",
+     true, false, true, false, t_get_execution_history},
+    {"reset_sandbox", "Reset a sandbox",
+     "Restart the sandbox's Python interpreter (all variables and imports are cleared) and clear "
+     "its history. Files in /workspace stay unless clear_files is true.",
+     "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_ARG ",\"clear_files\":{\"type\":"
+     "\"boolean\"}},\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"reset\":{"
+     "\"type\":\"boolean\"}},\"required\":[\"reset\"]}",
+     false, true, false, false, t_reset_sandbox},
+};
+
+int tools_sandbox_register(struct sandbox_service *svc, struct sbx_err *err)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(tool_defs); i++)
+        if (mcp_server_add_tool(svc->srv, &tool_defs[i], svc, err) < 0)
+            return -1;
+    return 0;
+}

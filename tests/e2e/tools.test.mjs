@@ -1,0 +1,452 @@
+// The sandbox tools end to end: the real binary over stdio, driven by the official SDK, with
+// real sandboxes (namespaces, seccomp, Landlock, limits) and the real Python driver.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, cleanup } from './helpers.mjs';
+
+const stateDir = mkdtempSync(join(tmpdir(), 'sbx-e2e-state-'));
+chmodSync(stateDir, 0o755);
+after(async () => {
+  await cleanup();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+const serverArgs = (extra = []) => ['--state-dir', stateDir, ...extra];
+
+async function server(extra = []) {
+  const { client } = await connect(serverArgs(extra));
+  return client;
+}
+
+// Calls a tool and returns { r, sc, text } whatever the outcome.
+async function call(client, name, args = {}, opts = {}) {
+  const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 120000, ...opts });
+  const text = (r.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+  return { r, sc: r.structuredContent, text };
+}
+
+async function run(client, code, extra = {}) {
+  return call(client, 'run_code', { code, ...extra });
+}
+
+// A tool call the server must refuse: either a JSON-RPC error or an isError result.
+async function refused(client, name, args) {
+  try {
+    const r = await client.callTool({ name, arguments: args });
+    assert.equal(r.isError, true, `${name} ${JSON.stringify(args)} should fail: ${JSON.stringify(r)}`);
+    return r.content.map((c) => c.text).join('\n');
+  } catch (e) {
+    assert.match(String(e.message), /-32602|invalid|Invalid|required|expected/i);
+    return String(e.message);
+  }
+}
+
+const TOOLS = ['run_code', 'execute_command', 'create_sandbox', 'list_sandboxes', 'get_sandbox_status',
+  'close_sandbox', 'create_run_close', 'list_files', 'read_file', 'write_file', 'upload_file',
+  'get_execution_history', 'reset_sandbox'];
+
+test('every sandbox tool is listed with a description, schemas and annotations', async () => {
+  const c = await server();
+  const { tools } = await c.listTools();
+  for (const name of TOOLS) {
+    const t = tools.find((x) => x.name === name);
+    assert.ok(t, `${name} is listed`);
+    assert.ok(t.description.length > 40, `${name} has a real description`);
+    assert.equal(t.inputSchema.type, 'object');
+    assert.equal(t.outputSchema.type, 'object');
+    assert.equal(typeof t.annotations.readOnlyHint, 'boolean');
+  }
+  assert.equal(tools.find((t) => t.name === 'list_files').annotations.readOnlyHint, true);
+  assert.equal(tools.find((t) => t.name === 'close_sandbox').annotations.destructiveHint, true);
+  await c.close();
+});
+
+test('seed checks: hello, 1+1, numpy mean, and state that persists between calls', async () => {
+  const c = await server();
+  let { sc, r } = await run(c, "print('hello from sandbox')");
+  assert.equal(r.isError, false);
+  assert.equal(sc.stdout, 'hello from sandbox\n');
+  assert.equal(sc.success, true);
+  assert.match(sc.sandbox_id, /^sb-/);
+  ({ sc } = await run(c, 'print(1+1)'));
+  assert.equal(sc.stdout, '2\n');
+  ({ sc } = await run(c, "import numpy as np\nprint(f'mean={np.mean([1,2,3,4,5]):.2f}')"));
+  assert.equal(sc.stdout, 'mean=3.00\n');
+  await run(c, 'x = 41\ndef inc(v):\n    return v + 1\nimport math');
+  ({ sc } = await run(c, 'inc(x)'));
+  assert.equal(sc.result, '42', 'a trailing expression comes back as result');
+  ({ sc } = await run(c, 'math.sqrt(16)'));
+  assert.equal(sc.result, '4.0');
+  ({ sc } = await run(c, 'y = 3'));
+  assert.equal(sc.result, null);
+  await c.close();
+});
+
+test('exceptions come back as type, message and a traceback of the user code only', async () => {
+  const c = await server();
+  const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
+  assert.equal(r.isError, true);
+  assert.equal(sc.success, false);
+  assert.equal(sc.error.type, 'ZeroDivisionError');
+  assert.match(sc.error.message, /division by zero/);
+  assert.match(sc.error.traceback, /return 1\/0/);
+  assert.doesNotMatch(sc.error.traceback, /driver|runpy|exec\(/);
+  const syn = await run(c, 'def (:');
+  assert.equal(syn.sc.error.type, 'SyntaxError');
+  await c.close();
+});
+
+test('seed check: an endless loop with timeout_s=2 fails with a timeout and keeps state', async () => {
+  const c = await server();
+  await run(c, 'kept = 7');
+  const t0 = Date.now();
+  const { r, sc } = await run(c, 'while True: pass', { timeout_s: 2 });
+  assert.ok(Date.now() - t0 < 10000);
+  assert.equal(r.isError, true);
+  assert.equal(sc.timed_out, true);
+  assert.equal(sc.error.type, 'TimeoutError');
+  assert.equal(sc.interpreter_restarted, false);
+  const after = await run(c, 'kept');
+  assert.equal(after.sc.result, '7', 'the interrupt kept the variables');
+  await c.close();
+});
+
+test('code that ignores the interrupt is killed; the interpreter restarts, files stay', async () => {
+  const c = await server();
+  await run(c, "v = 1\nopen('/workspace/keep.txt','w').write('still here')");
+  const { sc, text } = await run(c, 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass',
+    { timeout_s: 1 });
+  assert.equal(sc.timed_out, true);
+  assert.equal(sc.interpreter_restarted, true);
+  assert.match(text, /variables/);
+  const gone = await run(c, 'v');
+  assert.equal(gone.sc.error.type, 'NameError');
+  const file = await run(c, "open('/workspace/keep.txt').read()");
+  assert.equal(file.sc.result, "'still here'");
+  await c.close();
+});
+
+test('a crashed interpreter (os._exit, segfault) gives a clear result and the sandbox lives on', async () => {
+  const c = await server();
+  await run(c, "open('f.txt','w').write('x')");
+  let { r, sc } = await run(c, 'import os\nos._exit(3)');
+  assert.equal(r.isError, true);
+  assert.equal(sc.interpreter_restarted, true);
+  assert.equal(sc.error.type, 'InterpreterExited');
+  assert.equal(sc.exit_code, 3);
+  ({ r, sc } = await run(c, 'import ctypes\nctypes.string_at(0)'));
+  assert.equal(sc.interpreter_restarted, true);
+  assert.equal(sc.error.type, 'InterpreterCrashed');
+  assert.match(sc.error.message, /signal 11/);
+  ({ sc } = await run(c, "import os\nos.path.exists('f.txt')"));
+  assert.equal(sc.result, 'True');
+  await c.close();
+});
+
+test('running out of memory gives a clear result and the sandbox stays usable', async () => {
+  const c = await server();
+  const { sc } = await call(c, 'create_sandbox', { profile: 'tight' });
+  const id = sc.sandbox_id;
+  const oom = await run(c, 'blob = bytearray(1024 * 1024 * 1024)\nblob[::4096] = b"x" * len(blob[::4096])',
+    { sandbox_id: id });
+  assert.equal(oom.r.isError, true);
+  assert.match(oom.sc.error.type, /MemoryError|InterpreterCrashed/);
+  const ok = await run(c, '1 + 1', { sandbox_id: id });
+  assert.equal(ok.sc.result, '2');
+  await c.close();
+});
+
+test('seed check: a matplotlib sine plot comes back as an image and a saved file', async () => {
+  const c = await server();
+  const { r, sc } = await run(c, [
+    'import numpy as np, matplotlib.pyplot as plt',
+    'x = np.linspace(0, 2 * np.pi, 100)',
+    'plt.plot(x, np.sin(x))',
+    "plt.savefig('sine.png')",
+    'plt.show()',
+  ].join('\n'));
+  assert.equal(r.isError, false, JSON.stringify(sc.error));
+  const img = r.content.find((x) => x.type === 'image');
+  assert.ok(img, 'image content');
+  assert.equal(img.mimeType, 'image/png');
+  assert.equal(Buffer.from(img.data, 'base64').subarray(1, 4).toString(), 'PNG');
+  assert.ok(sc.files.includes('/workspace/sine.png'));
+  const link = r.content.find((x) => x.type === 'resource_link' && x.uri.endsWith('/files/sine.png'));
+  assert.ok(link, 'changed files come back as resource links');
+  const res = await c.readResource({ uri: link.uri });
+  assert.equal(res.contents[0].mimeType, 'image/png');
+  assert.ok(res.contents[0].blob.length > 1000);
+  await c.close();
+});
+
+test('output beyond the cap keeps head and tail, and the whole output is saved and linked', async () => {
+  const c = await server();
+  const { r, sc } = await run(c, "print('A' * 10 + 'x' * 300000 + 'Z' * 10)");
+  assert.equal(sc.truncated, true);
+  assert.ok(sc.stdout.length < 70 * 1024);
+  assert.ok(sc.stdout.startsWith('AAAAAAAAAA'));
+  assert.ok(sc.stdout.trimEnd().endsWith('ZZZZZZZZZZ'));
+  assert.match(sc.stdout, /bytes cut/);
+  const link = r.content.find((x) => x.type === 'resource_link' && /output/.test(x.uri));
+  assert.ok(link, 'the full output is linked');
+  const full = await call(c, 'read_file', { path: '/workspace/' + link.name, sandbox_id: sc.sandbox_id });
+  assert.equal(full.sc.size, 300021);
+  await c.close();
+});
+
+test('execute_command: exit code, stdout, stderr and cwd', async () => {
+  const c = await server();
+  let { sc } = await call(c, 'execute_command', { command: 'echo hi; echo oops >&2; exit 3' });
+  assert.equal(sc.stdout, 'hi\n');
+  assert.equal(sc.stderr, 'oops\n');
+  assert.equal(sc.exit_code, 3);
+  assert.equal(sc.success, false);
+  await call(c, 'execute_command', { command: 'mkdir -p sub/dir' });
+  ({ sc } = await call(c, 'execute_command', { command: 'pwd', cwd: 'sub/dir' }));
+  assert.equal(sc.stdout, '/workspace/sub/dir\n');
+  ({ sc } = await call(c, 'run_code', { code: 'echo $((6*7))', language: 'bash' }));
+  assert.equal(sc.stdout, '42\n');
+  await refused(c, 'execute_command', { command: 'pwd', cwd: '/etc' });
+  await c.close();
+});
+
+test('two sandboxes see neither each other\'s files nor processes', async () => {
+  const c = await server();
+  const a = (await call(c, 'create_sandbox', { name: 'a' })).sc.sandbox_id;
+  const b = (await call(c, 'create_sandbox', { name: 'b' })).sc.sandbox_id;
+  assert.notEqual(a, b);
+  await call(c, 'write_file', { sandbox_id: a, path: 'secret.txt', content: 'only a' });
+  await call(c, 'execute_command', { sandbox_id: a, command: 'sleep 300 & echo started' });
+  const files = await call(c, 'list_files', { sandbox_id: b });
+  assert.ok(!files.sc.entries.some((e) => e.path.endsWith('secret.txt')));
+  const ps = await call(c, 'execute_command', { sandbox_id: b, command: 'ls /proc | grep -E "^[0-9]+$" | wc -l; cat /proc/*/cmdline 2>/dev/null | tr "\\0" " "' });
+  assert.doesNotMatch(ps.sc.stdout, /sleep 300/);
+  const list = await call(c, 'list_sandboxes');
+  const ids = list.sc.sandboxes.map((s) => s.id);
+  assert.ok(ids.includes(a) && ids.includes(b));
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.equal(st.sc.state, 'ready');
+  assert.ok(st.sc.usage.workspace_bytes > 0);
+  assert.equal(st.sc.isolation.seccomp, true);
+  assert.equal(st.sc.interpreter.alive, true);
+  const closed = await call(c, 'close_sandbox', { sandbox_id: a });
+  assert.equal(closed.sc.closed, true);
+  const again = await refused(c, 'run_code', { sandbox_id: a, code: '1' });
+  const unknown = await refused(c, 'run_code', { sandbox_id: 'sb-000000000000', code: '1' });
+  assert.equal(again.replace(a, 'ID'), unknown.replace('sb-000000000000', 'ID'),
+    'a closed id answers exactly like an unknown one');
+  await c.close();
+});
+
+test('seed checks: import os and eval are refused under tight, and recorded in the history', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', { profile: 'tight' })).sc.sandbox_id;
+  let { r, sc, text } = await run(c, 'import os', { sandbox_id: id });
+  assert.equal(r.isError, true);
+  assert.match(text, /rejected by policy \(profile tight\): import of module 'os'/);
+  ({ r, text } = await run(c, "eval('1+1')", { sandbox_id: id }));
+  assert.equal(r.isError, true);
+  assert.match(text, /rejected by policy \(profile tight\): call of 'eval'/);
+  ({ r, text } = await run(c, '().__class__.__mro__', { sandbox_id: id }));
+  assert.match(text, /rejected by policy \(profile tight\): attribute/);
+  ({ sc } = await run(c, 'sum(range(10))', { sandbox_id: id }));
+  assert.equal(sc.result, '45');
+  const h = await call(c, 'get_execution_history', { sandbox_id: id });
+  assert.equal(h.sc.total, 4);
+  assert.match(h.sc.records[0].error, /rejected by policy/);
+  // In standard, the kernel layers are the boundary and the guard is off.
+  const std = await run(c, 'import os\nos.getuid()');
+  assert.equal(std.sc.result, '65534');
+  await c.close();
+});
+
+let historySandbox;
+test('seed check: after a reset, two runs give a history total of 2', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', { name: 'hist' })).sc.sandbox_id;
+  historySandbox = id;
+  await run(c, 'a = 1', { sandbox_id: id });
+  await call(c, 'write_file', { sandbox_id: id, path: 'stay.txt', content: 'x' });
+  const reset = await call(c, 'reset_sandbox', { sandbox_id: id });
+  assert.equal(reset.sc.reset, true);
+  const lost = await run(c, 'a', { sandbox_id: id });
+  assert.equal(lost.sc.error.type, 'NameError', 'variables are cleared');
+  await run(c, "print('second')", { sandbox_id: id });
+  const h = await call(c, 'get_execution_history', { sandbox_id: id, last_n: 5 });
+  assert.equal(h.sc.total, 2);
+  assert.equal(h.sc.records.length, 2);
+  assert.match(h.sc.records[1].stdout_preview, /second/);
+  const files = await call(c, 'list_files', { sandbox_id: id });
+  assert.ok(files.sc.entries.some((e) => e.path === '/workspace/stay.txt'), 'files stay');
+  const hr = await c.readResource({ uri: `sandbox://${id}/history` });
+  assert.equal(JSON.parse(hr.contents[0].text).total, 2);
+  await c.close();
+});
+
+test('history survives a restart of the server', async () => {
+  assert.ok(historySandbox, 'depends on the reset test');
+  const c = await server();
+  const h = await call(c, 'get_execution_history', { sandbox_id: historySandbox });
+  assert.equal(h.r.isError, false, h.text);
+  assert.equal(h.sc.total, 2);
+  await c.close();
+});
+
+test('symlink tricks reveal nothing from the host', async () => {
+  const c = await server();
+  const { sc } = await run(c, [
+    'import os',
+    "os.symlink('/etc/shadow', '/workspace/x')",
+    "os.symlink('/proc/1/root', '/workspace/y')",
+    "os.symlink('/', '/workspace/rootlink')",
+    "os.symlink('../../../../etc/passwd', '/workspace/z')",
+  ].join('\n'));
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  const id = sc.sandbox_id;
+  for (const path of ['x', 'y/etc/shadow', 'y/etc/passwd', 'rootlink/etc/passwd', 'z', '/workspace/y/root/.bashrc']) {
+    const t = await refused(c, 'read_file', { sandbox_id: id, path });
+    assert.doesNotMatch(t, /root:x:0|root:\*|root:!/);
+    await assert.rejects(c.readResource({ uri: `sandbox://${id}/files/${path}` }), /-32002|not found/i);
+  }
+  const t = await refused(c, 'read_file', { sandbox_id: id, path: '/etc/passwd' });
+  assert.match(t, /outside/);
+  await refused(c, 'read_file', { sandbox_id: id, path: '../etc/passwd' });
+  await refused(c, 'write_file', { sandbox_id: id, path: 'x', content: 'overwrite through the link' });
+  await c.close();
+});
+
+test('write_file, read_file and list_files: text, base64, parents, offsets and errors', async () => {
+  const c = await server();
+  let { sc } = await call(c, 'write_file', { path: 'dir/sub/a.txt', content: 'hello\nworld\n' });
+  assert.equal(sc.size, 12);
+  assert.equal(sc.path, '/workspace/dir/sub/a.txt');
+  ({ sc } = await call(c, 'read_file', { path: 'dir/sub/a.txt' }));
+  assert.equal(sc.content, 'hello\nworld\n');
+  assert.equal(sc.encoding, 'utf-8');
+  ({ sc } = await call(c, 'read_file', { path: 'dir/sub/a.txt', offset: 6, length: 5 }));
+  assert.equal(sc.content, 'world');
+  assert.equal(sc.truncated, true);
+  const bin = Buffer.from([0, 1, 2, 255, 254]).toString('base64');
+  await call(c, 'write_file', { path: 'b.bin', content: bin, encoding: 'base64' });
+  ({ sc } = await call(c, 'read_file', { path: 'b.bin' }));
+  assert.equal(sc.encoding, 'base64');
+  assert.equal(sc.content, bin);
+  const owner = await run(c, "import os\nos.stat('/workspace/b.bin').st_uid");
+  assert.equal(owner.sc.result, '65534', 'files written by the server belong to the sandbox user');
+  ({ sc } = await call(c, 'list_files', { recursive: true }));
+  const paths = sc.entries.map((e) => e.path);
+  assert.ok(paths.includes('/workspace/dir/sub/a.txt'));
+  assert.ok(paths.includes('/workspace/b.bin'));
+  await refused(c, 'read_file', { path: 'missing.txt' });
+  await refused(c, 'read_file', { path: 'dir' });
+  await refused(c, 'read_file', {});
+  await refused(c, 'read_file', { path: 'a', encoding: 'latin-1' });
+  await refused(c, 'write_file', { path: 'c.bin', content: '***', encoding: 'base64' });
+  await refused(c, 'write_file', { path: '/usr/bin/evil', content: 'x' });
+  await refused(c, 'list_files', { path: '/proc' });
+  await refused(c, 'write_file', { path: 'a', content: 'x', bogus: 1 });
+  await c.close();
+});
+
+test('upload_file is disabled by default, and copies only from files.upload_roots', async () => {
+  let c = await server();
+  const t = await refused(c, 'upload_file', { local_path: '/etc/passwd' });
+  assert.match(t, /disabled.*upload_roots/s);
+  await c.close();
+  const root = mkdtempSync(join(tmpdir(), 'sbx-upload-'));
+  chmodSync(root, 0o755);
+  mkdirSync(join(root, 'in'));
+  writeFileSync(join(root, 'in', 'data.csv'), 'a,b\n1,2\n');
+  const cfg = join(root, 'config.toml');
+  writeFileSync(cfg, `[files]\nupload_roots = ["${join(root, 'in')}"]\n`);
+  c = await server(['--config', cfg]);
+  const { sc } = await call(c, 'upload_file', { local_path: join(root, 'in', 'data.csv') });
+  assert.equal(sc.path, '/workspace/data.csv');
+  assert.equal(sc.size, 8);
+  const read = await call(c, 'read_file', { path: 'data.csv' });
+  assert.equal(read.sc.content, 'a,b\n1,2\n');
+  await refused(c, 'upload_file', { local_path: cfg });
+  await refused(c, 'upload_file', { local_path: join(root, 'in', '..', 'config.toml') });
+  await refused(c, 'upload_file', { local_path: 'relative.txt' });
+  await c.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+test('create_run_close leaves nothing behind', async () => {
+  const c = await server();
+  const { sc, r } = await call(c, 'create_run_close', { code: 'print(1)' });
+  assert.equal(r.isError, false);
+  assert.equal(sc.stdout, '1\n');
+  const list = await call(c, 'list_sandboxes');
+  assert.ok(!list.sc.sandboxes.some((s) => s.id === sc.sandbox_id));
+  const bash = await call(c, 'create_run_close', { code: 'echo $HOSTNAME; id -u', language: 'bash' });
+  assert.equal(bash.sc.stdout, 'sandbox\n65534\n');
+  await refused(c, 'create_run_close', { code: '1', profile: 'nonexistent' });
+  await c.close();
+});
+
+test('bad arguments are refused with a clear message', async () => {
+  const c = await server();
+  await refused(c, 'run_code', {});
+  await refused(c, 'run_code', { code: '' });
+  await refused(c, 'run_code', { code: '1', language: 'ruby' });
+  await refused(c, 'run_code', { code: '1', timeout_s: -1 });
+  await refused(c, 'run_code', { code: '1', timeout_s: 'soon' });
+  await refused(c, 'run_code', { code: '1', sandbox_id: 'nope' });
+  await refused(c, 'execute_command', {});
+  await refused(c, 'create_sandbox', { network: 'everywhere' });
+  const t = await refused(c, 'create_sandbox', { profile: 'huge' });
+  assert.match(t, /unknown profile 'huge'/);
+  await refused(c, 'close_sandbox', {});
+  await refused(c, 'get_execution_history', { last_n: 0 });
+  await refused(c, 'get_execution_history', { last_n: 51 });
+  await refused(c, 'reset_sandbox', { sandbox_id: 'sb-unknown' });
+  await refused(c, 'get_sandbox_status', { sandbox_id: 'sb-unknown' });
+  await c.close();
+});
+
+test('progress: output streams as notifications while the code runs', async () => {
+  const c = await server();
+  const seen = [];
+  const { sc } = await call(c, 'run_code',
+    { code: "import time\nfor i in range(5):\n    print('tick', i, flush=True)\n    time.sleep(0.3)" },
+    { onprogress: (p) => seen.push(p) });
+  assert.equal(sc.success, true);
+  assert.ok(seen.length >= 2, `got ${seen.length} progress notifications`);
+  assert.ok(seen.some((p) => /tick/.test(p.message || '')));
+  await c.close();
+});
+
+test('cancellation interrupts the run; the sandbox keeps its state and serves the next call', async () => {
+  const c = await server();
+  await run(c, 'z = 99');
+  const ac = new AbortController();
+  const p = c.callTool({ name: 'run_code', arguments: { code: 'import time\ntime.sleep(60)' } }, undefined,
+    { signal: ac.signal, timeout: 120000 });
+  setTimeout(() => ac.abort(), 500);
+  await assert.rejects(p);
+  const t0 = Date.now();
+  const { sc } = await run(c, 'z');
+  assert.equal(sc.result, '99');
+  assert.ok(Date.now() - t0 < 10000);
+  await c.close();
+});
+
+test('calls to one sandbox queue in order; a slow sandbox does not delay another', async () => {
+  const c = await server();
+  const slow = (await call(c, 'create_sandbox', { name: 'slow' })).sc.sandbox_id;
+  const fast = (await call(c, 'create_sandbox', { name: 'fast' })).sc.sandbox_id;
+  const order = [];
+  const s1 = run(c, 'import time\ntime.sleep(2)\nseq = [1]', { sandbox_id: slow }).then(() => order.push('slow1'));
+  const s2 = run(c, 'seq.append(2)\nseq', { sandbox_id: slow }).then((x) => { order.push('slow2'); return x; });
+  const f = await run(c, '21 * 2', { sandbox_id: fast });
+  order.push('fast');
+  assert.equal(f.sc.result, '42');
+  const [, second] = await Promise.all([s1, s2]);
+  assert.equal(second.sc.result, '[1, 2]');
+  assert.deepEqual(order, ['fast', 'slow1', 'slow2'], 'the fast sandbox answered while the slow one ran');
+  await c.close();
+});
