@@ -191,8 +191,8 @@ static bool reap_all(pid_t child, int status_fd)
  * while the sandbox, its mounts and its files live on. Commands arrive on the status socket:
  * 'K' kills every process but init, 'R' starts the workload again. EOF there ends the
  * sandbox. */
-static void __attribute__((noreturn)) serve_persistent(struct jail_child_plan *plan, pid_t child,
-                                                       int status_fd, const sigset_t *all)
+static void __attribute__((noreturn))
+serve_persistent(struct jail_child_plan *plan, pid_t child, int status_fd, const sigset_t *all)
 {
     int sfd = signalfd(-1, all, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0)

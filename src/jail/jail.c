@@ -327,9 +327,8 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     plan.cgroup_active = j->cg != NULL;
 
     if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 ||
-        (spec->persistent
-             ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, status_pipe)
-             : pipe2(status_pipe, O_CLOEXEC)) < 0) {
+        (spec->persistent ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, status_pipe)
+                          : pipe2(status_pipe, O_CLOEXEC)) < 0) {
         sbx_fail_errno(err, errno, "pipe");
         goto out;
     }
