@@ -8,6 +8,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -172,8 +173,8 @@ int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length,
 
 /* Walks (and creates) the directories of canon's parent; returns an fd of the parent and the
  * last component in *base. */
-static int open_parent(int root_fd, const char *canon, bool create, uid_t uid, gid_t gid,
-                       char *base, size_t base_size, struct sbx_err *err)
+static int open_parent(int root_fd, const char *canon, bool create, char *base, size_t base_size,
+                       struct sbx_err *err)
 {
     const char *rest;
     int cur = open_area(root_fd, canon, &rest, err);
@@ -198,12 +199,10 @@ static int open_parent(int root_fd, const char *canon, bool create, uid_t uid, g
     *last = '\0';
     char *save = NULL;
     for (char *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        if (create && mkdirat(cur, c, 0755) == 0) {
-            if (fchownat(cur, c, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
-                int e = errno;
-                close(cur);
-                return sbx_fail_errno(err, e, "%s: setting the owner of %s", canon, c);
-            }
+        if (create && mkdirat(cur, c, 0755) < 0 && errno != EEXIST) {
+            int e = errno;
+            close(cur);
+            return sbx_fail_errno(err, e, "%s: creating %s", canon, c);
         }
         int next = sys_openat2(cur, c, O_PATH | O_DIRECTORY, 0, STRICT);
         int e = errno;
@@ -215,10 +214,31 @@ static int open_parent(int root_fd, const char *canon, bool create, uid_t uid, g
     return cur;
 }
 
-int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err)
+/* New inodes on the sandbox's tmpfs must belong to an id mapped in its user namespace (a
+ * root server's uid 0 is not), and should belong to the sandbox user anyway: create them as
+ * that user. The server is single-threaded, so the switch covers nothing else. */
+struct fs_ids {
+    uid_t uid;
+    gid_t gid;
+};
+
+static struct fs_ids become(uid_t uid, gid_t gid)
+{
+    struct fs_ids old = {.uid = (uid_t)setfsuid(uid), .gid = (gid_t)setfsgid(gid)};
+    return old;
+}
+
+static void restore(struct fs_ids old)
+{
+    setfsuid(old.uid);
+    setfsgid(old.gid);
+}
+
+static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid,
+                          struct sbx_err *err)
 {
     char base[256];
-    cleanup_fd int dir = open_parent(root_fd, canon, true, uid, gid, base, sizeof(base), err);
+    cleanup_fd int dir = open_parent(root_fd, canon, true, base, sizeof(base), err);
     if (dir < 0)
         return -1;
     int fd = sys_openat2(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0644,
@@ -230,13 +250,20 @@ int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sb
         close(fd);
         return sbx_fail(err, EINVAL, "%s exists and is not a regular file", canon);
     }
-    if (fchown(fd, uid, gid) < 0) {
-        int e = errno;
+    if (st.st_uid != uid || st.st_gid != gid) {
         close(fd);
-        return sbx_fail_errno(err, e, "%s: setting its owner", canon);
+        return sbx_fail(err, EPERM, "%s belongs to another user", canon);
     }
     int fl = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err)
+{
+    struct fs_ids old = become(uid, gid);
+    int fd = create_as_user(root_fd, canon, uid, gid, err);
+    restore(old);
     return fd;
 }
 

@@ -616,7 +616,7 @@ static const struct mcp_tool_def tool_defs[] = {
      "\"type\":\"string\",\"enum\":[\"none\",\"packages\"],\"description\":\"none (default)\"}},"
      "\"additionalProperties\":false}",
      "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"name\":{"
-     "\"type\":\"string\"},\"profile\":{\"type\":\"string\"},\"network\":{\"type\":\"string\"},"
+     "\"type\":[\"string\",\"null\"]},\"profile\":{\"type\":\"string\"},\"network\":{\"type\":\"string\"},"
      "\"limits\":{\"type\":\"object\"},\"created_at\":{\"type\":\"string\"}},\"required\":["
      "\"sandbox_id\",\"profile\",\"limits\",\"created_at\"]}",
      false, false, false, false, t_create_sandbox},

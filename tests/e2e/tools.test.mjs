@@ -290,7 +290,7 @@ test('history survives a restart of the server', async () => {
   assert.ok(historySandbox, 'depends on the reset test');
   const c = await server();
   const h = await call(c, 'get_execution_history', { sandbox_id: historySandbox });
-  assert.equal(h.r.isError, false, h.text);
+  assert.ok(!h.r.isError, h.text);
   assert.equal(h.sc.total, 2);
   await c.close();
 });
