@@ -133,6 +133,10 @@ class Driver:
         self.max_image_bytes = 1 << 20
         self.max_files = 20
         self.running = False
+        self.last_snapshot = None
+        self.report_maxrss = False
+        self.inotify = None
+        self.watched = set()
 
     # ---- setup ----
 
@@ -143,6 +147,8 @@ class Driver:
         self.max_images = int(req.get("max_images", self.max_images))
         self.max_image_bytes = int(req.get("max_image_bytes", self.max_image_bytes))
         self.max_files = int(req.get("max_files", self.max_files))
+        # Without a cgroup the server cannot see the memory peak: report ours.
+        self.report_maxrss = bool(req.get("report_maxrss", False))
         g = req.get("guard")
         if isinstance(g, dict):
             self.guard = Guard(req.get("profile", "?"), g.get("modules", ()), g.get("calls", ()),
@@ -152,6 +158,7 @@ class Driver:
             os.chdir(self.workspace)
         except OSError:
             pass
+        self.start_watch()
         signal.signal(signal.SIGINT, self.on_sigint)
 
     def add_packages_dir(self):
@@ -172,12 +179,56 @@ class Driver:
 
     # ---- workspace changes ----
 
+    # inotify tells whether anything changed since the last scan, so an execution that
+    # touched no file costs one read() instead of a directory walk. Without it (no ctypes,
+    # or the per-user instance limit reached), every execution scans.
+    IN_FLAGS = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
+
+    def start_watch(self):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except Exception:
+            return
+        if fd >= 0:
+            self.libc, self.inotify = libc, fd
+
+    def watch_dirs(self, dirs):
+        if self.inotify is None:
+            return
+        for d in dirs:
+            if d not in self.watched:
+                if self.libc.inotify_add_watch(self.inotify, os.fsencode(d), self.IN_FLAGS) < 0:
+                    self.close_watch()  # watch limit: fall back to scanning
+                    return
+                self.watched.add(d)
+
+    def close_watch(self):
+        if self.inotify is not None:
+            os.close(self.inotify)
+        self.inotify = None
+
+    def nothing_changed(self):
+        if self.inotify is None or self.last_snapshot is None:
+            return False
+        try:
+            os.read(self.inotify, 65536)
+        except BlockingIOError:
+            return True
+        except OSError:
+            self.close_watch()
+        return False
+
     def snapshot(self):
         seen = {}
         skip = (self.figures_dir, self.packages_dir)
         stack = [self.workspace]
+        dirs = []
         while stack and len(seen) < MAX_SCAN:
             d = stack.pop()
+            dirs.append(d)
             try:
                 it = os.scandir(d)
             except OSError:
@@ -196,10 +247,15 @@ class Driver:
                         pass
                     if len(seen) >= MAX_SCAN:
                         break
+        self.watch_dirs(dirs)
         return seen
 
     def changed(self, before):
+        if self.nothing_changed():
+            return []
         after = self.snapshot()
+        # The state after one execution is the state before the next: one scan per call.
+        self.last_snapshot = after
         out = sorted(p for p, v in after.items() if before.get(p) != v)
         return out[: self.max_files]
 
@@ -339,7 +395,8 @@ class Driver:
         exec_id = req.get("id")
         language = req.get("language", "python")
         code = req.get("code", "")
-        before = self.snapshot()
+        before = self.last_snapshot if self.last_snapshot is not None else self.snapshot()
+        t0 = os.times()
         rejected = None
         interrupted = False
         try:
@@ -367,10 +424,20 @@ class Driver:
             except Exception:
                 pass
         files = self.changed(before)
+        t1 = os.times()
+        cpu = (t1.user - t0.user) + (t1.system - t0.system) + \
+              (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
+        maxrss = 0
+        if self.report_maxrss:
+            import resource
+
+            maxrss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                         resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
         self.chan.send({
             "op": "result", "id": exec_id, "success": ok, "result": result, "error": error,
             "rejected": rejected, "interrupted": interrupted, "exit_code": exit_code,
             "images": images, "image_files": image_files, "files": files,
+            "cpu_ns": int(cpu * 1e9), "maxrss_bytes": maxrss,
         })
 
     def serve(self):

@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -78,6 +79,13 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     struct sandbox_service *svc = NULL;
     struct ev_watch *sigw = NULL;
     int rc = 1, sfd = -1;
+    /* Every sandbox holds a few fds here (pipes, pidfd, root, status): allow as many as the
+     * hard limit does, so the sandbox limits, not the fd table, bound the count. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     /* A vanished client must not kill us through SIGPIPE; writes report EPIPE instead. */
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;

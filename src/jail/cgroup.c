@@ -34,6 +34,7 @@ static struct cgroup_state state;
 struct sbx_cgroup {
     enum cgroup_backend_kind kind;
     char *dir[V1__COUNT]; /* v2 uses dir[0] only */
+    int peak_fd;          /* memory high-water file, opened on first use (-1 before) */
 };
 
 /* Find the mount point of a v1 hierarchy carrying ctrl, from /proc/self/mountinfo. */
@@ -252,6 +253,7 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
     if (kind == CGROUP_BACKEND_NONE)
         return sbx_fail(err, ENOTSUP, "%s", state.why);
     struct sbx_cgroup *cg = xcalloc(1, sizeof(*cg));
+    cg->peak_fd = -1;
     cg->kind = kind;
     for (int c = 0; c < nctrl(kind); c++) {
         if (ensure_parent(c, err) < 0)
@@ -327,6 +329,27 @@ static uint64_t read_keyed(const char *dir, const char *file, const char *key)
     return v;
 }
 
+int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
+{
+    /* Read after every execution: keep the file open and pread it (one syscall). */
+    if (cg->peak_fd < 0) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s",
+                 cg->dir[cg->kind == CGROUP_BACKEND_V2 ? 0 : V1_MEMORY],
+                 cg->kind == CGROUP_BACKEND_V2 ? "memory.peak" : "memory.max_usage_in_bytes");
+        cg->peak_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (cg->peak_fd < 0)
+            return -errno;
+    }
+    char buf[32];
+    ssize_t n = pread(cg->peak_fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return n < 0 ? -errno : -EIO;
+    buf[n] = '\0';
+    *out = strtoull(buf, NULL, 10);
+    return 0;
+}
+
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
 {
     memset(u, 0, sizeof(*u));
@@ -390,6 +413,8 @@ int cgroup_destroy(struct sbx_cgroup *cg)
     if (!cg)
         return 0;
     int rc = 0;
+    if (cg->peak_fd >= 0)
+        close(cg->peak_fd);
     for (int c = 0; c < nctrl(cg->kind); c++) {
         if (!cg->dir[c])
             continue;

@@ -70,6 +70,24 @@ static void close_gap(int lo, int hi)
         syscall(SYS_close_range, (unsigned int)lo, (unsigned int)hi, 0);
 }
 
+void jail_keep_only_fds(int *keep, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+            int t = keep[k];
+            keep[k] = keep[k - 1];
+            keep[k - 1] = t;
+        }
+    int lo = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] < 0)
+            continue;
+        close_gap(lo, keep[i] - 1);
+        lo = keep[i] + 1;
+    }
+    close_from((unsigned int)lo);
+}
+
 /* Init keeps only its status socket and (persistent) the copies of the workload's fds. */
 static void close_all_but(int status_fd, const struct jail_child_plan *plan)
 {
@@ -82,18 +100,7 @@ static void close_all_but(int status_fd, const struct jail_child_plan *plan)
     for (size_t i = 0; plan && i < plan->n_pass_fds && i < 16; i++)
         if (plan->pass_fds[i] >= 0)
             keep[n++] = plan->pass_fds[i];
-    for (size_t i = 1; i < n; i++)
-        for (size_t k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
-            int t = keep[k];
-            keep[k] = keep[k - 1];
-            keep[k - 1] = t;
-        }
-    int lo = 0;
-    for (size_t i = 0; i < n; i++) {
-        close_gap(lo, keep[i] - 1);
-        lo = keep[i] + 1;
-    }
-    close_from((unsigned int)lo);
+    jail_keep_only_fds(keep, n);
 }
 
 static void report_and_exit(int err_fd, enum jail_step step, int err)

@@ -89,6 +89,18 @@ static void child_main(const struct jail_child_plan *plan)
 {
     char c;
     enum jail_step step = STEP_SYNC;
+    /* The server's other fds (other sandboxes' pipes among them) must not reach this one, and
+     * a sparse table keeps the fd numbers we dup below under the sandbox's RLIMIT_NOFILE. */
+    int keep[3 + 16 + 3];
+    size_t nkeep = 0;
+    for (int i = 0; i < 3; i++)
+        keep[nkeep++] = plan->stdio[i];
+    for (size_t i = 0; i < plan->n_pass_fds && i < 16; i++)
+        keep[nkeep++] = plan->pass_fds[i];
+    keep[nkeep++] = plan->sync_fd;
+    keep[nkeep++] = plan->err_fd;
+    keep[nkeep++] = plan->status_fd;
+    jail_keep_only_fds(keep, nkeep);
     /* Hostname and loopback need only the capabilities clone gave us in the new user
      * namespace, not the id map: do them while the server writes the map. */
     if (sethostname("sandbox", 7) < 0)
@@ -519,6 +531,13 @@ int jail_read_usage(struct jail *j, struct jail_usage *u)
             1000000000ull +
         ((uint64_t)j->rusage.ru_utime.tv_usec + (uint64_t)j->rusage.ru_stime.tv_usec) * 1000ull;
     return 0;
+}
+
+int jail_read_memory_peak(struct jail *j, uint64_t *out)
+{
+    if (!j->cg)
+        return -ENOTSUP;
+    return cgroup_read_memory_peak(j->cg, out);
 }
 
 void jail_destroy(struct jail *j)

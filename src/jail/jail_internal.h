@@ -70,6 +70,9 @@ int jail_drop_caps(int cap_last);
 /* init.c: pid 1 of the sandbox; forks the workload and reaps. Never returns. */
 void jail_run_init(const struct jail_child_plan *plan) __attribute__((noreturn));
 
+/* init.c: close every fd but these (keep is sorted in place; -1 entries are ignored). */
+void jail_keep_only_fds(int *keep, size_t n);
+
 /* jail.c: report a failed step to the parent and exit. */
 void jail_child_fail(const struct jail_child_plan *plan, enum jail_step step, int err)
     __attribute__((noreturn));

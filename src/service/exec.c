@@ -167,9 +167,6 @@ void exec_start_next(struct sandbox *sb)
     struct exec *e = sb->queue;
     sb->state = SBX_BUSY;
     e->seq = ++sb->next_seq;
-    struct jail_usage u;
-    if (jail_read_usage(sb->jail, &u) == 0)
-        e->cpu_before_ns = u.cpu_ns;
     e->started_ns = now_ns();
     e->started_wall_ms = (int64_t)wall_ms();
     json_t *frame = json_pack("{s:s, s:I, s:s, s:s, s:s?}", "op", "exec", "id", (json_int_t)e->seq,

@@ -234,8 +234,7 @@ static void restore(struct fs_ids old)
     setfsgid(old.gid);
 }
 
-static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid,
-                          struct sbx_err *err)
+static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err)
 {
     char base[256];
     cleanup_fd int dir = open_parent(root_fd, canon, true, base, sizeof(base), err);

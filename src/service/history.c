@@ -61,11 +61,30 @@ static const char *const stmt_sql[] = {
                "FROM sandboxes WHERE id = ?1",
 };
 
+/* A record waiting for the next batched write. */
+struct pending {
+    char *sandbox_id;
+    struct history_record r; /* strings owned, previews already cut */
+    struct pending *next;
+};
+
 struct history {
     sqlite3 *db;
     sqlite3_stmt *st[ARRAY_SIZE(stmt_sql)];
     unsigned retention;
+    struct pending *pending, **pending_tail;
+    size_t n_pending;
 };
+
+static void free_pending(struct pending *p)
+{
+    free(p->sandbox_id);
+    free((char *)p->r.language);
+    free((char *)p->r.code);
+    free((char *)p->r.stdout_text);
+    free((char *)p->r.error);
+    free(p);
+}
 
 static int db_fail(struct history *h, struct sbx_err *err, const char *what)
 {
@@ -143,6 +162,7 @@ int history_open(const char *path, struct history **out, struct sbx_err *err)
     close(fd);
     struct history *h = xcalloc(1, sizeof(*h));
     h->retention = 1000;
+    h->pending_tail = &h->pending;
     if (sqlite3_open_v2(path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
         SQLITE_OK) {
         db_fail(h, err, path);
@@ -176,6 +196,13 @@ void history_close(struct history *h)
 {
     if (!h)
         return;
+    if (h->db && h->st[ARRAY_SIZE(h->st) - 1])
+        history_flush(h, NULL);
+    while (h->pending) {
+        struct pending *p = h->pending;
+        h->pending = p->next;
+        free_pending(p);
+    }
     for (size_t i = 0; i < ARRAY_SIZE(h->st); i++)
         sqlite3_finalize(h->st[i]);
     sqlite3_close(h->db);
@@ -232,19 +259,18 @@ static char *preview(const char *text)
     return p;
 }
 
-int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
-                struct sbx_err *err)
+/* Writes one record; the caller holds the transaction. */
+static int write_one(struct history *h, const char *sandbox_id, const struct history_record *r,
+                     struct sbx_err *err)
 {
-    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
     sqlite3_stmt *s = stmt(h, ST_BUMP);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_ROW) {
-        sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_reset(s);
         return sbx_fail(err, ENOENT, "history: unknown sandbox %s", sandbox_id);
     }
     int64_t seq = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    char *code = preview(r->code), *out = preview(r->stdout_text), *error = preview(r->error);
     s = stmt(h, ST_INSERT);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, seq);
@@ -252,22 +278,69 @@ int history_add(struct history *h, const char *sandbox_id, const struct history_
     sqlite3_bind_text(s, 4, r->language, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 5, r->success);
     sqlite3_bind_int64(s, 6, r->duration_ms);
-    sqlite3_bind_text(s, 7, code, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, out, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 9, error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, r->code, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, r->stdout_text, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 9, r->error, -1, SQLITE_STATIC);
     int rc = run_done(h, s, err, "adding an execution");
     sqlite3_reset(s);
-    free(code);
-    free(out);
-    free(error);
     if (rc == 0 && seq > (int64_t)h->retention) {
         s = stmt(h, ST_TRIM);
         sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 2, seq - (int64_t)h->retention);
         rc = run_done(h, s, err, "trimming old executions");
     }
-    sqlite3_exec(h->db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
     return rc;
+}
+
+int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
+                struct sbx_err *err)
+{
+    (void)err;
+    struct pending *p = xcalloc(1, sizeof(*p));
+    p->sandbox_id = xstrdup(sandbox_id);
+    p->r = *r;
+    p->r.language = r->language ? xstrdup(r->language) : NULL;
+    p->r.code = preview(r->code);
+    p->r.stdout_text = preview(r->stdout_text);
+    p->r.error = preview(r->error);
+    *h->pending_tail = p;
+    h->pending_tail = &p->next;
+    h->n_pending++;
+    /* Bounded even if nobody flushes: write through once enough piled up. */
+    if (h->n_pending >= 256)
+        return history_flush(h, err);
+    return 0;
+}
+
+bool history_pending(const struct history *h)
+{
+    return h->pending != NULL;
+}
+
+int history_flush(struct history *h, struct sbx_err *err)
+{
+    if (!h->pending)
+        return 0;
+    struct sbx_err sub = {0};
+    int rc = 0;
+    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
+    while (h->pending) {
+        struct pending *p = h->pending;
+        h->pending = p->next;
+        /* A record of a sandbox that is gone from the table is dropped, not fatal. */
+        if (write_one(h, p->sandbox_id, &p->r, &sub) < 0 && sub.code != ENOENT)
+            rc = -1;
+        free_pending(p);
+    }
+    h->pending_tail = &h->pending;
+    h->n_pending = 0;
+    if (sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+        return db_fail(h, err, "writing executions");
+    }
+    if (rc < 0)
+        return sbx_fail(err, sub.code, "%s", sub.msg);
+    return 0;
 }
 
 static json_t *iso_time(int64_t ms)
@@ -290,6 +363,7 @@ static json_t *column_text(sqlite3_stmt *s, int col)
 int history_list(struct history *h, const char *sandbox_id, unsigned last_n, json_t **records,
                  struct sbx_err *err)
 {
+    history_flush(h, NULL);
     sqlite3_stmt *s = stmt(h, ST_LIST);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 2, (int)last_n);
@@ -315,6 +389,7 @@ int history_list(struct history *h, const char *sandbox_id, unsigned last_n, jso
 
 int64_t history_total(struct history *h, const char *sandbox_id)
 {
+    history_flush(h, NULL);
     sqlite3_stmt *s = stmt(h, ST_TOTAL);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
     int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
@@ -324,6 +399,7 @@ int64_t history_total(struct history *h, const char *sandbox_id)
 
 int history_clear(struct history *h, const char *sandbox_id, struct sbx_err *err)
 {
+    history_flush(h, NULL);
     sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
     sqlite3_stmt *s = stmt(h, ST_CLEAR_ROWS);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);

@@ -34,8 +34,12 @@ int history_record_sandbox(struct history *h, const char *id, const char *owner,
                            const char *profile, int64_t created_ms, struct sbx_err *err);
 int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms,
                           struct sbx_err *err);
+/* Queues a record; it reaches the database at the next history_flush (the service flushes
+ * shortly after, so a burst of executions costs one transaction). Reads flush first. */
 int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
                 struct sbx_err *err);
+int history_flush(struct history *h, struct sbx_err *err);
+bool history_pending(const struct history *h);
 /* The newest last_n records, oldest first: {timestamp, language, success, duration_ms,
  * code_preview, stdout_preview, error}. */
 int history_list(struct history *h, const char *sandbox_id, unsigned last_n, json_t **records,

@@ -668,6 +668,28 @@ static void on_sweep(struct ev_loop *loop, void *data)
     svc->sweeper = ev_timer_add(loop, SWEEP_INTERVAL_MS, on_sweep, svc);
 }
 
+#define HISTORY_FLUSH_MS 100
+
+static void on_history_flush(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox_service *svc = data;
+    svc->history_timer = NULL;
+    struct sbx_err err = {0};
+    if (history_flush(svc->history, &err) < 0)
+        log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+}
+
+void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
+                         const struct history_record *rec)
+{
+    struct sbx_err err = {0};
+    if (history_add(svc->history, sandbox_id, rec, &err) < 0)
+        log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+    if (history_pending(svc->history) && !svc->history_timer)
+        svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
+}
+
 static void on_owner_gone(void *data, const char *owner)
 {
     sandbox_close_owner(data, owner);
@@ -723,6 +745,8 @@ void sandbox_service_free(struct sandbox_service *svc)
         ev_timer_cancel(svc->sweeper);
     if (svc->refill)
         ev_timer_cancel(svc->refill);
-    history_close(svc->history);
+    if (svc->history_timer)
+        ev_timer_cancel(svc->history_timer);
+    history_close(svc->history); /* flushes what is pending */
     free(svc);
 }

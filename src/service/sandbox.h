@@ -18,6 +18,7 @@ struct ev_loop;
 struct ev_watch;
 struct ev_timer;
 struct history;
+struct history_record;
 struct jail;
 struct mcp_call;
 struct mcp_server;
@@ -61,7 +62,6 @@ struct exec {
     uint32_t timeout_ms;
     uint64_t started_ns;
     int64_t started_wall_ms;
-    uint64_t cpu_before_ns;
     struct outbuf out, err;
     int spill_fd[2]; /* full output files in the workspace once a stream overflows, or -1 */
     char spill_path[2][96];
@@ -122,6 +122,7 @@ struct sandbox_service {
     size_t n_pool;
     struct ev_timer *sweeper;
     struct ev_timer *refill;
+    struct ev_timer *history_timer; /* batched history writes */
     uint64_t exec_counter;
     bool stopping;      /* the server is shutting down: free at once, no refills */
     const char *layers; /* the isolation layers in force, for status */
@@ -153,6 +154,9 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
                  struct sbx_err *err);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
+/* Records an execution in the history (written in a batch shortly after). */
+void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
+                         const struct history_record *rec);
 /* The host uid and gid that the sandbox user maps to: files the server writes get them. */
 void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid);
 /* Reads whatever the pipes hold into the running execution (after its result frame). */

@@ -141,10 +141,12 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     double duration_ms = (double)(now_ns() - e->started_ns) / 1e6;
     if (!e->started_ns)
         duration_ms = 0;
-    struct jail_usage u = {0};
-    if (sb->jail)
-        jail_read_usage(sb->jail, &u);
-    uint64_t cpu_ns = u.cpu_ns > e->cpu_before_ns ? u.cpu_ns - e->cpu_before_ns : 0;
+    /* The driver measures its own CPU time (and its children's) around the execution; the
+     * cgroup's high-water mark covers every process of the sandbox when there is one. */
+    uint64_t cpu_ns = (uint64_t)json_integer_value(json_object_get(f, "cpu_ns"));
+    uint64_t peak = 0;
+    if (!sb->jail || jail_read_memory_peak(sb->jail, &peak) < 0)
+        peak = (uint64_t)json_integer_value(json_object_get(f, "maxrss_bytes"));
 
     size_t out_len = 0, err_len = 0;
     char *out = outbuf_render(&e->out, &out_len);
@@ -265,9 +267,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             .stdout_text = json_string_value(jout),
             .error = err_text,
         };
-        struct sbx_err herr = {0};
-        if (history_add(sb->svc->history, sb->id, &rec, &herr) < 0)
-            log_emit(LOG_LVL_WARNING, "history write failed", "error", herr.msg, NULL);
+        sandbox_history_add(sb->svc, sb->id, &rec);
     }
 
     json_t *sc = json_pack(
@@ -275,8 +275,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         sb->id, "execution_id", e->id, "success", success, "stdout", jout, "stderr", jerr, "result",
         result ? json_string(result) : json_null(), "error", error, "exit_code", exit_code,
         "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
-        "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes",
-        (json_int_t)u.memory_peak_bytes, "cpu_ms", (double)cpu_ns / 1e6, "files", files);
+        "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes", (json_int_t)peak,
+        "cpu_ms", (double)cpu_ns / 1e6, "files", files);
     free(out);
     free(errs);
     free(text);
@@ -616,7 +616,8 @@ static const struct mcp_tool_def tool_defs[] = {
      "\"type\":\"string\",\"enum\":[\"none\",\"packages\"],\"description\":\"none (default)\"}},"
      "\"additionalProperties\":false}",
      "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"name\":{"
-     "\"type\":[\"string\",\"null\"]},\"profile\":{\"type\":\"string\"},\"network\":{\"type\":\"string\"},"
+     "\"type\":[\"string\",\"null\"]},\"profile\":{\"type\":\"string\"},\"network\":{\"type\":"
+     "\"string\"},"
      "\"limits\":{\"type\":\"object\"},\"created_at\":{\"type\":\"string\"}},\"required\":["
      "\"sandbox_id\",\"profile\",\"limits\",\"created_at\"]}",
      false, false, false, false, t_create_sandbox},
