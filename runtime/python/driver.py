@@ -1,17 +1,59 @@
 # The Python driver that runs inside every sandbox. It keeps one interpreter alive so that
 # variables persist between executions, and talks to the server over a private framed channel
 # on fd 3 (see src/service/channel.h); user output goes to fds 1 and 2 untouched.
-# It is run as `python3 -I -c <this source>`: keep the startup path lean.
-import ast
-import json
-import os
-import signal
-import struct
+#
+# An idle sandbox is mostly this interpreter, so the driver is frugal: it runs under
+# `python3 -I -S` and imports only C modules (posix, _json, _signal, _ast, _ctypes) up front.
+# Everything else (traceback, ast, subprocess, site) is imported when first needed.
+import _json
+import _signal
+import posix
 import sys
 
 CHANNEL_FD = 3
 MAX_FRAME = 16 * 1024 * 1024
 MAX_SCAN = 2000
+PY_CF_ONLY_AST = 0x400
+
+# -S skips site.py (and the megabyte it costs); put back what it would have added to sys.path.
+for _dir in ("/usr/local/lib/python3.%d/dist-packages" % sys.version_info[1],
+             "/usr/lib/python3/dist-packages",
+             "/usr/lib/python3.%d/dist-packages" % sys.version_info[1]):
+    try:
+        posix.stat(_dir)
+    except OSError:
+        continue
+    if _dir not in sys.path:
+        sys.path.append(_dir)
+
+
+class _JsonContext:
+    # What _json's scanner reads from json.JSONDecoder, without importing json (and re).
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float
+    memo = None
+
+
+def _not_json(obj):
+    raise TypeError("not JSON serialisable: %r" % type(obj).__name__)
+
+
+_scan = _json.make_scanner(_JsonContext())
+_encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",",
+                             False, False, True)
+
+
+def json_loads(data):
+    obj, end = _scan(data.decode("utf-8"), 0)
+    return obj
+
+
+def json_dumps(obj):
+    return "".join(_encode(obj, 0)).encode("ascii")
 
 
 class Channel:
@@ -22,7 +64,7 @@ class Channel:
     def read_exact(self, n):
         while len(self.buf) < n:
             try:
-                chunk = os.read(self.fd, max(65536, n - len(self.buf)))
+                chunk = posix.read(self.fd, max(65536, n - len(self.buf)))
             except InterruptedError:
                 continue
             if not chunk:
@@ -32,21 +74,20 @@ class Channel:
         return out
 
     def recv(self):
-        (n,) = struct.unpack(">I", self.read_exact(4))
+        n = int.from_bytes(self.read_exact(4), "big")
         if n > MAX_FRAME:
             raise ValueError("frame too large")
-        obj = json.loads(self.read_exact(n))
+        obj = json_loads(self.read_exact(n))
         if not isinstance(obj, dict):
             raise ValueError("frame is not an object")
         return obj
 
     def send(self, obj):
-        data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace")
-        data = struct.pack(">I", len(data)) + data
-        view = memoryview(data)
+        data = json_dumps(obj)
+        view = memoryview(len(data).to_bytes(4, "big") + data)
         while view:
             try:
-                n = os.write(self.fd, view)
+                n = posix.write(self.fd, view)
             except InterruptedError:
                 continue
             view = view[n:]
@@ -56,75 +97,122 @@ class Rejected(Exception):
     pass
 
 
-# The static guard of the tight profile. It is defence in depth, not the boundary: Python is
-# too dynamic for an AST check to contain code, so the kernel layers (namespaces, seccomp,
-# Landlock, limits) are what hold. The lists arrive from the server's configuration.
-class Guard(ast.NodeVisitor):
-    def __init__(self, profile, modules, calls, attributes):
-        self.profile = profile
-        self.modules = frozenset(modules)
-        self.calls = frozenset(calls)
-        self.attributes = frozenset(attributes)
+def make_guard(profile, modules, calls, attributes):
+    # The static guard of the tight profile. It is defence in depth, not the boundary: Python
+    # is too dynamic for an AST check to contain code, so the kernel layers (namespaces,
+    # seccomp, Landlock, limits) are what hold. The lists come from the server's config.
+    import ast
 
-    def reject(self, what):
-        raise Rejected("rejected by policy (profile %s): %s" % (self.profile, what))
+    modules, calls, attributes = frozenset(modules), frozenset(calls), frozenset(attributes)
 
-    def check_module(self, name):
-        if name and name.split(".")[0] in self.modules:
-            self.reject("import of module '%s'" % name.split(".")[0])
+    def reject(what):
+        raise Rejected("rejected by policy (profile %s): %s" % (profile, what))
 
-    def visit_Import(self, node):
-        for alias in node.names:
-            self.check_module(alias.name)
-        self.generic_visit(node)
+    class Guard(ast.NodeVisitor):
+        def check_module(self, name):
+            if name and name.split(".")[0] in modules:
+                reject("import of module '%s'" % name.split(".")[0])
 
-    def visit_ImportFrom(self, node):
-        if node.level == 0:
-            self.check_module(node.module)
-        self.generic_visit(node)
+        def visit_Import(self, node):
+            for alias in node.names:
+                self.check_module(alias.name)
+            self.generic_visit(node)
 
-    def visit_Call(self, node):
-        f = node.func
-        name = None
-        if isinstance(f, ast.Name):
-            name = f.id
-        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                f.value.id in ("builtins", "__builtins__"):
-            name = f.attr
-        if name in self.calls:
-            self.reject("call of '%s'" % name)
-        self.generic_visit(node)
+        def visit_ImportFrom(self, node):
+            if node.level == 0:
+                self.check_module(node.module)
+            self.generic_visit(node)
 
-    def visit_Name(self, node):
-        # Taking a denied builtin by name (f = eval) is as good as calling it.
-        if node.id in self.calls and isinstance(node.ctx, ast.Load):
-            self.reject("call of '%s'" % node.id)
-        if node.id in self.attributes:
-            self.reject("attribute '%s'" % node.id)
+        def visit_Call(self, node):
+            f = node.func
+            name = None
+            if isinstance(f, ast.Name):
+                name = f.id
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                    f.value.id in ("builtins", "__builtins__"):
+                name = f.attr
+            if name in calls:
+                reject("call of '%s'" % name)
+            self.generic_visit(node)
 
-    def visit_Attribute(self, node):
-        if node.attr in self.attributes:
-            self.reject("attribute '%s'" % node.attr)
-        self.generic_visit(node)
+        def visit_Name(self, node):
+            # Taking a denied builtin by name (f = eval) is as good as calling it.
+            if node.id in calls and isinstance(node.ctx, ast.Load):
+                reject("call of '%s'" % node.id)
+            if node.id in attributes:
+                reject("attribute '%s'" % node.id)
 
-    def visit_Constant(self, node):
-        # Strings naming a denied attribute feed getattr-like tricks.
-        if isinstance(node.value, str) and node.value in self.attributes:
-            self.reject("attribute '%s'" % node.value)
+        def visit_Attribute(self, node):
+            if node.attr in attributes:
+                reject("attribute '%s'" % node.attr)
+            self.generic_visit(node)
+
+        def visit_Constant(self, node):
+            # Strings naming a denied attribute feed getattr-like tricks.
+            if isinstance(node.value, str) and node.value in attributes:
+                reject("attribute '%s'" % node.value)
+
+    return Guard()
+
+
+class Inotify:
+    # inotify tells whether anything changed in the workspace since the last scan, so an
+    # execution that touched no file costs one read() instead of a directory walk. The
+    # stdlib has no binding; a minimal one over _ctypes costs a few kB (ctypes itself,
+    # hundreds). Without it (or past the per-user instance limit) every execution scans.
+    FLAGS = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
+
+    def __init__(self):
+        import _ctypes
+
+        class Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Func(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = Int
+
+        class Libc:
+            _handle = _ctypes.dlopen(None, 0)
+
+        self.add = Func(("inotify_add_watch", Libc))
+        # Compiling this driver left freed heap behind; hand it back to the kernel, since
+        # an idle sandbox is mostly this process.
+        Func(("malloc_trim", Libc))(0)
+        self.fd = Func(("inotify_init1", Libc))(posix.O_NONBLOCK | posix.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError("inotify_init1 failed")
+        self.watched = set()
+
+    def watch(self, dirs):
+        for d in dirs:
+            if d not in self.watched:
+                if self.add(self.fd, d.encode("utf-8", "surrogateescape"), self.FLAGS) < 0:
+                    raise OSError("inotify watch limit")
+                self.watched.add(d)
+
+    def quiet(self):
+        try:
+            posix.read(self.fd, 65536)
+        except BlockingIOError:
+            return True
+        return False
+
+    def close(self):
+        posix.close(self.fd)
 
 
 class Driver:
     def __init__(self, chan):
         self.chan = chan
         # User code gets a fresh __main__ module (pickle and dataclasses look it up there);
-        # the driver's own globals stay out of its reach by name.
-        import types
-
-        main_mod = types.ModuleType("__main__")
+        # the driver's own globals stay out of its namespace.
+        main_mod = type(sys)("__main__")
         main_mod.__builtins__ = __builtins__
         sys.modules["__main__"] = main_mod
         self.ns = main_mod.__dict__
         self.cell = 0
+        self.sources = {}
         self.workspace = "/workspace"
         self.packages_dir = None
         self.figures_dir = "/workspace/.mcp"
@@ -136,7 +224,6 @@ class Driver:
         self.last_snapshot = None
         self.report_maxrss = False
         self.inotify = None
-        self.watched = set()
 
     # ---- setup ----
 
@@ -151,26 +238,34 @@ class Driver:
         self.report_maxrss = bool(req.get("report_maxrss", False))
         g = req.get("guard")
         if isinstance(g, dict):
-            self.guard = Guard(req.get("profile", "?"), g.get("modules", ()), g.get("calls", ()),
-                               g.get("attributes", ()))
-        self.add_packages_dir()
+            self.guard = make_guard(req.get("profile", "?"), g.get("modules", ()),
+                                    g.get("calls", ()), g.get("attributes", ()))
+        if self.packages_dir:
+            try:
+                posix.mkdir(self.packages_dir, 0o755)
+            except OSError:
+                pass
+            if self.packages_dir not in sys.path:
+                sys.path.insert(0, self.packages_dir)
         try:
-            os.chdir(self.workspace)
+            posix.chdir(self.workspace)
         except OSError:
             pass
-        self.start_watch()
-        signal.signal(signal.SIGINT, self.on_sigint)
-
-    def add_packages_dir(self):
-        if not self.packages_dir:
-            return
         try:
-            os.makedirs(self.packages_dir, exist_ok=True)
-        except OSError:
-            return
+            self.inotify = Inotify()
+        except Exception:
+            self.inotify = None
+        _signal.signal(_signal.SIGINT, self.on_sigint)
+
+    def refresh_imports(self):
+        # Packages just installed into packages_dir import without a restart; .pth files
+        # there are honoured as well.
+        import importlib
         import site
 
-        site.addsitedir(self.packages_dir)
+        importlib.invalidate_caches()
+        if self.packages_dir:
+            site.addsitedir(self.packages_dir)
 
     def on_sigint(self, signum, frame):
         # Idle (between executions, or while the result is sent) an interrupt is moot.
@@ -178,48 +273,6 @@ class Driver:
             raise KeyboardInterrupt
 
     # ---- workspace changes ----
-
-    # inotify tells whether anything changed since the last scan, so an execution that
-    # touched no file costs one read() instead of a directory walk. Without it (no ctypes,
-    # or the per-user instance limit reached), every execution scans.
-    IN_FLAGS = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
-
-    def start_watch(self):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except Exception:
-            return
-        if fd >= 0:
-            self.libc, self.inotify = libc, fd
-
-    def watch_dirs(self, dirs):
-        if self.inotify is None:
-            return
-        for d in dirs:
-            if d not in self.watched:
-                if self.libc.inotify_add_watch(self.inotify, os.fsencode(d), self.IN_FLAGS) < 0:
-                    self.close_watch()  # watch limit: fall back to scanning
-                    return
-                self.watched.add(d)
-
-    def close_watch(self):
-        if self.inotify is not None:
-            os.close(self.inotify)
-        self.inotify = None
-
-    def nothing_changed(self):
-        if self.inotify is None or self.last_snapshot is None:
-            return False
-        try:
-            os.read(self.inotify, 65536)
-        except BlockingIOError:
-            return True
-        except OSError:
-            self.close_watch()
-        return False
 
     def snapshot(self):
         seen = {}
@@ -230,7 +283,7 @@ class Driver:
             d = stack.pop()
             dirs.append(d)
             try:
-                it = os.scandir(d)
+                it = posix.scandir(d)
             except OSError:
                 continue
             with it:
@@ -247,11 +300,16 @@ class Driver:
                         pass
                     if len(seen) >= MAX_SCAN:
                         break
-        self.watch_dirs(dirs)
+        if self.inotify is not None:
+            try:
+                self.inotify.watch(dirs)
+            except Exception:
+                self.inotify.close()
+                self.inotify = None
         return seen
 
     def changed(self, before):
-        if self.nothing_changed():
+        if self.inotify is not None and self.last_snapshot is not None and self.inotify.quiet():
             return []
         after = self.snapshot()
         # The state after one execution is the state before the next: one scan per call.
@@ -263,19 +321,19 @@ class Driver:
 
     def collect_figures(self, exec_id):
         images, files = [], []
-        if "matplotlib.pyplot" not in sys.modules:
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
             return images, files
-        plt = sys.modules["matplotlib.pyplot"]
         import base64
         import io
+        import os
 
-        nums = list(plt.get_fignums())
-        for n, num in enumerate(nums):
-            fig = plt.figure(num)
+        for n, num in enumerate(list(plt.get_fignums())):
             buf = io.BytesIO()
             try:
-                fig.savefig(buf, format="png")
-            except Exception:
+                plt.figure(num).savefig(buf, format="png")
+            except Exception as e:
+                print("figure %s: %s" % (num, e), file=sys.stderr)
                 continue
             data = buf.getvalue()
             if len(images) < self.max_images and len(data) <= self.max_image_bytes:
@@ -303,12 +361,15 @@ class Driver:
     # ---- execution ----
 
     def format_exception(self, etype, value, tb):
+        import linecache
         import traceback
 
+        for name, code in self.sources.items():
+            linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         # Drop the driver's own frames: the user sees only their code.
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
             tb = tb.tb_next
-        if etype is SyntaxError or issubclass(etype, SyntaxError):
+        if issubclass(etype, SyntaxError):
             text = "".join(traceback.format_exception_only(etype, value))
         else:
             text = "".join(traceback.format_exception(etype, value, tb))
@@ -317,23 +378,24 @@ class Driver:
     def run_python(self, code):
         self.cell += 1
         name = "<cell-%d>" % self.cell
-        import linecache
-
-        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
-        result = None
+        # Sources are kept for tracebacks (functions defined in one cell fail in another).
+        self.sources[name] = code
         try:
-            tree = ast.parse(code, name, "exec")
+            tree = compile(code, name, "exec", PY_CF_ONLY_AST)
         except SyntaxError:
             return False, None, self.format_exception(*sys.exc_info()), 1
         if self.guard is not None:
             self.guard.visit(tree)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        if tree.body and type(tree.body[-1]).__name__ == "Expr":
+            import _ast
+
+            last = _ast.Expression(tree.body.pop().value)
         try:
             self.running = True
             if tree.body:
                 exec(compile(tree, name, "exec"), self.ns)
+            result = None
             if last is not None:
                 value = eval(compile(last, name, "eval"), self.ns)
                 if value is not None:
@@ -355,6 +417,7 @@ class Driver:
             self.running = False
 
     def run_bash(self, code, cwd):
+        import signal
         import subprocess
 
         try:
@@ -371,10 +434,10 @@ class Driver:
             interrupted = True
             self.running = False
             try:
-                os.killpg(child.pid, signal.SIGINT)
+                posix.killpg(child.pid, signal.SIGINT)
                 status = child.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+                posix.killpg(child.pid, signal.SIGKILL)
                 status = child.wait()
             except OSError:
                 status = child.wait()
@@ -396,20 +459,20 @@ class Driver:
         language = req.get("language", "python")
         code = req.get("code", "")
         before = self.last_snapshot if self.last_snapshot is not None else self.snapshot()
-        t0 = os.times()
+        t0 = posix.times()
         rejected = None
         interrupted = False
+        result = None
         try:
             if language == "bash":
-                result = None
                 ok, error, exit_code, interrupted = self.run_bash(code, req.get("cwd"))
             else:
                 ok, result, error, exit_code = self.run_python(code)
                 interrupted = error is not None and error["type"] == "KeyboardInterrupt"
         except Rejected as e:
-            ok, result, error, exit_code, rejected = False, None, None, 1, str(e)
+            ok, error, exit_code, rejected = False, None, 1, str(e)
         except KeyboardInterrupt:
-            ok, result, error, exit_code, interrupted = False, None, {
+            ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
         images, image_files = [], []
         if language != "bash":
@@ -424,7 +487,7 @@ class Driver:
             except Exception:
                 pass
         files = self.changed(before)
-        t1 = os.times()
+        t1 = posix.times()
         cpu = (t1.user - t0.user) + (t1.system - t0.system) + \
               (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
         maxrss = 0
@@ -452,10 +515,7 @@ class Driver:
             elif op == "ping":
                 self.chan.send({"op": "pong", "id": req.get("id")})
             elif op == "refresh_imports":
-                import importlib
-
-                importlib.invalidate_caches()
-                self.add_packages_dir()
+                self.refresh_imports()
                 self.chan.send({"op": "refreshed", "id": req.get("id")})
             elif op == "init":
                 self.init(req)
@@ -465,16 +525,19 @@ class Driver:
                                 "message": "unknown op %r" % (op,)})
 
 
+def _exit(code=None):
+    raise SystemExit(code)
+
+
 def main():
-    chan = Channel(CHANNEL_FD)
-    try:
-        os.set_inheritable(CHANNEL_FD, False)
-    except OSError:
-        pass
+    # -S also drops the exit()/quit() helpers that people type.
+    import builtins
+
+    builtins.exit = builtins.quit = _exit
     # SIGINT while idle must not kill the driver; init() installs the real handler.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     try:
-        Driver(chan).serve()
+        Driver(Channel(CHANNEL_FD)).serve()
     except (EOFError, ValueError) as e:
         print("mcp-sandbox driver: %s; exiting" % e, file=sys.stderr)
         sys.exit(2)

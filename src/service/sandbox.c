@@ -116,6 +116,34 @@ static json_t *init_frame(struct sandbox *sb)
                      "max_files", 20, "figures_dir", "/workspace/.mcp");
 }
 
+/* The interpreter starts with this, reads the driver's source as the first frame on its
+ * channel and runs it: the command line stays short (ps shows it to sandbox code) and the
+ * driver can be any size. */
+static const char driver_bootstrap[] =
+    "import posix\n"
+    "def r(n):\n"
+    "    b = b''\n"
+    "    while len(b) < n:\n"
+    "        c = posix.read(3, n - len(b))\n"
+    "        if not c:\n"
+    "            raise SystemExit(2)\n"
+    "        b += c\n"
+    "    return b\n"
+    "exec(compile(r(int.from_bytes(r(4), 'big')), '<mcp-sandbox driver>', 'exec'))\n";
+
+/* Sends the driver's source, then its configuration; both wait in the socket buffer until
+ * the interpreter reads them. */
+static int start_driver(struct sandbox *sb)
+{
+    size_t len = 0;
+    const char *src = runtime_python_driver(&len);
+    unsigned char hdr[4] = {(unsigned char)(len >> 24), (unsigned char)(len >> 16),
+                            (unsigned char)(len >> 8), (unsigned char)len};
+    if (write_all(sb->chan_fd, hdr, sizeof(hdr)) < 0 || write_all(sb->chan_fd, src, len) < 0)
+        return -errno;
+    return sandbox_send(sb, init_frame(sb));
+}
+
 /* ---- fd callbacks ---- */
 
 static void mark_broken(struct sandbox *sb, const char *why)
@@ -234,7 +262,7 @@ static void restart_driver(struct sandbox *sb)
         return;
     }
     int r = jail_workload_restart(sb->jail);
-    if (r < 0 || sandbox_send(sb, init_frame(sb)) < 0) {
+    if (r < 0 || start_driver(sb) < 0) {
         mark_broken(sb, "could not restart the Python interpreter");
         return;
     }
@@ -279,19 +307,6 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
 
 /* ---- spawn and close ---- */
 
-static const char *driver_source(void)
-{
-    static char *src;
-    if (!src) {
-        size_t len = 0;
-        const char *p = runtime_python_driver(&len);
-        src = xmalloc(len + 1);
-        memcpy(src, p, len);
-        src[len] = '\0';
-    }
-    return src;
-}
-
 static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
                  const char *network, struct sandbox **out, struct sbx_err *err)
 {
@@ -312,7 +327,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         sbx_fail_errno(err, errno, "creating the sandbox's channels");
         goto fail;
     }
-    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)driver_source(), NULL};
+    char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)driver_bootstrap, NULL};
     int pass[] = {chan[1]};
     struct jail_spec spec = {
         .profile = profile,
@@ -344,8 +359,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         sb->err_w ? ev_watch(svc->loop, sb->jail->status_fd, EPOLLIN, on_status, sb, err) : NULL;
     if (!sb->status_w)
         goto fail;
-    /* The channel is a socket: the init frame waits in its buffer until the driver reads. */
-    if (sandbox_send(sb, init_frame(sb)) < 0) {
+    if (start_driver(sb) < 0) {
         sbx_fail(err, EPIPE, "the sandbox's interpreter did not accept its configuration");
         goto fail;
     }
