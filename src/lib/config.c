@@ -56,6 +56,9 @@ static const struct key_def global_keys[] = {
     G("limits.max_lifetime_s", KT_U32, max_lifetime_s, 1, 31536000),
     G("limits.max_queue_depth", KT_U32, max_queue_depth, 1, 100000),
     G("files.upload_roots", KT_LIST, upload_roots, 0, 0),
+    G("guard.denied_modules", KT_LIST, guard_modules, 0, 0),
+    G("guard.denied_calls", KT_LIST, guard_calls, 0, 0),
+    G("guard.denied_attributes", KT_LIST, guard_attributes, 0, 0),
     G("packages.index_url", KT_STRING, index_url, 0, 0),
     G("packages.extra_index_urls", KT_LIST, extra_index_urls, 0, 0),
     G("packages.only_binary", KT_BOOL, only_binary, 0, 0),
@@ -118,6 +121,39 @@ static void profile_defaults(struct sbx_profile *p, const char *name, uint64_t m
     p->pool_size = pool;
 }
 
+/* The static guard's defaults (profiles with static_guard, tight by default). Defence in
+ * depth only: the kernel layers are the boundary, and Python is too dynamic for an AST check
+ * to be one. */
+static const char *const default_guard_modules[] = {
+    "os",        "sys",    "subprocess", "socket",  "ctypes",
+    "importlib", "pickle", "marshal",    "shutil",  "multiprocessing",
+    "builtins",  "io",     "pathlib",    "signal",  "threading",
+    "resource",  "pty",    "fcntl",      "posix",   "gc",
+    "inspect",   "code",   "codeop",     "runpy",   "tempfile",
+    "glob",      "mmap",   "asyncio",    "_thread", "select",
+    "selectors", "http",   "urllib",     "ftplib",  "smtplib",
+    "ssl",
+};
+static const char *const default_guard_calls[] = {
+    "eval",    "exec",   "compile", "__import__", "open",    "breakpoint", "input",
+    "globals", "locals", "vars",    "getattr",    "setattr", "delattr",    "memoryview",
+};
+static const char *const default_guard_attributes[] = {
+    "__subclasses__", "__globals__", "__builtins__", "__mro__",    "__code__",
+    "__bases__",      "__base__",    "__class__",    "__dict__",   "__getattribute__",
+    "__closure__",    "__func__",    "__self__",     "__loader__", "__spec__",
+    "f_globals",      "f_locals",    "f_builtins",   "gi_frame",   "gi_code",
+    "cr_frame",       "co_code",     "tb_frame",     "f_back",
+};
+
+static void list_defaults(struct string_list *l, const char *const *items, size_t n)
+{
+    l->items = xcalloc(n, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        l->items[i] = xstrdup(items[i]);
+    l->len = n;
+}
+
 void config_init_defaults(struct sbx_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -143,6 +179,10 @@ void config_init_defaults(struct sbx_config *cfg)
     profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 64, 512, false, 2);
     profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 32, 64, true, 0);
     cfg->n_profiles = 2;
+    list_defaults(&cfg->guard_modules, default_guard_modules, ARRAY_SIZE(default_guard_modules));
+    list_defaults(&cfg->guard_calls, default_guard_calls, ARRAY_SIZE(default_guard_calls));
+    list_defaults(&cfg->guard_attributes, default_guard_attributes,
+                  ARRAY_SIZE(default_guard_attributes));
 }
 
 static void string_list_free(struct string_list *l)

@@ -71,6 +71,11 @@ struct sbx_config {
     /* [files] */
     struct string_list upload_roots;
 
+    /* [guard]: the static AST guard of profiles with static_guard */
+    struct string_list guard_modules;
+    struct string_list guard_calls;
+    struct string_list guard_attributes;
+
     /* [packages] */
     char *index_url;
     struct string_list extra_index_urls;

@@ -24,35 +24,11 @@
 #define MAX_QUICK_DEATHS  3     /* consecutive deaths before ready: the sandbox is broken */
 #define SWEEP_INTERVAL_MS 5000
 
-/* The static guard's defaults for profiles with static_guard (tight). Defence in depth only:
- * the kernel layers are the boundary, and Python is too dynamic for an AST check to be one. */
-static const char *const guard_modules[] = {
-    "os",        "sys",    "subprocess", "socket",  "ctypes",
-    "importlib", "pickle", "marshal",    "shutil",  "multiprocessing",
-    "builtins",  "io",     "pathlib",    "signal",  "threading",
-    "resource",  "pty",    "fcntl",      "posix",   "gc",
-    "inspect",   "code",   "codeop",     "runpy",   "tempfile",
-    "glob",      "mmap",   "asyncio",    "_thread", "select",
-    "selectors", "http",   "urllib",     "ftplib",  "smtplib",
-    "telnetlib", "ssl",
-};
-static const char *const guard_calls[] = {
-    "eval",    "exec",   "compile", "__import__", "open",    "breakpoint", "input",
-    "globals", "locals", "vars",    "getattr",    "setattr", "delattr",    "memoryview",
-};
-static const char *const guard_attributes[] = {
-    "__subclasses__", "__globals__", "__builtins__", "__mro__",    "__code__",
-    "__bases__",      "__base__",    "__class__",    "__dict__",   "__getattribute__",
-    "__closure__",    "__func__",    "__self__",     "__loader__", "__spec__",
-    "f_globals",      "f_locals",    "f_builtins",   "gi_frame",   "gi_code",
-    "cr_frame",       "co_code",     "tb_frame",     "f_back",
-};
-
-static json_t *string_array(const char *const *items, size_t n)
+static json_t *string_array(const struct string_list *l)
 {
     json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_string(items[i]));
+    for (size_t i = 0; i < l->len; i++)
+        json_array_append_new(a, json_string(l->items[i]));
     return a;
 }
 
@@ -106,14 +82,15 @@ static json_t *init_frame(struct sandbox *sb)
 {
     json_t *guard = json_null();
     if (sb->profile->static_guard)
-        guard = json_pack("{s:o, s:o, s:o}", "modules",
-                          string_array(guard_modules, ARRAY_SIZE(guard_modules)), "calls",
-                          string_array(guard_calls, ARRAY_SIZE(guard_calls)), "attributes",
-                          string_array(guard_attributes, ARRAY_SIZE(guard_attributes)));
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s}", "op", "init", "workspace",
-                     "/workspace", "packages_dir", "/workspace/.packages", "profile",
+        guard = json_pack("{s:o, s:o, s:o}", "modules", string_array(&sb->svc->cfg->guard_modules),
+                          "calls", string_array(&sb->svc->cfg->guard_calls), "attributes",
+                          string_array(&sb->svc->cfg->guard_attributes));
+    /* Without a cgroup the server cannot read the memory peak: the driver reports its own. */
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:b}", "op", "init",
+                     "workspace", "/workspace", "packages_dir", "/workspace/.packages", "profile",
                      sb->profile->name, "guard", guard, "max_images", 4, "max_image_bytes", 1 << 20,
-                     "max_files", 20, "figures_dir", "/workspace/.mcp");
+                     "max_files", 20, "figures_dir", "/workspace/.mcp", "report_maxrss",
+                     sb->jail->cg == NULL);
 }
 
 /* The interpreter starts with this, reads the driver's source as the first frame on its
@@ -435,7 +412,7 @@ json_t *sandbox_usage_json(struct sandbox *sb)
 
 static void schedule_refill(struct sandbox_service *svc);
 
-void sandbox_close(struct sandbox *sb, json_t **final_usage)
+static void close_because(struct sandbox *sb, json_t **final_usage, const char *reason)
 {
     if (sb->closing)
         return;
@@ -448,7 +425,7 @@ void sandbox_close(struct sandbox *sb, json_t **final_usage)
         svc->n_pool--;
     else
         svc->n_live--;
-    exec_fail_all(sb, "the sandbox was closed");
+    exec_fail_all(sb, reason);
     if (sb->start_timer)
         ev_timer_cancel(sb->start_timer);
     ev_unwatch(sb->chan_w);
@@ -472,6 +449,11 @@ void sandbox_close(struct sandbox *sb, json_t **final_usage)
     svc->graveyard = sb;
     sb->free_timer = ev_timer_add(svc->loop, 0, free_later, sb);
     schedule_refill(svc);
+}
+
+void sandbox_close(struct sandbox *sb, json_t **final_usage)
+{
+    close_because(sb, final_usage, "the sandbox was closed");
 }
 
 void sandbox_close_owner(struct sandbox_service *svc, const char *owner)
@@ -657,6 +639,15 @@ json_t *sandbox_limits_json(const struct sbx_profile *p)
 
 /* ---- sweeping idle and old sandboxes ---- */
 
+/* Often enough that a sandbox outlives its TTL by at most half of it. */
+static uint64_t sweep_interval_ms(const struct sbx_config *cfg)
+{
+    uint64_t shortest =
+        cfg->idle_ttl_s < cfg->max_lifetime_s ? cfg->idle_ttl_s : cfg->max_lifetime_s;
+    uint64_t ms = shortest * 1000 / 2;
+    return ms < 100 ? 100 : ms > SWEEP_INTERVAL_MS ? SWEEP_INTERVAL_MS : ms;
+}
+
 static void on_sweep(struct ev_loop *loop, void *data)
 {
     struct sandbox_service *svc = data;
@@ -670,16 +661,19 @@ static void on_sweep(struct ev_loop *loop, void *data)
                 sb->queue_len == 0 && now - sb->last_used_ms > (int64_t)cfg->idle_ttl_s * 1000;
             bool old = now - sb->created_ms > (int64_t)cfg->max_lifetime_s * 1000;
             if (idle || old) {
-                log_emit(LOG_LVL_INFO, "sandbox expired", "sandbox", sb->id, "limit",
-                         idle ? "limits.idle_ttl_s" : "limits.max_lifetime_s", NULL);
-                sandbox_close(sb, NULL);
+                char why[128];
+                snprintf(why, sizeof(why), "the sandbox was closed: it reached %s = %u",
+                         old ? "limits.max_lifetime_s" : "limits.idle_ttl_s",
+                         old ? cfg->max_lifetime_s : cfg->idle_ttl_s);
+                log_emit(LOG_LVL_INFO, "sandbox expired", "sandbox", sb->id, "reason", why, NULL);
+                close_because(sb, NULL, why);
             }
         } else if (sb->state == SBX_BROKEN) {
             sandbox_close(sb, NULL);
         }
         sb = next;
     }
-    svc->sweeper = ev_timer_add(loop, SWEEP_INTERVAL_MS, on_sweep, svc);
+    svc->sweeper = ev_timer_add(loop, sweep_interval_ms(cfg), on_sweep, svc);
 }
 
 #define HISTORY_FLUSH_MS 100
@@ -731,7 +725,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
         resources_sandbox_register(svc, err) < 0)
         goto fail;
     mcp_server_on_owner_gone(srv, on_owner_gone, svc);
-    svc->sweeper = ev_timer_add(loop, SWEEP_INTERVAL_MS, on_sweep, svc);
+    svc->sweeper = ev_timer_add(loop, sweep_interval_ms(cfg), on_sweep, svc);
     schedule_refill(svc);
     *out = svc;
     return 0;

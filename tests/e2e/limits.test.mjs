@@ -1,0 +1,132 @@
+// Lifecycle limits, the warm pool, the guard's configurable lists and figure limits, end to
+// end over stdio with the official SDK and real sandboxes.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, cleanup } from './helpers.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-limits-'));
+chmodSync(dir, 0o755);
+after(async () => {
+  await cleanup();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+let n = 0;
+async function server(toml) {
+  const cfg = join(dir, `config-${++n}.toml`);
+  writeFileSync(cfg, toml);
+  const { client } = await connect(['--config', cfg, '--state-dir', join(dir, 'state')]);
+  return client;
+}
+
+async function call(client, name, args = {}) {
+  const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 120000 });
+  const text = (r.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+  return { r, sc: r.structuredContent, text };
+}
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+test('limits.max_sandboxes_per_owner and limits.max_sandboxes are enforced and named', async () => {
+  let c = await server('[limits]\nmax_sandboxes_per_owner = 2\n');
+  assert.ok((await call(c, 'create_sandbox')).sc.sandbox_id);
+  assert.ok((await call(c, 'create_sandbox')).sc.sandbox_id);
+  let third = await call(c, 'create_sandbox');
+  assert.equal(third.r.isError, true);
+  assert.match(third.text, /limits\.max_sandboxes_per_owner = 2/);
+  await c.close();
+  c = await server('[limits]\nmax_sandboxes = 1\n');
+  assert.ok((await call(c, 'create_sandbox')).sc.sandbox_id);
+  third = await call(c, 'create_sandbox');
+  assert.equal(third.r.isError, true);
+  assert.match(third.text, /limits\.max_sandboxes = 1/);
+  const st = await call(c, 'run_code', { code: '1' });
+  assert.equal(st.r.isError, true, 'the default sandbox counts against the limit too');
+  await c.close();
+});
+
+test('limits.max_queue_depth refuses calls beyond the queue, naming the limit', async () => {
+  const c = await server('[limits]\nmax_queue_depth = 2\n');
+  const id = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  const slow = call(c, 'run_code', { sandbox_id: id, code: 'import time\ntime.sleep(2)\n"slow"' });
+  await sleep(200);
+  const queued = call(c, 'run_code', { sandbox_id: id, code: '"queued"' });
+  await sleep(100);
+  const refused = await call(c, 'run_code', { sandbox_id: id, code: '"refused"' });
+  assert.equal(refused.r.isError, true);
+  assert.match(refused.text, /limits\.max_queue_depth = 2/);
+  assert.equal((await slow).sc.result, "'slow'");
+  assert.equal((await queued).sc.result, "'queued'");
+  await c.close();
+});
+
+test('limits.idle_ttl_s closes an idle sandbox; limits.max_lifetime_s ends even a busy one', async () => {
+  let c = await server('[limits]\nidle_ttl_s = 1\n');
+  const id = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  await sleep(2500);
+  let list = await call(c, 'list_sandboxes');
+  assert.ok(!list.sc.sandboxes.some((s) => s.id === id), 'the idle sandbox was closed');
+  const gone = await call(c, 'run_code', { sandbox_id: id, code: '1' });
+  assert.match(gone.text, /unknown sandbox_id/);
+  await c.close();
+  c = await server('[limits]\nmax_lifetime_s = 2\n');
+  const busy = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  const r = await call(c, 'run_code', { sandbox_id: busy, code: 'import time\ntime.sleep(30)', timeout_s: 60 });
+  assert.equal(r.r.isError, true);
+  assert.match(r.text, /limits\.max_lifetime_s = 2/);
+  list = await call(c, 'list_sandboxes');
+  assert.ok(!list.sc.sandboxes.some((s) => s.id === busy));
+  await c.close();
+});
+
+test('the warm pool serves create_sandbox with a ready interpreter and stays within limits', async () => {
+  let c = await server('[profiles.standard]\npool_size = 2\n');
+  await sleep(1500); // let the pool fill
+  const created = await call(c, 'create_sandbox');
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: created.sc.sandbox_id });
+  assert.equal(st.sc.state, 'ready', 'a pooled sandbox has its interpreter up already');
+  await c.close();
+  c = await server('[limits]\nmax_sandboxes = 1\n[profiles.standard]\npool_size = 3\n');
+  await sleep(1000);
+  assert.ok((await call(c, 'create_sandbox')).sc.sandbox_id);
+  const over = await call(c, 'create_sandbox');
+  assert.match(over.text, /limits\.max_sandboxes = 1/, 'the pool never makes room beyond the limit');
+  await c.close();
+});
+
+test('guard lists come from the configuration', async () => {
+  const c = await server('[guard]\ndenied_modules = ["json"]\ndenied_calls = ["print"]\ndenied_attributes = []\n');
+  const id = (await call(c, 'create_sandbox', { profile: 'tight' })).sc.sandbox_id;
+  let r = await call(c, 'run_code', { sandbox_id: id, code: 'import json' });
+  assert.match(r.text, /rejected by policy \(profile tight\): import of module 'json'/);
+  r = await call(c, 'run_code', { sandbox_id: id, code: 'print(1)' });
+  assert.match(r.text, /call of 'print'/);
+  r = await call(c, 'run_code', { sandbox_id: id, code: 'import math\nmath.floor(2.5)' });
+  assert.equal(r.sc.result, '2', 'what the configured lists allow runs');
+  await c.close();
+});
+
+test('at most 4 figures come back inline; more, and oversized ones, are saved and linked', async () => {
+  const c = await server('');
+  const { r, sc } = await call(c, 'run_code', {
+    code: [
+      'import numpy as np, matplotlib.pyplot as plt',
+      'for i in range(5):',
+      '    plt.figure(); plt.plot([0, i])',
+      'big = plt.figure(figsize=(12, 12), dpi=100)',
+      'plt.imshow(np.random.default_rng(1).random((1200, 1200)), interpolation="nearest")',
+    ].join('\n'),
+  });
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  const images = r.content.filter((x) => x.type === 'image');
+  assert.equal(images.length, 4);
+  for (const img of images) assert.ok(Buffer.from(img.data, 'base64').length <= 1 << 20);
+  const links = r.content.filter((x) => x.type === 'resource_link' && /figures\/fig-/.test(x.uri));
+  assert.equal(links.length, 2, 'the fifth small figure and the big one are linked');
+  const read = await c.readResource({ uri: links[links.length - 1].uri });
+  assert.equal(read.contents[0].mimeType, 'image/png');
+  await c.close();
+});
