@@ -1,0 +1,97 @@
+/* The driver channel's framing: partial reads, several frames per read, hostile lengths. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/channel.h"
+
+static void round_trip_byte_by_byte(void **state)
+{
+    (void)state;
+    json_t *in = json_pack("{s:s, s:i, s:s}", "op", "exec", "id", 7, "code", "print('é')");
+    char *buf;
+    size_t len;
+    assert_int_equal(channel_encode(in, &buf, &len), 0);
+    struct channel_decoder d;
+    channel_decoder_init(&d, 0);
+    json_t *out = NULL;
+    for (size_t i = 0; i < len; i++) {
+        assert_null(out);
+        assert_int_equal(channel_feed(&d, buf + i, 1), 0);
+        int r = channel_next(&d, &out);
+        assert_int_equal(r, i + 1 == len ? 1 : 0);
+    }
+    assert_true(json_equal(in, out));
+    json_decref(in);
+    json_decref(out);
+    free(buf);
+    channel_decoder_free(&d);
+}
+
+static void two_frames_in_one_read(void **state)
+{
+    (void)state;
+    json_t *a = json_pack("{s:i}", "id", 1), *b = json_pack("{s:i}", "id", 2);
+    char *ba, *bb;
+    size_t la, lb;
+    channel_encode(a, &ba, &la);
+    channel_encode(b, &bb, &lb);
+    struct channel_decoder d;
+    channel_decoder_init(&d, 0);
+    channel_feed(&d, ba, la);
+    channel_feed(&d, bb, lb);
+    json_t *o1, *o2, *o3;
+    assert_int_equal(channel_next(&d, &o1), 1);
+    assert_int_equal(channel_next(&d, &o2), 1);
+    assert_int_equal(channel_next(&d, &o3), 0);
+    assert_int_equal(json_integer_value(json_object_get(o1, "id")), 1);
+    assert_int_equal(json_integer_value(json_object_get(o2, "id")), 2);
+    json_decref(a), json_decref(b), json_decref(o1), json_decref(o2);
+    free(ba), free(bb);
+    channel_decoder_free(&d);
+}
+
+static void oversized_length_is_an_error(void **state)
+{
+    (void)state;
+    struct channel_decoder d;
+    channel_decoder_init(&d, 1024);
+    const unsigned char hdr[4] = {0, 0, 0x10, 0x01}; /* 4097 > 1024 */
+    channel_feed(&d, hdr, 4);
+    json_t *o;
+    assert_int_equal(channel_next(&d, &o), -1);
+    assert_null(o);
+    channel_decoder_free(&d);
+}
+
+static void non_object_or_garbage_is_an_error(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {"[1,2]", "42", "{\"a\":", "\xff\xfe", "{\"a\":1,\"a\":2}"};
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        struct channel_decoder d;
+        channel_decoder_init(&d, 0);
+        size_t n = strlen(bodies[i]);
+        unsigned char hdr[4] = {0, 0, 0, (unsigned char)n};
+        channel_feed(&d, hdr, 4);
+        channel_feed(&d, bodies[i], n);
+        json_t *o;
+        assert_int_equal(channel_next(&d, &o), -1);
+        channel_decoder_free(&d);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(round_trip_byte_by_byte),
+        cmocka_unit_test(two_frames_in_one_read),
+        cmocka_unit_test(oversized_length_is_an_error),
+        cmocka_unit_test(non_object_or_garbage_is_an_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,167 @@
+/* The SQLite history: records, previews, retention, reset, packages, restarts, bad files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "service/history.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/sbx-history-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static struct history *open_db(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    struct history *h = NULL;
+    struct sbx_err err = {0};
+    assert_int_equal(history_open(path, &h, &err), 0);
+    return h;
+}
+
+static void add(struct history *h, const char *id, const char *code, bool ok)
+{
+    struct history_record r = {.timestamp_ms = 1700000000123,
+                               .language = "python",
+                               .success = ok,
+                               .duration_ms = 3,
+                               .code = code,
+                               .stdout_text = "out",
+                               .error = ok ? NULL : "E: boom"};
+    struct sbx_err err = {0};
+    assert_int_equal(history_add(h, id, &r, &err), 0);
+}
+
+static void records_survive_a_restart(void **state)
+{
+    (void)state;
+    struct history *h = open_db("a/b/h.sqlite3");
+    struct sbx_err err = {0};
+    assert_int_equal(history_record_sandbox(h, "sb-1", "alice", "n", "standard", 1000, &err), 0);
+    add(h, "sb-1", "x = 1", true);
+    add(h, "sb-1", "1/0", false);
+    history_close(h); /* pending records are flushed on close */
+    h = open_db("a/b/h.sqlite3");
+    assert_int_equal(history_total(h, "sb-1"), 2);
+    json_t *recs = NULL;
+    assert_int_equal(history_list(h, "sb-1", 10, &recs, &err), 0);
+    assert_int_equal(json_array_size(recs), 2);
+    json_t *last = json_array_get(recs, 1);
+    assert_string_equal(json_string_value(json_object_get(last, "code_preview")), "1/0");
+    assert_string_equal(json_string_value(json_object_get(last, "error")), "E: boom");
+    assert_string_equal(json_string_value(json_object_get(last, "timestamp")),
+                        "2023-11-14T22:13:20.123Z");
+    json_decref(recs);
+    json_t *info = NULL;
+    assert_int_equal(history_get_sandbox(h, "sb-1", &info, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(info, "owner")), "alice");
+    json_decref(info);
+    assert_int_equal(history_get_sandbox(h, "sb-unknown", &info, &err), -1);
+    assert_int_equal(err.code, ENOENT);
+    history_close(h);
+}
+
+static void previews_are_capped_on_a_utf8_boundary(void **state)
+{
+    (void)state;
+    struct history *h = open_db("p.sqlite3");
+    struct sbx_err err = {0};
+    history_record_sandbox(h, "sb-2", "o", NULL, "standard", 1, &err);
+    char *code = malloc(5001);
+    for (int i = 0; i < 2500; i++)
+        memcpy(code + 2 * i, "\xc3\xa9", 2); /* "é" */
+    code[5000] = '\0';
+    add(h, "sb-2", code, true);
+    json_t *recs = NULL;
+    history_list(h, "sb-2", 1, &recs, &err);
+    const char *p = json_string_value(json_object_get(json_array_get(recs, 0), "code_preview"));
+    assert_non_null(p); /* jansson accepted it: valid UTF-8 */
+    assert_true(strlen(p) <= HISTORY_PREVIEW_MAX);
+    assert_non_null(strstr(p, "\xe2\x80\xa6"));
+    json_decref(recs);
+    free(code);
+    history_close(h);
+}
+
+static void retention_and_reset(void **state)
+{
+    (void)state;
+    struct history *h = open_db("r.sqlite3");
+    struct sbx_err err = {0};
+    history_set_retention(h, 5);
+    history_record_sandbox(h, "sb-3", "o", NULL, "standard", 1, &err);
+    for (int i = 0; i < 12; i++) {
+        char code[16];
+        snprintf(code, sizeof(code), "c%d", i);
+        add(h, "sb-3", code, true);
+    }
+    json_t *recs = NULL;
+    history_list(h, "sb-3", 50, &recs, &err);
+    assert_int_equal(json_array_size(recs), 5);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(recs, 4), "code_preview")),
+                        "c11");
+    json_decref(recs);
+    assert_int_equal(history_total(h, "sb-3"), 12);
+    assert_int_equal(history_clear(h, "sb-3", &err), 0);
+    assert_int_equal(history_total(h, "sb-3"), 0);
+    add(h, "sb-3", "after", true);
+    assert_int_equal(history_total(h, "sb-3"), 1);
+    json_t *pk = json_pack("[{s:s, s:s}]", "name", "numpy", "version", "1.24.2");
+    assert_int_equal(history_set_packages(h, "sb-3", pk, &err), 0);
+    json_t *info = NULL;
+    history_get_sandbox(h, "sb-3", &info, &err);
+    assert_true(json_equal(json_object_get(info, "packages"), pk));
+    json_decref(info);
+    json_decref(pk);
+    history_close(h);
+}
+
+static void corrupt_or_unwritable_gives_a_clear_error(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/corrupt.sqlite3", dir);
+    FILE *f = fopen(path, "w");
+    fputs("this is not a database, just text that is long enough to look like a header....", f);
+    fclose(f);
+    struct history *h = NULL;
+    struct sbx_err err = {0};
+    assert_int_equal(history_open(path, &h, &err), -1);
+    assert_null(h);
+    assert_non_null(strstr(err.msg, "history database"));
+    snprintf(path, sizeof(path), "/proc/sbx-no-such-dir/h.sqlite3");
+    memset(&err, 0, sizeof(err));
+    assert_int_equal(history_open(path, &h, &err), -1);
+    assert_true(err.msg[0] != '\0');
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(records_survive_a_restart),
+        cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
+        cmocka_unit_test(retention_and_reset),
+        cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
