@@ -11,6 +11,8 @@ import statistics
 import subprocess
 import time
 
+import mcp_scenarios
+
 PY = ["/usr/bin/python3", "-I", "-c", "print(1)"]
 
 
@@ -129,9 +131,11 @@ def write_md(res, path):
     lines += ["", f"Engine setup (clone until the exec of the command, measured inside the "
               f"program): median {s['median']:.0f} us, min {s['min']:.0f}, p99 {s['p99']:.0f}, "
               f"max {s['max']:.0f} (n={s['n']}).", "",
-              "Scenarios 2-6 (warm execution through MCP, time to ready, throughput, density, "
-              "floods) need the MCP server and sandbox tools; they are not in this harness yet.",
               ""]
+    lines += mcp_scenarios.write_md(res)
+    lines += ["Not in this harness yet: scenario 4 (throughput with concurrent HTTP sessions) and "
+              "6 (floods), and every HTTP figure, because the Streamable HTTP transport is not in "
+              "this build.", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -168,12 +172,17 @@ def main():
     res = {"mode": "quick" if a.quick else "full",
            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                        "loadavg_start": " ".join(load0)}}
-    res["cold_one_shot"] = cold_one_shot(os.path.abspath(a.bin), 12 if a.quick else 100)
+    binary = os.path.abspath(a.bin)
+    res["cold_one_shot"] = cold_one_shot(binary, 12 if a.quick else 100)
+    res["warm_execution"] = mcp_scenarios.warm_execution(binary, a.quick)
+    res["time_to_ready"] = mcp_scenarios.time_to_ready(binary, a.quick)
+    res["density"] = mcp_scenarios.density(binary, a.quick)
     res["machine"]["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump(res, f, indent=2)
     write_md(res, os.path.join(a.out, "latest.md"))
     chart(res, os.path.join(a.out, "cold_one_shot.png"))
+    mcp_scenarios.charts(res, a.out)
     print(open(os.path.join(a.out, "latest.md")).read())
 
 

@@ -20,8 +20,18 @@ for p in peers:
 engine = [p for p in peers if p["name"].startswith("mcp-sandbox")][0]
 assert "median_ms" in engine, "the engine itself must run"
 assert d["cold_one_shot"]["engine_setup_us"]["median"] > 0
+for row in d["warm_execution"]["rows"]:
+    for k in ("mcp_sandbox_stdio", "seed_subprocess", "raw_floor_no_sandbox"):
+        assert row[k]["median_us"] > 0, (row["code"], k)
+t = d["time_to_ready"]
+for k in ("create_sandbox_from_pool", "create_sandbox_no_pool_until_first_run",
+          "create_run_close_print1", "bare_python_print1"):
+    assert t[k]["median_us"] > 0, k
+assert d["density"]["rows"] and all(r["mib_per_sandbox_memavailable"] > 0 for r in d["density"]["rows"])
 PY
 [ -s "$out/latest.md" ] && tap_ok "bench: Markdown generated from the JSON" || tap_fail "bench: Markdown generated"
-[ -s "$out/cold_one_shot.png" ] && tap_ok "bench: chart drawn" || tap_fail "bench: chart drawn"
+for png in cold_one_shot warm_execution time_to_ready density; do
+    [ -s "$out/$png.png" ] && tap_ok "bench: $png chart drawn" || tap_fail "bench: $png chart drawn"
+done
 rm -rf "$out"
 tap_done
