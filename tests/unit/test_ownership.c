@@ -1,0 +1,225 @@
+/* Ownership through the real protocol layer and service, with real sandboxes: two sessions
+ * with different owners (as HTTP principals will be). Bob must not tell Alice's sandbox from
+ * an unknown one, whichever tool or resource he uses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "jail/jail.h"
+#include "protocol/mcp.h"
+#include "service/loop.h"
+#include "service/sandbox.h"
+
+struct peer {
+    struct mcp_session *s;
+    json_t *inbox;
+};
+
+static struct ev_loop *loop;
+static struct sbx_config cfg;
+static struct mcp_server *srv;
+static struct sandbox_service *svc;
+static char state_dir[64];
+
+static void collect(void *ctx, json_t *msg, const json_t *related)
+{
+    (void)related;
+    json_array_append(((struct peer *)ctx)->inbox, msg);
+}
+
+static const struct mcp_transport_ops ops = {.send = collect};
+
+static void stop(struct ev_loop *l, void *data)
+{
+    (void)data;
+    ev_loop_stop(l);
+}
+
+/* Sends one request and runs the loop until its response arrives (or 30 s pass). */
+static json_t *request(struct peer *p, int id, const char *method, json_t *params)
+{
+    json_t *req = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", method,
+                            "params", params);
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    mcp_session_receive(p->s, text, strlen(text));
+    free(text);
+    for (int spins = 0; spins < 3000; spins++) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(p->inbox, i, m)
+        {
+            if (json_integer_value(json_object_get(m, "id")) == id) {
+                json_incref(m);
+                json_array_remove(p->inbox, i);
+                return m;
+            }
+        }
+        ev_timer_add(loop, 10, stop, NULL);
+        ev_loop_run(loop);
+    }
+    fail_msg("no response to %s", method);
+    return NULL;
+}
+
+static json_t *tool(struct peer *p, int id, const char *name, json_t *args)
+{
+    return request(p, id, "tools/call", json_pack("{s:s, s:o}", "name", name, "arguments", args));
+}
+
+static const char *text_of(const json_t *resp)
+{
+    return json_string_value(json_object_get(
+        json_array_get(json_object_get(json_object_get(resp, "result"), "content"), 0), "text"));
+}
+
+static void peer_init(struct peer *p, const char *owner)
+{
+    p->inbox = json_array();
+    p->s = mcp_session_new(srv, &ops, p, owner);
+    json_decref(request(p, 1, "initialize",
+                        json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", "2025-11-25",
+                                  "capabilities", "clientInfo", "name", "t", "version", "1")));
+}
+
+static void another_owner_sees_nothing(void **state)
+{
+    (void)state;
+    struct peer alice, bob;
+    peer_init(&alice, "alice");
+    peer_init(&bob, "bob");
+
+    json_t *r = tool(&alice, 10, "create_sandbox", json_pack("{s:s}", "name", "mine"));
+    const char *id = json_string_value(json_object_get(
+        json_object_get(json_object_get(r, "result"), "structuredContent"), "sandbox_id"));
+    assert_non_null(id);
+    char sid[32];
+    snprintf(sid, sizeof(sid), "%s", id);
+    json_decref(r);
+    json_decref(tool(&alice, 11, "write_file",
+                     json_pack("{s:s, s:s, s:s}", "sandbox_id", sid, "path", "secret.txt",
+                               "content", "alice only")));
+    r = tool(&alice, 12, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(r, "result"), "structuredContent"), "result")),
+        "42");
+    json_decref(r);
+
+    /* Each of Bob's attempts must read exactly like the answer for an id that never existed. */
+    static const struct {
+        const char *tool, *extra_key, *extra;
+    } probes[] = {
+        {"run_code", "code", "1"},
+        {"read_file", "path", "secret.txt"},
+        {"list_files", "path", "/workspace"},
+        {"get_sandbox_status", NULL, NULL},
+        {"close_sandbox", NULL, NULL},
+        {"reset_sandbox", NULL, NULL},
+        {"get_execution_history", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+        json_t *args_real = json_pack("{s:s}", "sandbox_id", sid);
+        json_t *args_fake = json_pack("{s:s}", "sandbox_id", "sb-000000000000");
+        if (probes[i].extra_key) {
+            json_object_set_new(args_real, probes[i].extra_key, json_string(probes[i].extra));
+            json_object_set_new(args_fake, probes[i].extra_key, json_string(probes[i].extra));
+        }
+        json_t *real = tool(&bob, 100 + (int)i, probes[i].tool, args_real);
+        json_t *fake = tool(&bob, 200 + (int)i, probes[i].tool, args_fake);
+        assert_true(json_is_true(json_object_get(json_object_get(real, "result"), "isError")));
+        assert_non_null(strstr(text_of(fake), "unknown sandbox_id"));
+        char *a = json_dumps(json_object_get(real, "result"), JSON_COMPACT | JSON_SORT_KEYS);
+        char *b = json_dumps(json_object_get(fake, "result"), JSON_COMPACT | JSON_SORT_KEYS);
+        char *hit;
+        while ((hit = strstr(a, sid)))
+            memcpy(hit, "sb-000000000000", strlen(sid));
+        assert_string_equal(a, b);
+        assert_null(strstr(a, "alice only"));
+        free(a);
+        free(b);
+        json_decref(real);
+        json_decref(fake);
+    }
+    r = tool(&bob, 300, "list_sandboxes", json_object());
+    char *list = json_dumps(r, JSON_COMPACT);
+    assert_null(strstr(list, sid));
+    free(list);
+    json_decref(r);
+    char uri[96];
+    snprintf(uri, sizeof(uri), "sandbox://%s/files/secret.txt", sid);
+    r = request(&bob, 301, "resources/read", json_pack("{s:s}", "uri", uri));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "error"), "code")),
+                     -32002);
+    json_decref(r);
+    r = request(&alice, 302, "resources/read", json_pack("{s:s}", "uri", uri));
+    char *mine = json_dumps(r, 0);
+    assert_non_null(strstr(mine, "alice only"));
+    free(mine);
+    json_decref(r);
+
+    /* Alice's sandbox is still hers and still works. */
+    r = tool(&alice, 13, "read_file",
+             json_pack("{s:s, s:s}", "sandbox_id", sid, "path", "secret.txt"));
+    assert_non_null(strstr(text_of(r), "alice only"));
+    json_decref(r);
+
+    /* The last session of an owner ending closes that owner's sandboxes. */
+    mcp_session_free(alice.s);
+    r = tool(&bob, 400, "list_sandboxes", json_object());
+    json_decref(r);
+    int left = 0;
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        left += sb->owner && strcmp(sb->owner, "alice") == 0;
+    assert_int_equal(left, 0);
+    mcp_session_free(bob.s);
+    json_decref(alice.inbox);
+    json_decref(bob.inbox);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(state_dir, sizeof(state_dir), "/tmp/sbx-owner-XXXXXX");
+    if (!mkdtemp(state_dir))
+        return -1;
+    config_init_defaults(&cfg);
+    cfg.state_dir = strdup(state_dir);
+    cfg.profiles[0].pool_size = 0;
+    struct sbx_err err = {0};
+    struct mcp_server_opts o = {.cfg = &cfg, .transport_name = "test"};
+    if (ev_loop_new(&loop, &err) < 0 || mcp_server_new(loop, &o, &srv, &err) < 0 ||
+        sandbox_service_new(loop, srv, &cfg, &svc, &err) < 0) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sandbox_service_free(svc);
+    mcp_server_free(srv);
+    ev_loop_free(loop);
+    jail_shutdown();
+    config_free(&cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(another_owner_sees_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
