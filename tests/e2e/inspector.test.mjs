@@ -1,21 +1,37 @@
 // The official inspector CLI against the binary over stdio: it must list and call tools.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { BIN } from './helpers.mjs';
+
+const stateDir = mkdtempSync(join(tmpdir(), 'sbx-inspector-'));
+after(() => rmSync(stateDir, { recursive: true, force: true }));
 
 const run = promisify(execFile);
 const CLI = new URL('./node_modules/.bin/mcp-inspector-cli', import.meta.url).pathname;
 
 async function inspector(...args) {
-  const { stdout } = await run(process.execPath, [CLI, '--cli', BIN, 'serve', '--stdio', '--test-fixtures', ...args], { timeout: 60000 });
+  const { stdout } = await run(process.execPath, [CLI, '--cli', BIN, 'serve', '--stdio', '--test-fixtures', '--state-dir', stateDir, ...args], { timeout: 60000 });
   return JSON.parse(stdout);
 }
 
 test('inspector CLI: tools/list over stdio', async () => {
   const out = await inspector('--method', 'tools/list');
-  assert.deepEqual(out.tools.map((t) => t.name).sort(), ['test_elicitation', 'test_error', 'test_error_handling', 'test_log', 'test_sampling', 'test_simple_text', 'test_slow']);
+  const names = out.tools.map((t) => t.name);
+  for (const n of ['test_elicitation', 'test_error', 'test_error_handling', 'test_log', 'test_sampling',
+    'test_simple_text', 'test_slow', 'run_code', 'execute_command', 'create_sandbox', 'read_file']) {
+    assert.ok(names.includes(n), `${n} is listed`);
+  }
+});
+
+test('inspector CLI: run_code in a real sandbox over stdio', async () => {
+  const out = await inspector('--method', 'tools/call', '--tool-name', 'run_code', '--tool-arg', 'code=print(6*7)');
+  assert.equal(out.structuredContent.stdout, '42\n');
+  assert.equal(out.structuredContent.success, true);
 });
 
 test('inspector CLI: tools/call over stdio', async () => {
