@@ -229,7 +229,7 @@ def pss_of_tree(root_pid):
 
 
 def density(binary, quick):
-    counts = [20] if quick else [100, 200]
+    counts = [20] if quick else [100, 200, 1000]
     out = []
     for n in counts:
         cfg = (f"[limits]\nmax_sandboxes = {n + 5}\nmax_sandboxes_per_owner = {n + 5}\n"
@@ -251,6 +251,77 @@ def density(binary, quick):
                     "mib_per_sandbox_pss": pss / n / 2**20, "create_and_first_run_s": created,
                     "teardown_s": teardown})
     return {"rows": out}
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def flood_run(srv, calls, ping_every_s=0.05):
+    """Sends the tool calls, then pings every ping_every_s until all calls answered; returns
+    ping latencies (us) and the server's peak RSS growth (KiB) seen meanwhile."""
+    pending = set()
+    for args in calls:
+        cid, line = srv.encode("tools/call", {"name": "run_code", "arguments": args})
+        pending.add(cid)
+        os.write(srv.fd, line)
+    rss0 = rss_kib(srv.p.pid)
+    peak, pings, sent = rss0, [], {}
+    import select
+    next_ping = time.perf_counter()
+    while pending:
+        now = time.perf_counter()
+        if now >= next_ping:
+            pid_, line = srv.encode("ping", {})
+            sent[pid_] = time.perf_counter_ns()
+            os.write(srv.fd, line)
+            next_ping = now + ping_every_s
+        r, _, _ = select.select([srv.p.stdout], [], [], ping_every_s)
+        if r:
+            msg = json.loads(srv.p.stdout.readline())
+            mid = msg.get("id")
+            if mid in sent:
+                pings.append((time.perf_counter_ns() - sent.pop(mid)) / 1000.0)
+            elif mid in pending:
+                pending.discard(mid)
+                if msg.get("result", {}).get("isError"):
+                    raise RuntimeError(msg["result"]["content"][0]["text"])
+        peak = max(peak, rss_kib(srv.p.pid))
+    return pings, peak - rss0
+
+
+def floods(binary, quick):
+    gib = 1 << 28 if quick else 1 << 30  # quick: 256 MiB
+    chunk = 1 << 16
+    one = {"code": f"import sys\nb = 'x' * {chunk - 1} + '\\n'\n"
+                   f"for _ in range({gib // chunk}): sys.stdout.write(b)", "timeout_s": 600}
+    srv = Server(binary, "[limits]\nmax_sandboxes = 80\nmax_sandboxes_per_owner = 80\n")
+    srv.tool("run_code", {"code": "x=1"})
+    rss_start = rss_kib(srv.p.pid)
+    t = time.perf_counter()
+    pings1, grow1 = flood_run(srv, [one])
+    t1 = time.perf_counter() - t
+    n = 8 if quick else 64
+    each = (16 << 20) // chunk
+    ids = [srv.tool("create_sandbox", {})["sandbox_id"] for _ in range(n)]
+    many = [{"sandbox_id": i, "timeout_s": 600,
+             "code": f"import sys\nb = 'y' * {chunk - 1} + '\\n'\n"
+                     f"for _ in range({each}): sys.stdout.write(b)"} for i in ids]
+    t = time.perf_counter()
+    pings2, grow2 = flood_run(srv, many)
+    t2 = time.perf_counter() - t
+    rss_end = rss_kib(srv.p.pid)
+    srv.close()
+    return {"one_sandbox": {"bytes": gib, "seconds": t1, "rss_growth_kib": grow1,
+                            "ping": stats_us(pings1) if pings1 else None},
+            "many_sandboxes": {"sandboxes": n, "bytes_each": each * chunk, "seconds": t2,
+                               "rss_growth_kib": grow2,
+                               "ping": stats_us(pings2) if pings2 else None},
+            "server_rss_kib": {"start": rss_start, "end": rss_end}}
 
 
 def write_md(res):
@@ -291,6 +362,22 @@ def write_md(res):
                          f"{r['mib_per_sandbox_pss']:.2f} | {r['create_and_first_run_s']:.1f} | "
                          f"{r['teardown_s']:.1f} |")
         lines.append("")
+    f = res.get("floods")
+    if f:
+        lines += ["## 6. Floods: output the server must not hold", "",
+                  "| flood | seconds | server RSS growth (peak) KiB | concurrent ping median us | "
+                  "ping max us |", "|---|---|---|---|---|"]
+        o, m = f["one_sandbox"], f["many_sandboxes"]
+        for label, r in ((f"1 sandbox printing {o['bytes'] >> 20} MiB", o),
+                         (f"{m['sandboxes']} sandboxes printing {m['bytes_each'] >> 20} MiB each",
+                          m)):
+            p = r["ping"] or {"median_us": float("nan"), "max_us": float("nan")}
+            lines.append(f"| {label} | {r['seconds']:.1f} | {r['rss_growth_kib']} | "
+                         f"{p['median_us']:.0f} | {p['max_us']:.0f} |")
+        lines += ["", f"Server RSS {f['server_rss_kib']['start']} KiB at the start, "
+                  f"{f['server_rss_kib']['end']} KiB at the end. Output beyond the cap is "
+                  "spilled to the sandbox's workspace (up to 64 MiB per stream), never held "
+                  "by the server.", ""]
     return lines
 
 

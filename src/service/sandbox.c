@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -164,9 +165,12 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
     (void)loop;
     struct sandbox *sb = data;
     char buf[65536];
-    for (;;) {
+    /* Sandbox code can write to fd 3 too: a bounded bite per turn, like the output pipes. */
+    for (int bites = 0; bites < 16; bites++) {
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n > 0) {
+            if (sb->channel_poisoned)
+                continue; /* the rest of a bad stream: dropped until the restart */
             if (channel_feed(&sb->dec, buf, (size_t)n) < 0)
                 break;
             json_t *frame;
@@ -177,6 +181,7 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
                     log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it", "sandbox",
                              sb->id, NULL);
                     channel_decoder_reset(&sb->dec);
+                    sb->channel_poisoned = true;
                     jail_workload_kill(sb->jail);
                     break;
                 }
@@ -194,13 +199,19 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
     (void)events;
 }
 
-static void drain_pipe(struct sandbox *sb, int stream)
+/* Reads at most limit bytes of one stream. A background process in the sandbox may write
+ * forever, so no loop here runs until EAGAIN: each turn takes a bounded bite and the event
+ * loop serves everyone else in between. */
+static void drain_pipe(struct sandbox *sb, int stream, size_t limit)
 {
     int fd = stream == 1 ? sb->out_fd : sb->err_fd;
     char buf[65536];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
+    size_t done = 0;
+    while (done < limit) {
+        size_t want = limit - done < sizeof(buf) ? limit - done : sizeof(buf);
+        ssize_t n = read(fd, buf, want);
         if (n > 0) {
+            done += (size_t)n;
             exec_on_output(sb, stream, buf, (size_t)n);
             if (sb->closing)
                 return;
@@ -212,11 +223,15 @@ static void drain_pipe(struct sandbox *sb, int stream)
     }
 }
 
+/* After a result frame: what the driver wrote before it is in the pipes now; take exactly
+ * that, not what a background writer adds meanwhile. */
 void sandbox_drain_output(struct sandbox *sb)
 {
-    drain_pipe(sb, 1);
-    if (!sb->closing)
-        drain_pipe(sb, 2);
+    for (int stream = 1; stream <= 2 && !sb->closing; stream++) {
+        int avail = 0;
+        if (ioctl(stream == 1 ? sb->out_fd : sb->err_fd, FIONREAD, &avail) == 0 && avail > 0)
+            drain_pipe(sb, stream, (size_t)avail);
+    }
 }
 
 static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -224,16 +239,26 @@ static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
     (void)loop;
     (void)events;
     struct sandbox *sb = data;
-    drain_pipe(sb, fd == sb->out_fd ? 1 : 2);
+    drain_pipe(sb, fd == sb->out_fd ? 1 : 2, 256 << 10);
 }
 
 static void restart_driver(struct sandbox *sb)
 {
     channel_decoder_reset(&sb->dec);
-    /* Whatever the dead driver left in the channel belongs to no request. */
+    /* Whatever the dead driver left in the channel belongs to no request (take what is there
+     * now, not what a leftover writer keeps adding). */
+    int avail = 0;
     char buf[4096];
-    while (read(sb->chan_fd, buf, sizeof(buf)) > 0)
-        ;
+    if (ioctl(sb->chan_fd, FIONREAD, &avail) < 0)
+        avail = 0;
+    while (avail > 0) {
+        ssize_t n =
+            read(sb->chan_fd, buf, sizeof(buf) < (size_t)avail ? sizeof(buf) : (size_t)avail);
+        if (n <= 0)
+            break;
+        avail -= (int)n;
+    }
+    sb->channel_poisoned = false;
     if (++sb->restarts > MAX_QUICK_DEATHS) {
         mark_broken(sb, "the Python interpreter keeps dying at startup");
         return;

@@ -102,6 +102,7 @@ struct sandbox {
     bool pooled;
     bool is_default; /* the owner's default sandbox */
     bool closing;
+    bool channel_poisoned;           /* a bad frame came: drop channel bytes until the restart */
     struct exec *queue, *queue_tail; /* head is running when state is SBX_BUSY */
     size_t queue_len;
     struct ev_timer *start_timer; /* the driver must be ready in time */

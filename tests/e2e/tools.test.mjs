@@ -450,3 +450,22 @@ test('calls to one sandbox queue in order; a slow sandbox does not delay another
   assert.deepEqual(order, ['fast', 'slow1', 'slow2'], 'the fast sandbox answered while the slow one ran');
   await c.close();
 });
+
+test('hostile code: an endless background writer and garbage on the control channel do not stall the server', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', { name: 'hostile' })).sc.sandbox_id;
+  const other = (await call(c, 'create_sandbox', { name: 'bystander' })).sc.sandbox_id;
+  const bg = await call(c, 'execute_command', { sandbox_id: id, command: '(yes > /proc/self/fd/1 &) ; echo started' });
+  assert.match(bg.sc.stdout, /started/);
+  for (let i = 0; i < 3; i++) {
+    const r = await run(c, `${i} + 1`, { sandbox_id: id, timeout_s: 5 });
+    assert.equal(r.sc.result, String(i + 1), 'the sandbox with the writer still answers');
+    assert.equal((await run(c, '2 * 21', { sandbox_id: other })).sc.result, '42');
+  }
+  assert.deepEqual(await c.ping(), {});
+  const forged = await run(c, "import os\nos.write(3, b'\\xff\\xff\\xff\\xffnot a frame')\nimport time\ntime.sleep(1)", { sandbox_id: other });
+  assert.equal(forged.sc.interpreter_restarted, true, 'a corrupt channel replaces the interpreter');
+  assert.equal((await run(c, '1 + 1', { sandbox_id: other })).sc.result, '2');
+  await call(c, 'close_sandbox', { sandbox_id: id });
+  await c.close();
+});
