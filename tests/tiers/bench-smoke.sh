@@ -28,6 +28,9 @@ for k in ("create_sandbox_from_pool", "create_sandbox_no_pool_until_first_run",
           "create_run_close_print1", "bare_python_print1"):
     assert t[k]["median_us"] > 0, k
 assert d["density"]["rows"] and all(r["mib_per_sandbox_memavailable"] > 0 for r in d["density"]["rows"])
+for k in ("one_sandbox", "many_sandboxes"):
+    f = d["floods"][k]
+    assert f["seconds"] > 0 and f["rss_growth_kib"] >= 0 and f["ping"]["n"] > 0, k
 PY
 [ -s "$out/latest.md" ] && tap_ok "bench: Markdown generated from the JSON" || tap_fail "bench: Markdown generated"
 for png in cold_one_shot warm_execution time_to_ready density; do
