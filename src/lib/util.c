@@ -173,3 +173,13 @@ int parse_size(const char *s, uint64_t *out)
     *out = (uint64_t)v * mul;
     return 0;
 }
+
+void format_iso8601_ms(char *buf, size_t size, int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char day[40];
+    strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, size, "%s.%03dZ", day, (int)(ms % 1000));
+}

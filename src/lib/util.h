@@ -67,6 +67,8 @@ uint64_t now_ns(void);
 uint64_t now_ms(void);
 /* Wall clock, milliseconds since the epoch. */
 uint64_t wall_ms(void);
+/* "2026-11-22T12:55:45.864Z" for a wall-clock time in ms (UTC). */
+void format_iso8601_ms(char *buf, size_t size, int64_t ms);
 
 /* Write all of buf, retrying on EINTR/partial writes. Returns 0 or -errno. */
 int write_all(int fd, const void *buf, size_t len);

@@ -292,13 +292,6 @@ static const char *type_of(mode_t m)
     return "other";
 }
 
-static void iso_time(char *buf, size_t size, time_t t)
-{
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static int list_dir(int dfd, const char *prefix, bool recursive, int depth, size_t max,
                     json_t *entries, bool *truncated)
 {
@@ -320,8 +313,8 @@ static int list_dir(int dfd, const char *prefix, bool recursive, int depth, size
             continue;
         char path[FILES_PATH_MAX * 2];
         snprintf(path, sizeof(path), "%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
-        char mtime[32];
-        iso_time(mtime, sizeof(mtime), st.st_mtime);
+        char mtime[64];
+        format_iso8601_ms(mtime, sizeof(mtime), (int64_t)st.st_mtime * 1000);
         json_array_append_new(entries, json_pack("{s:s, s:s, s:I, s:s}", "path", path, "type",
                                                  type_of(st.st_mode), "size",
                                                  (json_int_t)st.st_size, "mtime", mtime));

@@ -345,13 +345,9 @@ int history_flush(struct history *h, struct sbx_err *err)
 
 static json_t *iso_time(int64_t ms)
 {
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[48], out[64];
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, sizeof(out), "%s.%03dZ", buf, (int)(ms % 1000));
-    return json_string(out);
+    char buf[64];
+    format_iso8601_ms(buf, sizeof(buf), ms);
+    return json_string(buf);
 }
 
 static json_t *column_text(sqlite3_stmt *s, int col)

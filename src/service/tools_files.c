@@ -1,6 +1,7 @@
 /* File tools: list, read, write and upload files of a sandbox. All paths go through files.c
  * (openat2 from the sandbox's root fd), never through a joined host path. */
 #include "sandbox.h"
+#include "tools_common.h"
 
 #include "base64.h"
 #include "files.h"
@@ -21,23 +22,6 @@
 #define LIST_MAX   1000
 #define UPLOAD_MAX (256ull << 20)
 
-static const char *arg_str(const json_t *args, const char *key)
-{
-    return json_string_value(json_object_get(args, key));
-}
-
-static struct sandbox *sandbox_arg(struct sandbox_service *svc, struct mcp_call *call,
-                                   const json_t *args)
-{
-    struct sbx_err err = {0};
-    struct sandbox *sb = NULL;
-    if (sandbox_lookup(svc, mcp_call_owner(call), arg_str(args, "sandbox_id"), &sb, &err) < 0) {
-        mcp_call_fail(call, "%s", err.msg);
-        return NULL;
-    }
-    return sb;
-}
-
 static bool canonical_arg(struct mcp_call *call, const char *path, char *canon, size_t size)
 {
     struct sbx_err err = {0};
@@ -48,19 +32,13 @@ static bool canonical_arg(struct mcp_call *call, const char *path, char *canon, 
     return true;
 }
 
-static void finish_structured(struct mcp_call *call, const char *text, json_t *sc)
-{
-    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
-                                    text, "structuredContent", sc));
-}
-
 static void t_list_files(struct mcp_call *call, json_t *args, void *data)
 {
-    const char *path = arg_str(args, "path");
+    const char *path = tool_arg_str(args, "path");
     char canon[FILES_PATH_MAX];
     if (!canonical_arg(call, path ? path : "/workspace", canon, sizeof(canon)))
         return;
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
     struct sbx_err err = {0};
@@ -85,7 +63,7 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
         free(text);
         text = line;
     }
-    finish_structured(
+    tool_finish(
         call, text,
         json_pack("{s:s, s:o, s:b}", "path", canon, "entries", entries, "truncated", truncated));
     free(text);
@@ -99,12 +77,12 @@ static bool is_image(const char *mime)
 static void t_read_file(struct mcp_call *call, json_t *args, void *data)
 {
     char canon[FILES_PATH_MAX];
-    if (!canonical_arg(call, arg_str(args, "path"), canon, sizeof(canon)))
+    if (!canonical_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
         return;
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
-    const char *encoding = arg_str(args, "encoding");
+    const char *encoding = tool_arg_str(args, "encoding");
     const json_t *jo = json_object_get(args, "offset"), *jl = json_object_get(args, "length");
     uint64_t offset = json_is_integer(jo) ? (uint64_t)json_integer_value(jo) : 0;
     uint64_t length = json_is_integer(jl) ? (uint64_t)json_integer_value(jl) : 0;
@@ -167,7 +145,7 @@ static void write_bytes(struct mcp_call *call, struct sandbox *sb, const char *c
         return;
     }
     char *text = xasprintf("wrote %zu bytes to %s", len, canon);
-    finish_structured(
+    tool_finish(
         call, text,
         json_pack("{s:s, s:I, s:s}", "path", canon, "size", (json_int_t)len, "sandbox_id", sb->id));
     free(text);
@@ -176,10 +154,10 @@ static void write_bytes(struct mcp_call *call, struct sandbox *sb, const char *c
 static void t_write_file(struct mcp_call *call, json_t *args, void *data)
 {
     char canon[FILES_PATH_MAX];
-    if (!canonical_arg(call, arg_str(args, "path"), canon, sizeof(canon)))
+    if (!canonical_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
         return;
     const json_t *c = json_object_get(args, "content");
-    const char *encoding = arg_str(args, "encoding");
+    const char *encoding = tool_arg_str(args, "encoding");
     cleanup_free char *decoded = NULL;
     const char *bytes = json_string_value(c);
     size_t len = json_string_length(c);
@@ -190,7 +168,7 @@ static void t_write_file(struct mcp_call *call, json_t *args, void *data)
         }
         bytes = decoded;
     }
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
     write_bytes(call, sb, canon, bytes, len);
@@ -238,7 +216,7 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
                             "content directly.");
         return;
     }
-    const char *local = arg_str(args, "local_path");
+    const char *local = tool_arg_str(args, "local_path");
     struct sbx_err err = {0};
     cleanup_fd int fd = open_upload(cfg, local, &err);
     if (fd < 0) {
@@ -255,12 +233,12 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
                       (unsigned long long)(UPLOAD_MAX >> 20));
         return;
     }
-    const char *dest = arg_str(args, "path");
+    const char *dest = tool_arg_str(args, "path");
     const char *base = strrchr(local, '/') + 1;
     char canon[FILES_PATH_MAX];
     if (!canonical_arg(call, dest ? dest : base, canon, sizeof(canon)))
         return;
-    struct sandbox *sb = sandbox_arg(svc, call, args);
+    struct sandbox *sb = tool_sandbox(svc, call, args);
     if (!sb)
         return;
     cleanup_free char *buf = NULL;

@@ -1,6 +1,7 @@
 /* The sandbox and execution tools: definitions as data, handlers that queue work on the
  * sandbox service and build the result when it is done. */
 #include "sandbox.h"
+#include "tools_common.h"
 
 #include "files.h"
 #include "history.h"
@@ -304,29 +305,12 @@ static void on_oneshot_done(struct exec *e)
 
 /* ---- argument helpers ---- */
 
-static const char *arg_str(const json_t *args, const char *key)
-{
-    return json_string_value(json_object_get(args, key));
-}
-
 static uint32_t timeout_arg(const json_t *args, const struct sandbox *sb)
 {
     const json_t *t = json_object_get(args, "timeout_s");
     if (json_is_number(t) && json_number_value(t) > 0)
         return (uint32_t)(json_number_value(t) * 1000.0);
     return sb->profile->timeout_ms;
-}
-
-static struct sandbox *sandbox_arg(struct sandbox_service *svc, struct mcp_call *call,
-                                   const json_t *args)
-{
-    struct sbx_err err = {0};
-    struct sandbox *sb = NULL;
-    if (sandbox_lookup(svc, mcp_call_owner(call), arg_str(args, "sandbox_id"), &sb, &err) < 0) {
-        mcp_call_fail(call, "%s", err.msg);
-        return NULL;
-    }
-    return sb;
 }
 
 static void queue_exec(struct mcp_call *call, struct sandbox *sb, const char *language,
@@ -341,17 +325,17 @@ static void queue_exec(struct mcp_call *call, struct sandbox *sb, const char *la
 
 static void t_run_code(struct mcp_call *call, json_t *args, void *data)
 {
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
-    const char *lang = arg_str(args, "language");
-    queue_exec(call, sb, lang ? lang : "python", arg_str(args, "code"), NULL, timeout_arg(args, sb),
-               on_exec_done);
+    const char *lang = tool_arg_str(args, "language");
+    queue_exec(call, sb, lang ? lang : "python", tool_arg_str(args, "code"), NULL,
+               timeout_arg(args, sb), on_exec_done);
 }
 
 static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
 {
-    const char *cwd = arg_str(args, "cwd");
+    const char *cwd = tool_arg_str(args, "cwd");
     char canon[FILES_PATH_MAX];
     if (cwd) {
         struct sbx_err err = {0};
@@ -361,10 +345,10 @@ static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
         }
         cwd = canon;
     }
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
-    queue_exec(call, sb, "bash", arg_str(args, "command"), cwd, timeout_arg(args, sb),
+    queue_exec(call, sb, "bash", tool_arg_str(args, "command"), cwd, timeout_arg(args, sb),
                on_exec_done);
 }
 
@@ -373,35 +357,24 @@ static void t_create_run_close(struct mcp_call *call, json_t *args, void *data)
     struct sandbox_service *svc = data;
     struct sbx_err err = {0};
     struct sandbox *sb = NULL;
-    if (sandbox_create(svc, mcp_call_owner(call), "create_run_close", arg_str(args, "profile"),
+    if (sandbox_create(svc, mcp_call_owner(call), "create_run_close", tool_arg_str(args, "profile"),
                        NULL, &sb, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
-    const char *lang = arg_str(args, "language");
-    if (sandbox_exec(sb, call, lang ? lang : "python", arg_str(args, "code"), NULL,
+    const char *lang = tool_arg_str(args, "language");
+    if (sandbox_exec(sb, call, lang ? lang : "python", tool_arg_str(args, "code"), NULL,
                      timeout_arg(args, sb), on_oneshot_done, NULL, &err) < 0) {
         sandbox_close(sb, NULL);
         mcp_call_fail(call, "%s", err.msg);
     }
 }
 
-static char *iso_ms(int64_t ms)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[40];
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    return xasprintf("%s.%03dZ", buf, (int)(ms % 1000));
-}
-
 static json_t *iso_json(int64_t ms)
 {
-    char *s = iso_ms(ms);
-    json_t *j = json_string(s);
-    free(s);
-    return j;
+    char buf[64];
+    format_iso8601_ms(buf, sizeof(buf), ms);
+    return json_string(buf);
 }
 
 static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
@@ -409,8 +382,9 @@ static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
     struct sandbox_service *svc = data;
     struct sbx_err err = {0};
     struct sandbox *sb = NULL;
-    if (sandbox_create(svc, mcp_call_owner(call), arg_str(args, "name"), arg_str(args, "profile"),
-                       arg_str(args, "network"), &sb, &err) < 0) {
+    if (sandbox_create(svc, mcp_call_owner(call), tool_arg_str(args, "name"),
+                       tool_arg_str(args, "profile"), tool_arg_str(args, "network"), &sb,
+                       &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
@@ -435,14 +409,6 @@ static json_t *sandbox_summary(const struct sandbox *sb)
                      "default", sb->is_default);
 }
 
-static void finish_structured(struct mcp_call *call, json_t *sc)
-{
-    char *text = json_dumps(sc, JSON_INDENT(1) | JSON_COMPACT);
-    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
-                                    text ? text : "", "structuredContent", sc));
-    free(text);
-}
-
 static void t_list_sandboxes(struct mcp_call *call, json_t *args, void *data)
 {
     (void)args;
@@ -452,7 +418,7 @@ static void t_list_sandboxes(struct mcp_call *call, json_t *args, void *data)
     for (struct sandbox *sb = svc->list; sb; sb = sb->next)
         if (sb->owner && strcmp(sb->owner, owner) == 0)
             json_array_append_new(arr, sandbox_summary(sb));
-    finish_structured(call, json_pack("{s:o}", "sandboxes", arr));
+    tool_finish(call, NULL, json_pack("{s:o}", "sandboxes", arr));
 }
 
 static uint64_t workspace_bytes(const struct sandbox *sb)
@@ -479,7 +445,7 @@ static json_t *layers_json(const struct sandbox *sb)
 
 static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data)
 {
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
     json_t *usage = sandbox_usage_json(sb);
@@ -495,26 +461,27 @@ static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data
                            "isolation", layers_json(sb), "queued", (json_int_t)sb->queue_len);
     if (sb->state == SBX_BROKEN)
         json_object_set_new(sc, "broken_reason", json_string(sb->broken_reason));
-    finish_structured(call, sc);
+    tool_finish(call, NULL, sc);
 }
 
 static void t_close_sandbox(struct mcp_call *call, json_t *args, void *data)
 {
-    struct sandbox *sb = sandbox_arg(data, call, args);
+    struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
     char id[sizeof(sb->id)];
     snprintf(id, sizeof(id), "%s", sb->id);
     json_t *usage = NULL;
     sandbox_close(sb, &usage);
-    finish_structured(
-        call, json_pack("{s:s, s:b, s:o}", "sandbox_id", id, "closed", true, "final_usage", usage));
+    tool_finish(
+        call, NULL,
+        json_pack("{s:s, s:b, s:o}", "sandbox_id", id, "closed", true, "final_usage", usage));
 }
 
 static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
 {
     struct sandbox_service *svc = data;
-    struct sandbox *sb = sandbox_arg(svc, call, args);
+    struct sandbox *sb = tool_sandbox(svc, call, args);
     if (!sb)
         return;
     struct sbx_err err = {0};
@@ -532,19 +499,20 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
         return;
     }
     sb->executions = 0;
-    finish_structured(call, json_pack("{s:s, s:b, s:b, s:b}", "sandbox_id", sb->id, "reset", true,
-                                      "interpreter_restarted", true, "files_cleared", clear));
+    tool_finish(call, NULL,
+                json_pack("{s:s, s:b, s:b, s:b}", "sandbox_id", sb->id, "reset", true,
+                          "interpreter_restarted", true, "files_cleared", clear));
 }
 
 static void t_get_execution_history(struct mcp_call *call, json_t *args, void *data)
 {
     struct sandbox_service *svc = data;
     const char *owner = mcp_call_owner(call);
-    const char *id = arg_str(args, "sandbox_id");
+    const char *id = tool_arg_str(args, "sandbox_id");
     struct sbx_err err = {0};
     char idbuf[32];
     if (!id) {
-        struct sandbox *sb = sandbox_arg(svc, call, args);
+        struct sandbox *sb = tool_sandbox(svc, call, args);
         if (!sb)
             return;
         snprintf(idbuf, sizeof(idbuf), "%s", sb->id);
@@ -571,7 +539,7 @@ static void t_get_execution_history(struct mcp_call *call, json_t *args, void *d
                            json_object_get(info, "session_start"), "installed_packages",
                            sandbox_info_packages(info), "records", records);
     json_decref(info);
-    finish_structured(call, sc);
+    tool_finish(call, NULL, sc);
 }
 
 /* ---- definitions ---- */

@@ -1,0 +1,35 @@
+/* Shared pieces of the sandbox service's tool handlers. */
+#include "tools_common.h"
+
+#include "protocol/mcp.h"
+#include "sandbox.h"
+
+#include <stdlib.h>
+
+const char *tool_arg_str(const json_t *args, const char *key)
+{
+    return json_string_value(json_object_get(args, key));
+}
+
+struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call, const json_t *args)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb = NULL;
+    if (sandbox_lookup(svc, mcp_call_owner(call), tool_arg_str(args, "sandbox_id"), &sb, &err) <
+        0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return NULL;
+    }
+    return sb;
+}
+
+void tool_finish(struct mcp_call *call, const char *text, json_t *sc)
+{
+    char *dumped = text ? NULL : json_dumps(sc, JSON_INDENT(1) | JSON_COMPACT);
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
+                                    text     ? text
+                                    : dumped ? dumped
+                                             : "",
+                                    "structuredContent", sc));
+    free(dumped);
+}

@@ -1,0 +1,20 @@
+/* What every tool handler of the sandbox service does alike: read arguments, find the caller's
+ * sandbox, and finish with text plus structuredContent. */
+#ifndef SBX_TOOLS_COMMON_H
+#define SBX_TOOLS_COMMON_H
+
+#include <jansson.h>
+
+struct mcp_call;
+struct sandbox;
+struct sandbox_service;
+
+const char *tool_arg_str(const json_t *args, const char *key);
+/* The caller's sandbox named by args.sandbox_id (its default one when absent); on failure the
+ * call is failed with the reason and NULL returned. */
+struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call,
+                             const json_t *args);
+/* Finishes the call with sc as structuredContent and text (NULL: sc as indented JSON). */
+void tool_finish(struct mcp_call *call, const char *text, json_t *sc);
+
+#endif
