@@ -2,7 +2,7 @@
 // real sandboxes (namespaces, seccomp, Landlock, limits) and the real Python driver.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync, readdirSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, cleanup } from './helpers.mjs';
@@ -469,3 +469,53 @@ test('hostile code: an endless background writer and garbage on the control chan
   await call(c, 'close_sandbox', { sandbox_id: id });
   await c.close();
 });
+
+
+function markedProcesses(marker) {
+  let n = 0;
+  for (const p of readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try { if (readFileSync(`/proc/${p}/cmdline`, 'latin1').includes(marker)) n++; } catch { /* gone */ }
+  }
+  return n;
+}
+
+function serverCgroups(pid) {
+  const found = [];
+  for (const h of ['/sys/fs/cgroup', ...readdirSync('/sys/fs/cgroup').map((d) => `/sys/fs/cgroup/${d}`)]) {
+    const walk = (dir, depth) => {
+      if (depth > 4) return;
+      let entries = [];
+      try { entries = readdirSync(dir, { withFileTypes: true }); } catch { return; }
+      for (const e of entries) {
+        if (!e.isDirectory()) continue;
+        if (e.name === `mcp-sandbox.${pid}`) found.push(`${dir}/${e.name}`);
+        else walk(`${dir}/${e.name}`, depth + 1);
+      }
+    };
+    walk(h, 0);
+  }
+  return found;
+}
+
+for (const how of ['the client goes away', 'the server gets SIGTERM']) {
+  test(`when ${how}, every sandbox process and cgroup is gone`, async () => {
+    const { client, transport } = await connect(serverArgs());
+    const pid = transport.pid;
+    const marker = `sbx-e2e-${process.pid}-${Date.now()}`;
+    const second = (await call(client, 'create_sandbox')).sc.sandbox_id;
+    for (const sandbox_id of [undefined, second]) {
+      const r = await call(client, 'execute_command', { sandbox_id, command: `(exec -a ${marker} sleep 300 &) ; echo ok` });
+      assert.equal(r.sc.stdout, 'ok\n');
+    }
+    assert.ok(markedProcesses(marker) >= 2, 'the control: both marked processes run');
+    if (how.includes('SIGTERM')) process.kill(pid, 'SIGTERM');
+    else await client.close();
+    for (let i = 0; i < 100 && (markedProcesses(marker) > 0 || existsSync(`/proc/${pid}`)); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(existsSync(`/proc/${pid}/status`) && !readFileSync(`/proc/${pid}/status`, 'utf8').includes('zombie'), false, 'the server exited');
+    assert.equal(markedProcesses(marker), 0, 'no sandbox process is left');
+    assert.deepEqual(serverCgroups(pid), [], 'no cgroup of this server is left');
+  });
+}
