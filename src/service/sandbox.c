@@ -239,7 +239,7 @@ static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
     (void)loop;
     (void)events;
     struct sandbox *sb = data;
-    drain_pipe(sb, fd == sb->out_fd ? 1 : 2, 256 << 10);
+    drain_pipe(sb, fd == sb->out_fd ? 1 : 2, 64 << 10);
 }
 
 static void restart_driver(struct sandbox *sb)
