@@ -508,6 +508,8 @@ for (const how of ['the client goes away', 'the server gets SIGTERM']) {
       const r = await call(client, 'execute_command', { sandbox_id, command: `(exec -a ${marker} sleep 300 &) ; echo ok` });
       assert.equal(r.sc.stdout, 'ok\n');
     }
+    // The background processes exec a moment after the command returns: wait for them.
+    for (let i = 0; i < 100 && markedProcesses(marker) < 2; i++) await new Promise((r) => setTimeout(r, 50));
     assert.ok(markedProcesses(marker) >= 2, 'the control: both marked processes run');
     if (how.includes('SIGTERM')) process.kill(pid, 'SIGTERM');
     else await client.close();
