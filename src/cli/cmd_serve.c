@@ -7,6 +7,7 @@
 #include "protocol/mcp.h"
 #include "service/loop.h"
 #include "service/sandbox.h"
+#include "transport/http.h"
 #include "transport/stdio.h"
 
 #include <getopt.h>
@@ -77,6 +78,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     struct ev_loop *loop = NULL;
     struct mcp_server *srv = NULL;
     struct stdio_transport *st = NULL;
+    struct http_transport *ht = NULL;
     struct sandbox_service *svc = NULL;
     struct ev_watch *sigw = NULL;
     int rc = 1, sfd = -1;
@@ -112,11 +114,15 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
             goto out;
         stdio_transport_set_max(st, ctx->cfg.max_message_bytes);
     } else {
-        sbx_fail(&err, ENOTSUP,
-                 "serve --http %s: the Streamable HTTP transport is not in this build yet; "
-                 "use serve --stdio",
-                 http);
-        goto out;
+        if (http_transport_start(loop, srv, &ctx->cfg, http, &ht, &err) < 0)
+            goto out;
+        fprintf(stderr,
+                "mcp-sandbox: MCP over Streamable HTTP at http://%s:%u/mcp\n"
+                "  Claude Code: claude mcp add --transport http sandbox http://%s:%u/mcp\n"
+                "  .mcp.json:   {\"mcpServers\":{\"sandbox\":{\"type\":\"http\",\"url\":"
+                "\"http://%s:%u/mcp\"}}}\n",
+                "127.0.0.1", http_transport_port(ht), "127.0.0.1", http_transport_port(ht),
+                "127.0.0.1", http_transport_port(ht));
     }
     log_emit(LOG_LVL_INFO, "serving", "transport", http ? "http" : "stdio", NULL);
     rc = ev_loop_run(loop) < 0 ? 1 : 0;
@@ -125,6 +131,7 @@ out:
         fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
     /* The transport first (its sessions end, their calls are cancelled), then the sandboxes. */
     stdio_transport_stop(st);
+    http_transport_stop(ht);
     sandbox_service_free(svc);
     mcp_server_free(srv);
     ev_unwatch(sigw);

@@ -37,6 +37,14 @@ void *xrealloc(void *p, size_t n)
     return q;
 }
 
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
 char *xstrdup(const char *s)
 {
     char *p = strdup(s);

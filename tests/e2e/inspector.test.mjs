@@ -38,3 +38,24 @@ test('inspector CLI: tools/call over stdio', async () => {
   const out = await inspector('--method', 'tools/call', '--tool-name', 'test_slow', '--tool-arg', 'ms=10');
   assert.equal(out.content[0].text, 'done');
 });
+
+test('inspector CLI: run_code over --transport http', async () => {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(BIN, ['serve', '--http', '127.0.0.1:0', '--state-dir', stateDir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  try {
+    const port = await new Promise((resolve, reject) => {
+      let err = '';
+      child.stderr.on('data', (d) => {
+        err += d;
+        const m = err.match(/"msg":"http listening".*?"port":"(\d+)"/);
+        if (m) resolve(m[1]);
+      });
+      child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
+    });
+    const { stdout } = await run(process.execPath, [CLI, '--cli', `http://127.0.0.1:${port}/mcp`, '--transport', 'http',
+      '--method', 'tools/call', '--tool-name', 'run_code', '--tool-arg', 'code=print(6*7)'], { timeout: 60000 });
+    assert.equal(JSON.parse(stdout).structuredContent.stdout, '42\n');
+  } finally {
+    child.kill('SIGTERM');
+  }
+});

@@ -1,0 +1,878 @@
+/* Streamable HTTP on libmicrohttpd, driven from the server's event loop: MHD's epoll fd is
+ * watched like any other fd, MHD_run is called when it is readable or its timeout passes, and
+ * SSE responses are content-reader callbacks that suspend their connection while they have
+ * nothing to send (resumed when the protocol layer sends). No thread touches protocol state. */
+#include "http.h"
+
+#include "http_auth.h"
+#include "http_policy.h"
+#include "http_replay.h"
+#include "log.h"
+#include "protocol/mcp.h"
+#include "service/loop.h"
+#include "service/metrics.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#define SESSION_ID_LEN 32
+#define REPLAY_EVENTS  512
+#define REPLAY_BYTES   (4u << 20)
+#define SWEEP_MS       5000
+#define CONN_TIMEOUT_S 30 /* an idle or dribbling connection is dropped after this */
+#define HEADER_MEMORY  (64u << 10)
+
+struct http_session;
+
+/* One SSE response: a POST's stream (request_id set) or the session's GET stream. */
+struct sse_stream {
+    struct http_session *s;
+    struct MHD_Connection *conn; /* NULL once the client is gone */
+    json_t *request_id;
+    uint64_t number;
+    char *buf;
+    size_t len, off, cap;
+    bool done;      /* the response was queued: end after the buffer drains */
+    bool suspended; /* parked by the reader with nothing to send */
+    bool json_only; /* answered as one application/json body, never a stream */
+    struct sse_stream *next;
+};
+
+struct http_session {
+    struct http_transport *t;
+    char id[SESSION_ID_LEN + 1];
+    char *owner;
+    struct mcp_session *mcp;
+    struct sse_stream *streams;
+    struct sse_stream *get_stream;
+    struct http_replay replay;
+    uint64_t next_stream;
+    uint64_t last_seen_ms;
+    struct http_session *next;
+};
+
+struct http_transport {
+    struct ev_loop *loop;
+    struct mcp_server *srv;
+    const struct sbx_config *cfg;
+    struct MHD_Daemon *d;
+    struct ev_watch *w;
+    struct ev_timer *timer, *kick, *sweeper;
+    struct http_auth auth;
+    bool auth_on;
+    uint16_t port;
+    struct http_session *sessions;
+    size_t n_sessions;
+    bool stopping;
+};
+
+/* Per-request state kept by MHD between calls of the access handler. */
+struct request {
+    char *body;
+    size_t len;
+    bool too_big;
+};
+
+static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+
+/* ---- running MHD from the loop ---- */
+
+static void run_mhd(struct http_transport *t);
+
+static void on_timer(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct http_transport *t = data;
+    t->timer = NULL;
+    run_mhd(t);
+}
+
+static void on_kick(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct http_transport *t = data;
+    t->kick = NULL;
+    run_mhd(t);
+}
+
+/* A resumed connection is served at the next MHD_run: make that soon. */
+static void kick(struct http_transport *t)
+{
+    if (!t->kick && !t->stopping)
+        t->kick = ev_timer_add(t->loop, 0, on_kick, t);
+}
+
+static void run_mhd(struct http_transport *t)
+{
+    MHD_run(t->d);
+    if (t->timer) {
+        ev_timer_cancel(t->timer);
+        t->timer = NULL;
+    }
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (MHD_get_timeout(t->d, &ms) == MHD_YES)
+        t->timer = ev_timer_add(t->loop, ms, on_timer, t);
+}
+
+static void on_epoll(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    (void)events;
+    run_mhd(data);
+}
+
+/* ---- responses ---- */
+
+static void count(unsigned status)
+{
+    char labels[32];
+    snprintf(labels, sizeof(labels), "code=\"%u\"", status);
+    metrics_counter_add("mcp_http_requests_total", "HTTP requests by status code", labels, 1);
+}
+
+/* Where clients reach us, from the Host header already checked against the allowed names. */
+static const char *base_url(struct http_transport *t, struct MHD_Connection *c)
+{
+    static char url[300];
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (host)
+        snprintf(url, sizeof(url), "http://%s", host);
+    else
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", t->port);
+    return url;
+}
+
+static void add_cors(struct http_transport *t, struct MHD_Connection *c, struct MHD_Response *r)
+{
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!origin)
+        return;
+    for (size_t i = 0; i < t->cfg->cors_origins.len; i++)
+        if (strcasecmp(origin, t->cfg->cors_origins.items[i]) == 0) {
+            MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+            MHD_add_response_header(r, "Access-Control-Expose-Headers", "Mcp-Session-Id");
+            MHD_add_response_header(r, "Vary", "Origin");
+            return;
+        }
+}
+
+static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c, unsigned status,
+                             const char *ctype, const char *body, const char *session_id)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    if (ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    if (session_id)
+        MHD_add_response_header(r, "Mcp-Session-Id", session_id);
+    add_cors(t, c, r);
+    if (status == MHD_HTTP_UNAUTHORIZED) {
+        char *hdr = xasprintf(
+            "Bearer resource_metadata=\"%s/.well-known/oauth-protected-resource\"", base_url(t, c));
+        MHD_add_response_header(r, "WWW-Authenticate", hdr);
+        free(hdr);
+    }
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, "Allow", "GET, POST, DELETE");
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    count(status);
+    return ok;
+}
+
+/* An HTTP-level refusal with a JSON-RPC error body, as MCP clients expect. */
+static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c, unsigned status,
+                              int code, const char *message)
+{
+    json_t *e = json_pack("{s:s, s:{s:i, s:s}, s:n}", "jsonrpc", "2.0", "error", "code", code,
+                          "message", message, "id");
+    char *body = json_dumps(e, JSON_COMPACT);
+    json_decref(e);
+    enum MHD_Result r = reply(t, c, status, "application/json", body, NULL);
+    free(body);
+    return r;
+}
+
+/* ---- sessions and streams ---- */
+
+static struct http_session *find_session(struct http_transport *t, const char *id)
+{
+    for (struct http_session *s = t->sessions; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+static void stream_free(struct sse_stream *st)
+{
+    struct http_session *s = st->s;
+    for (struct sse_stream **pp = &s->streams; *pp; pp = &(*pp)->next)
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    if (s->get_stream == st)
+        s->get_stream = NULL;
+    json_decref(st->request_id);
+    free(st->buf);
+    free(st);
+}
+
+static void stream_wake(struct sse_stream *st)
+{
+    if (st->suspended && st->conn) {
+        st->suspended = false;
+        MHD_resume_connection(st->conn);
+        kick(st->s->t);
+    }
+}
+
+static void stream_append(struct sse_stream *st, const char *data, size_t len)
+{
+    if (st->len + len > st->cap) {
+        size_t cap = st->cap ? st->cap : 1024;
+        while (cap < st->len + len)
+            cap *= 2;
+        st->buf = xrealloc(st->buf, cap);
+        st->cap = cap;
+    }
+    memcpy(st->buf + st->len, data, len);
+    st->len += len;
+}
+
+static void sse_event(struct sse_stream *st, uint64_t seq, const char *json)
+{
+    char id[64];
+    http_event_id_format(id, sizeof(id), st->number, seq);
+    char *ev = xasprintf("id: %s\nevent: message\ndata: %s\n\n", id, json);
+    stream_append(st, ev, strlen(ev));
+    free(ev);
+    stream_wake(st);
+}
+
+static struct sse_stream *stream_new(struct http_session *s, const json_t *request_id)
+{
+    struct sse_stream *st = xcalloc(1, sizeof(*st));
+    st->s = s;
+    st->number = ++s->next_stream;
+    st->request_id = request_id ? json_deep_copy(request_id) : NULL;
+    st->next = s->streams;
+    s->streams = st;
+    return st;
+}
+
+/* Routes a message from the protocol layer: to the POST stream of the request it belongs to,
+ * else to the session's GET stream. Every event is numbered and kept for replay, so a client
+ * that lost its stream can resume with Last-Event-ID. */
+static void session_send(void *ctx, json_t *msg, const json_t *related_id)
+{
+    struct http_session *s = ctx;
+    char *text = json_dumps(msg, JSON_COMPACT);
+    if (!text)
+        return;
+    struct sse_stream *target = NULL;
+    if (related_id)
+        for (struct sse_stream *st = s->streams; st; st = st->next)
+            if (st->request_id && !st->done && json_equal(st->request_id, related_id)) {
+                target = st;
+                break;
+            }
+    if (!target)
+        target = s->get_stream;
+    uint64_t number = target ? target->number : 0;
+    uint64_t seq = http_replay_push(&s->replay, number, text, strlen(text));
+    if (target) {
+        bool is_response = (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
+                           related_id && json_equal(json_object_get(msg, "id"), related_id);
+        if (target->json_only && is_response) {
+            stream_append(target, text, strlen(text));
+        } else {
+            target->json_only = false;
+            sse_event(target, seq, text);
+        }
+        if (is_response && target != s->get_stream) {
+            target->done = true;
+            stream_wake(target);
+            if (!target->conn && !target->json_only)
+                stream_free(target); /* nobody is reading: the replay buffer keeps it */
+        }
+    }
+    free(text);
+}
+
+static const struct mcp_transport_ops session_ops = {.send = session_send};
+
+static struct http_session *session_new(struct http_transport *t, const char *principal)
+{
+    struct http_session *s = xcalloc(1, sizeof(*s));
+    s->t = t;
+    unsigned char r[SESSION_ID_LEN / 2];
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        return free(s), NULL;
+    for (size_t i = 0; i < sizeof(r); i++)
+        snprintf(s->id + 2 * i, 3, "%02x", r[i]);
+    /* With tokens, the principal owns the sandboxes; without, each session owns its own. */
+    s->owner = xstrdup(principal ? principal : s->id);
+    http_replay_init(&s->replay, REPLAY_EVENTS, REPLAY_BYTES);
+    s->mcp = mcp_session_new(t->srv, &session_ops, s, s->owner);
+    s->last_seen_ms = now_ms();
+    s->next = t->sessions;
+    t->sessions = s;
+    t->n_sessions++;
+    metrics_gauge_set("mcp_http_sessions", "Open MCP sessions over HTTP", "",
+                      (double)t->n_sessions);
+    return s;
+}
+
+static void session_free(struct http_session *s)
+{
+    struct http_transport *t = s->t;
+    for (struct http_session **pp = &t->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    t->n_sessions--;
+    /* Ending the MCP session cancels its calls and, if it was the owner's last, closes the
+     * owner's sandboxes. */
+    mcp_session_free(s->mcp);
+    s->mcp = NULL;
+    /* Streams still attached to a connection end when their reader next runs. */
+    struct sse_stream *st = s->streams;
+    while (st) {
+        struct sse_stream *next = st->next;
+        if (st->conn) {
+            st->done = true;
+            stream_wake(st);
+            st->s = NULL; /* freed when MHD lets go of it (stream_gone) */
+            st->next = NULL;
+        } else {
+            json_decref(st->request_id);
+            free(st->buf);
+            free(st);
+        }
+        st = next;
+    }
+    http_replay_free(&s->replay);
+    free(s->owner);
+    free(s);
+    metrics_gauge_set("mcp_http_sessions", "Open MCP sessions over HTTP", "",
+                      (double)t->n_sessions);
+}
+
+/* ---- SSE responses ---- */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct sse_stream *st = cls;
+    if (st->off < st->len) {
+        size_t n = st->len - st->off < max ? st->len - st->off : max;
+        memcpy(buf, st->buf + st->off, n);
+        st->off += n;
+        if (st->off == st->len)
+            st->off = st->len = 0;
+        return (ssize_t)n;
+    }
+    if (st->done)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    /* Nothing to send yet: park the connection until the protocol layer has something. */
+    st->suspended = true;
+    MHD_suspend_connection(st->conn);
+    return 0;
+}
+
+static void stream_gone(void *cls)
+{
+    struct sse_stream *st = cls;
+    st->conn = NULL;
+    st->suspended = false;
+    if (!st->s) { /* its session ended first */
+        json_decref(st->request_id);
+        free(st->buf);
+        free(st);
+        return;
+    }
+    /* A client that drops a POST stream does not cancel the call: it finishes, and its
+     * messages stay in the replay buffer. */
+    if (st->done || st == st->s->get_stream)
+        stream_free(st);
+}
+
+static enum MHD_Result reply_stream(struct http_transport *t, struct MHD_Connection *c,
+                                    struct sse_stream *st, const char *session_id)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, stream_read, st, stream_gone);
+    if (!r)
+        return MHD_NO;
+    st->conn = c;
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    if (session_id)
+        MHD_add_response_header(r, "Mcp-Session-Id", session_id);
+    add_cors(t, c, r);
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    count(MHD_HTTP_OK);
+    return ok;
+}
+
+/* ---- /mcp ---- */
+
+static bool version_ok(const char *v)
+{
+    if (!v)
+        return true; /* absent: the client speaks 2025-03-26 */
+    for (size_t i = 0; i < ARRAY_SIZE(versions); i++)
+        if (strcmp(v, versions[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The session named by the request, checked against the caller's principal: another
+ * principal's session answers like an unknown one. */
+static struct http_session *session_of(struct http_transport *t, struct MHD_Connection *c,
+                                       const char *principal, unsigned *status, const char **why)
+{
+    const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
+    if (!sid) {
+        *status = MHD_HTTP_BAD_REQUEST;
+        *why = "Mcp-Session-Id header is required (initialize first)";
+        return NULL;
+    }
+    struct http_session *s = find_session(t, sid);
+    if (!s || (principal && strcmp(s->owner, principal) != 0)) {
+        *status = MHD_HTTP_NOT_FOUND;
+        *why = "unknown or ended session: initialize again";
+        return NULL;
+    }
+    if (!version_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version"))) {
+        *status = MHD_HTTP_BAD_REQUEST;
+        *why = "unsupported MCP-Protocol-Version";
+        return NULL;
+    }
+    s->last_seen_ms = now_ms();
+    return s;
+}
+
+static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connection *c,
+                                   struct request *rq, const char *principal)
+{
+    if (!http_accept_post_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept")))
+        return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
+                      "Accept must list application/json and text/event-stream");
+    if (!http_content_type_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
+        return refuse(t, c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32600,
+                      "Content-Type must be application/json");
+    if (rq->too_big)
+        return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
+    json_error_t jerr;
+    json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    if (!msg || !json_is_object(msg)) {
+        json_decref(msg);
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,
+                      "parse error: the body must be one JSON-RPC message (an object)");
+    }
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    const json_t *id = json_object_get(msg, "id");
+    bool is_request = method && id;
+    bool is_init = is_request && strcmp(method, "initialize") == 0;
+    struct http_session *s = NULL;
+    unsigned status = 0;
+    const char *why = NULL;
+    if (is_init && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id")) {
+        if (t->n_sessions >= t->cfg->http_max_sessions) {
+            json_decref(msg);
+            return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                          "limit reached: http.max_sessions sessions are open");
+        }
+        s = session_new(t, principal);
+    } else {
+        s = session_of(t, c, principal, &status, &why);
+    }
+    if (!s) {
+        json_decref(msg);
+        return refuse(t, c, status ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, -32600,
+                      why ? why : "session");
+    }
+    if (!is_request) {
+        mcp_session_receive(s->mcp, rq->body, rq->len);
+        json_decref(msg);
+        return reply(t, c, MHD_HTTP_ACCEPTED, NULL, "", NULL);
+    }
+    struct sse_stream *st = stream_new(s, id);
+    st->json_only = true; /* until something besides the response is sent */
+    json_decref(msg);
+    char sid[SESSION_ID_LEN + 1];
+    snprintf(sid, sizeof(sid), "%s", s->id);
+    mcp_session_receive(s->mcp, rq->body, rq->len);
+    if (st->done && st->json_only) {
+        /* Answered at once and alone: one JSON body, the simplest thing for clients. */
+        char *body = xstrndup(st->buf ? st->buf : "", st->len);
+        stream_free(st);
+        enum MHD_Result r =
+            reply(t, c, MHD_HTTP_OK, "application/json", body, is_init ? sid : NULL);
+        free(body);
+        return r;
+    }
+    st->json_only = false;
+    return reply_stream(t, c, st, is_init ? sid : NULL);
+}
+
+static void replay_into(void *ctx, const struct http_replay_event *ev)
+{
+    struct sse_stream *st = ctx;
+    char *json = xstrndup(ev->data, ev->len);
+    char id[64];
+    http_event_id_format(id, sizeof(id), ev->stream, ev->seq);
+    char *text = xasprintf("id: %s\nevent: message\ndata: %s\n\n", id, json);
+    stream_append(st, text, strlen(text));
+    free(text);
+    free(json);
+}
+
+static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connection *c,
+                                  const char *principal)
+{
+    if (!http_accept_has(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+                         "text/event-stream"))
+        return refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600,
+                      "GET /mcp opens an event stream: Accept must list text/event-stream");
+    unsigned status = 0;
+    const char *why = NULL;
+    struct http_session *s = session_of(t, c, principal, &status, &why);
+    if (!s)
+        return refuse(t, c, status, -32600, why);
+    if (s->get_stream && s->get_stream->conn)
+        return refuse(t, c, MHD_HTTP_CONFLICT, -32600,
+                      "this session already has an open GET stream");
+    struct sse_stream *st = stream_new(s, NULL);
+    const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
+    uint64_t stream_no, seq;
+    if (last && http_event_id_parse(last, &stream_no, &seq)) {
+        /* Resume: what the named stream sent after that event, then live messages. */
+        if (http_replay_since(&s->replay, stream_no, seq, replay_into, st) < 0) {
+            stream_free(st);
+            return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600,
+                          "cannot resume: those events are no longer buffered");
+        }
+        for (struct sse_stream *o = s->streams; o; o = o->next)
+            if (o->number == stream_no && o != st && !o->conn) {
+                stream_free(o); /* its remaining events were replayed here */
+                break;
+            }
+    }
+    s->get_stream = st;
+    return reply_stream(t, c, st, NULL);
+}
+
+static enum MHD_Result handle_delete(struct http_transport *t, struct MHD_Connection *c,
+                                     const char *principal)
+{
+    unsigned status = 0;
+    const char *why = NULL;
+    struct http_session *s = session_of(t, c, principal, &status, &why);
+    if (!s)
+        return refuse(t, c, status, -32600, why);
+    session_free(s);
+    return reply(t, c, MHD_HTTP_OK, NULL, "", NULL);
+}
+
+/* ---- routing ---- */
+
+static bool in_query(struct MHD_Connection *c, const char *key)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key) != NULL;
+}
+
+static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c, const char *url,
+                             const char *method, struct request *rq)
+{
+    const struct sbx_config *cfg = t->cfg;
+    /* DNS rebinding: a page on a foreign name must not reach a loopback server. */
+    if (!http_host_allowed(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"),
+                           (const char *const *)cfg->allowed_hosts.items, cfg->allowed_hosts.len))
+        return refuse(t, c, MHD_HTTP_FORBIDDEN, -32600, "Host not allowed");
+    if (!http_origin_allowed(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
+                             (const char *const *)cfg->allowed_origins.items,
+                             cfg->allowed_origins.len))
+        return refuse(t, c, MHD_HTTP_FORBIDDEN, -32600, "Origin not allowed");
+    bool get = strcmp(method, "GET") == 0;
+    if (get && strcmp(url, "/healthz") == 0)
+        return reply(t, c, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
+    if (get && strcmp(url, "/readyz") == 0)
+        return reply(t, c, MHD_HTTP_OK, "application/json", "{\"ready\":true}", NULL);
+    if (get && strcmp(url, "/metrics") == 0) {
+        size_t len;
+        char *text = metrics_render(&len);
+        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, NULL);
+        free(text);
+        return r;
+    }
+    if (get && strcmp(url, "/.well-known/oauth-protected-resource") == 0) {
+        json_t *doc =
+            json_pack("{s:s, s:[s]}", "resource", "mcp", "bearer_methods_supported", "header");
+        char *res = xasprintf("%s/mcp", base_url(t, c));
+        json_object_set_new(doc, "resource", json_string(res));
+        free(res);
+        if (cfg->authorization_server && *cfg->authorization_server)
+            json_object_set_new(doc, "authorization_servers",
+                                json_pack("[s]", cfg->authorization_server));
+        char *body = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "application/json", body, NULL);
+        free(body);
+        return r;
+    }
+    if (strcmp(url, "/mcp") != 0)
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "no such path (MCP is at /mcp)");
+    if (strcmp(method, "OPTIONS") == 0) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+        add_cors(t, c, r);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                "Content-Type, Authorization, Mcp-Session-Id, "
+                                "MCP-Protocol-Version, Last-Event-ID");
+        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+        MHD_destroy_response(r);
+        count(MHD_HTTP_NO_CONTENT);
+        return ok;
+    }
+    const char *principal = NULL;
+    if (in_query(c, "access_token") || in_query(c, "token"))
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
+                      "tokens are never accepted in the query string: send "
+                      "Authorization: Bearer");
+    if (t->auth_on) {
+        size_t len = 0;
+        const char *tok = http_auth_bearer(
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), &len);
+        principal = tok ? http_auth_check(&t->auth, tok, len) : NULL;
+        if (!principal)
+            return refuse(t, c, MHD_HTTP_UNAUTHORIZED, -32001,
+                          tok ? "invalid bearer token" : "a bearer token is required");
+    }
+    if (strcmp(method, "POST") == 0)
+        return handle_post(t, c, rq, principal);
+    if (get)
+        return handle_get(t, c, principal);
+    if (strcmp(method, "DELETE") == 0)
+        return handle_delete(t, c, principal);
+    return refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "method not allowed");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    struct http_transport *t = cls;
+    struct request *rq = *con_cls;
+    if (!rq) {
+        *con_cls = xcalloc(1, sizeof(struct request));
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* Count everything, keep nothing past the cap: the answer is 413. */
+        if (!rq->too_big && rq->len + *upload_size <= t->cfg->http_max_body_bytes) {
+            rq->body = xrealloc(rq->body, rq->len + *upload_size + 1);
+            memcpy(rq->body + rq->len, upload_data, *upload_size);
+            rq->len += *upload_size;
+        } else {
+            rq->too_big = true;
+            free(rq->body);
+            rq->body = NULL;
+            rq->len = 0;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return route(t, c, url, method, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct request *rq = *con_cls;
+    if (rq) {
+        free(rq->body);
+        free(rq);
+        *con_cls = NULL;
+    }
+}
+
+/* ---- idle sessions ---- */
+
+static void on_sweep(struct ev_loop *loop, void *data)
+{
+    struct http_transport *t = data;
+    uint64_t now = now_ms();
+    struct http_session *s = t->sessions;
+    while (s) {
+        struct http_session *next = s->next;
+        bool streaming = false;
+        for (struct sse_stream *st = s->streams; st; st = st->next)
+            streaming |= st->conn != NULL;
+        if (!streaming && now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
+            log_emit(LOG_LVL_INFO, "http session expired", "limit", "http.session_idle_s", NULL);
+            session_free(s);
+        }
+        s = next;
+    }
+    t->sweeper = ev_timer_add(loop, SWEEP_MS, on_sweep, t);
+}
+
+/* ---- start and stop ---- */
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *host,
+                        size_t host_size, struct sbx_err *err)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon)
+        return sbx_fail(err, EINVAL, "--http %s: want ADDRESS:PORT, e.g. 127.0.0.1:8080", listen);
+    size_t hl = (size_t)(colon - listen);
+    if (hl >= host_size)
+        return sbx_fail(err, EINVAL, "--http %s: address too long", listen);
+    memcpy(host, listen, hl);
+    host[hl] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535 || end == colon + 1)
+        return sbx_fail(err, EINVAL, "--http %s: bad port", listen);
+    memset(ss, 0, sizeof(*ss));
+    char bare[64];
+    snprintf(bare, sizeof(bare), "%s", host);
+    if (bare[0] == '[' && hl >= 2 && bare[hl - 1] == ']') {
+        memmove(bare, bare + 1, hl - 2);
+        bare[hl - 2] = '\0';
+    }
+    if (strcmp(bare, "localhost") == 0)
+        snprintf(bare, sizeof(bare), "127.0.0.1");
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, bare, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *len = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, bare, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*v6);
+    } else {
+        return sbx_fail(err, EINVAL, "--http %s: not an IP address", listen);
+    }
+    return 0;
+}
+
+static int load_auth(struct http_transport *t, struct sbx_err *err)
+{
+    const struct sbx_config *cfg = t->cfg;
+    for (size_t i = 0; i < cfg->auth_token_hashes.len; i++) {
+        char principal[32];
+        snprintf(principal, sizeof(principal), "token-%zu", i + 1);
+        if (http_auth_add_hash(&t->auth, principal, cfg->auth_token_hashes.items[i], err) < 0)
+            return -1;
+    }
+    if (cfg->auth_tokens_file && *cfg->auth_tokens_file) {
+        char *text = NULL;
+        if (read_file_max(cfg->auth_tokens_file, 1 << 20, &text, NULL) < 0)
+            return sbx_fail_errno(err, errno, "http.auth_tokens_file %s", cfg->auth_tokens_file);
+        int r = http_auth_load_text(&t->auth, text, cfg->auth_tokens_file, err);
+        free(text);
+        if (r < 0)
+            return -1;
+    }
+    t->auth_on = t->auth.len > 0;
+    return 0;
+}
+
+int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
+                         const char *listen, struct http_transport **out, struct sbx_err *err)
+{
+    struct http_transport *t = xcalloc(1, sizeof(*t));
+    t->loop = loop;
+    t->srv = srv;
+    t->cfg = cfg;
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    char host[64];
+    if (parse_listen(listen, &ss, &sl, host, sizeof(host), err) < 0 || load_auth(t, err) < 0)
+        goto fail;
+    if (!http_listen_is_loopback(host) && !t->auth_on) {
+        sbx_fail(err, EPERM,
+                 "--http %s reaches the network but no tokens are configured: anyone could run "
+                 "code here. Set http.auth_token_hashes or http.auth_tokens_file, or listen on "
+                 "127.0.0.1",
+                 listen);
+        goto fail;
+    }
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    t->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, t, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->http_max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HEADER_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, t, MHD_OPTION_END);
+    if (!t->d) {
+        sbx_fail_errno(err, errno ? errno : EADDRINUSE, "--http %s: cannot listen", listen);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(t->d, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *pinfo = MHD_get_daemon_info(t->d, MHD_DAEMON_INFO_BIND_PORT);
+    t->port = pinfo ? pinfo->port : 0;
+    if (!info || !(t->w = ev_watch(loop, info->epoll_fd, EPOLLIN, on_epoll, t, err)))
+        goto fail;
+    t->sweeper = ev_timer_add(loop, SWEEP_MS, on_sweep, t);
+    run_mhd(t);
+    char port[8];
+    snprintf(port, sizeof(port), "%u", t->port);
+    log_emit(LOG_LVL_INFO, "http listening", "address", host, "port", port, "auth",
+             t->auth_on ? "bearer" : "none", NULL);
+    *out = t;
+    return 0;
+fail:
+    http_transport_stop(t);
+    return -1;
+}
+
+uint16_t http_transport_port(const struct http_transport *t)
+{
+    return t->port;
+}
+
+void http_transport_stop(struct http_transport *t)
+{
+    if (!t)
+        return;
+    t->stopping = true;
+    while (t->sessions)
+        session_free(t->sessions);
+    if (t->d) {
+        /* Streams woken above end at this run; then nothing is suspended any more. */
+        MHD_run(t->d);
+        MHD_stop_daemon(t->d);
+    }
+    ev_unwatch(t->w);
+    if (t->timer)
+        ev_timer_cancel(t->timer);
+    if (t->kick)
+        ev_timer_cancel(t->kick);
+    if (t->sweeper)
+        ev_timer_cancel(t->sweeper);
+    http_auth_free(&t->auth);
+    free(t);
+}

@@ -1,0 +1,200 @@
+// Streamable HTTP: the real binary on a loopback port, driven by the official SDK's
+// StreamableHTTPClientTransport and by raw fetch for the HTTP-level rules.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { BIN } from './helpers.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-http-'));
+chmodSync(dir, 0o755);
+const servers = [];
+after(async () => {
+  for (const s of servers) s.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+// Starts `serve --http 127.0.0.1:0` and resolves with its port (from the JSON log line).
+function start(extra = []) {
+  const child = spawn(BIN, ['serve', '--http', '127.0.0.1:0', '--state-dir', join(dir, 'state'),
+    '--test-fixtures', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  servers.push(child);
+  return new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr.on('data', (d) => {
+      err += d;
+      const m = err.match(/"msg":"http listening".*?"port":"(\d+)"/);
+      if (m) resolve({ child, port: Number(m[1]), url: `http://127.0.0.1:${m[1]}/mcp` });
+    });
+    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
+  });
+}
+
+const JSON_SSE = 'application/json, text/event-stream';
+const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+
+async function post(url, body, headers = {}, init = {}) {
+  return fetch(url, {
+    ...init,
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: JSON_SSE, ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+async function session(url, headers = {}) {
+  const r = await post(url, INIT, headers);
+  assert.equal(r.status, 200);
+  const sid = r.headers.get('mcp-session-id');
+  assert.match(sid, /^[0-9a-f]{32}$/);
+  await r.text();
+  const n = await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { ...headers, 'Mcp-Session-Id': sid });
+  assert.equal(n.status, 202);
+  return sid;
+}
+
+async function sdkClient(url, token) {
+  const opts = token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : {};
+  const client = new Client({ name: 'e2e-http', version: '1' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), opts));
+  return client;
+}
+
+test('SDK over Streamable HTTP: initialize, tools, run_code with state, progress', async () => {
+  const { url } = await start();
+  const client = await sdkClient(url);
+  const { tools } = await client.listTools();
+  assert.ok(tools.some((t) => t.name === 'run_code'));
+  let r = await client.callTool({ name: 'run_code', arguments: { code: 'x = 20' } });
+  r = await client.callTool({ name: 'run_code', arguments: { code: 'x * 2 + 2' } });
+  assert.equal(r.structuredContent.result, '42');
+  const seen = [];
+  r = await client.callTool({ name: 'run_code', arguments: { code: "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.3)" } },
+    undefined, { onprogress: (p) => seen.push(p) });
+  assert.equal(r.structuredContent.success, true);
+  assert.ok(seen.length >= 2, 'progress streamed over SSE before the response');
+  assert.deepEqual(await client.ping(), {});
+  await client.close();
+});
+
+test('HTTP rules: 406, 415, 413, 400 without session, 404 unknown, 400 bad version, malformed JSON, 403 foreign Origin and Host', async () => {
+  const { url, port } = await start(['--max-message-bytes', '65536']);
+  assert.equal((await post(url, INIT, { Accept: 'application/json' })).status, 406);
+  assert.equal((await post(url, INIT, { 'Content-Type': 'text/plain' })).status, 415);
+  const sid = await session(url);
+  assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' })).status, 400);
+  assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'Mcp-Session-Id': 'f'.repeat(32) })).status, 404);
+  assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '1999-01-01' })).status, 400);
+  const bad = await post(url, '{"jsonrpc":', { 'Mcp-Session-Id': sid });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).error.code, -32700);
+  const ok = await post(url, { jsonrpc: '2.0', id: 3, method: 'ping' }, { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' });
+  assert.equal(ok.status, 200);
+  assert.deepEqual((await ok.json()).result, {});
+  assert.equal((await post(url, { jsonrpc: '2.0', id: 4, method: 'ping', params: { pad: 'x'.repeat(20 << 20) } }, { 'Mcp-Session-Id': sid })).status, 413);
+  assert.equal((await post(url, INIT, { Origin: 'http://evil.example' })).status, 403);
+  // A Host header naming a foreign site (DNS rebinding) is refused; fetch will not forge Host.
+  const raw = await new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1', () => sock.end('GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n'));
+    let data = '';
+    sock.on('data', (d) => { data += d; });
+    sock.on('end', () => resolve(data));
+  });
+  assert.match(raw, /^HTTP\/1\.1 403/);
+  assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+  const m = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  assert.match(m, /mcp_http_requests_total\{code="403"\}/);
+});
+
+test('DELETE ends the session (and its sandboxes); GET needs text/event-stream', async () => {
+  const { url } = await start();
+  const sid = await session(url);
+  const get = await fetch(url, { headers: { Accept: 'application/json', 'Mcp-Session-Id': sid } });
+  assert.equal(get.status, 405);
+  const del = await fetch(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
+  assert.equal(del.status, 200);
+  assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'Mcp-Session-Id': sid })).status, 404);
+});
+
+test('bearer tokens: 401 without or with a wrong token, never from the query string; principals are isolated', async () => {
+  const tokens = join(dir, 'tokens');
+  writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
+  const cfg = join(dir, 'auth.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\n`);
+  const { url, port } = await start(['--config', cfg]);
+  let r = await post(url, INIT);
+  assert.equal(r.status, 401);
+  assert.match(r.headers.get('www-authenticate'), /^Bearer resource_metadata="http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource"/);
+  assert.equal((await post(url, INIT, { Authorization: 'Bearer wrong' })).status, 401);
+  assert.equal((await post(`${url}?access_token=alice-secret-token`, INIT)).status, 400);
+  const meta = await (await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource`)).json();
+  assert.equal(meta.resource, `http://127.0.0.1:${port}/mcp`);
+  const alice = await sdkClient(url, 'alice-secret-token');
+  const bob = await sdkClient(url, 'bob-secret-token');
+  const created = await alice.callTool({ name: 'create_sandbox', arguments: { name: 'a' } });
+  const id = created.structuredContent.sandbox_id;
+  const mine = await alice.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '6*7' } });
+  assert.equal(mine.structuredContent.result, '42');
+  const theirs = await bob.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '6*7' } });
+  assert.equal(theirs.isError, true);
+  assert.match(theirs.content[0].text, /unknown sandbox_id/);
+  // Another session of the same principal shares its sandboxes.
+  const alice2 = await sdkClient(url, 'alice-secret-token');
+  const again = await alice2.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1+1' } });
+  assert.equal(again.structuredContent.result, '2');
+  // Bob cannot use Alice's session id either.
+  const sid = await session(url, { Authorization: 'Bearer alice-secret-token' });
+  assert.equal((await post(url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { Authorization: 'Bearer bob-secret-token', 'Mcp-Session-Id': sid })).status, 404);
+  await alice.close();
+  await alice2.close();
+  await bob.close();
+});
+
+test('a non-loopback address without tokens is refused at startup', async () => {
+  await assert.rejects(new Promise((resolve, reject) => {
+    const child = spawn(BIN, ['serve', '--http', '0.0.0.0:0', '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(err))));
+  }), /no tokens are configured/);
+});
+
+test('a slowloris client and 1,000 dropped connections do not stop others', async () => {
+  const { url, port } = await start();
+  const slow = net.connect(port, '127.0.0.1');
+  slow.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+  const dribble = setInterval(() => slow.write('X'), 100);
+  for (let i = 0; i < 1000; i += 100) {
+    await Promise.all(Array.from({ length: 100 }, () => new Promise((res) => {
+      const s = net.connect(port, '127.0.0.1', () => { s.destroy(); res(); });
+      s.on('error', res);
+    })));
+  }
+  const t0 = Date.now();
+  const client = await sdkClient(url);
+  assert.deepEqual(await client.ping(), {});
+  assert.ok(Date.now() - t0 < 5000);
+  clearInterval(dribble);
+  slow.destroy();
+  await client.close();
+});
+
+test('a client that disconnects mid-stream does not cancel its execution', async () => {
+  const { url } = await start();
+  const sid = await session(url);
+  const ac = new AbortController();
+  const r = await post(url, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'run_code', arguments: { code: "import time\ntime.sleep(1)\nopen('/workspace/done.txt','w').write('finished')" } } },
+    { 'Mcp-Session-Id': sid }, { signal: ac.signal });
+  assert.equal(r.headers.get('content-type'), 'text/event-stream');
+  ac.abort();
+  await new Promise((res) => setTimeout(res, 2000));
+  const read = await post(url, { jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'read_file', arguments: { path: 'done.txt' } } }, { 'Mcp-Session-Id': sid });
+  const text = await read.text();
+  assert.match(text, /finished/, 'the execution ran to its end');
+});
