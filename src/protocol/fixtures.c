@@ -130,7 +130,216 @@ static void fx_elicitation(struct mcp_call *call, json_t *args, void *data)
                          "string", "required", "username"));
 }
 
+/* Minimal media for the content-type fixtures: a 1x1 PNG and an 8-sample 8 kHz WAV. */
+static const char png_1x1[] =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA"
+    "60e6kgAAAABJRU5ErkJggg==";
+static const char wav_tiny[] =
+    "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
+
+static void fx_image(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s, s:s}]}", "content", "type", "image", "data",
+                                    png_1x1, "mimeType", "image/png"));
+}
+
+static void fx_audio(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s, s:s}]}", "content", "type", "audio", "data",
+                                    wav_tiny, "mimeType", "audio/wav"));
+}
+
+static void fx_embedded_resource(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:{s:s, s:s, s:s}}]}", "content", "type", "resource",
+                                    "resource", "uri", "test://embedded-resource", "mimeType",
+                                    "text/plain", "text", "This is an embedded resource content."));
+}
+
+static void fx_multiple_content(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_finish(
+        call, json_pack("{s:[{s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:{s:s, s:s, s:s}}]}", "content",
+                        "type", "text", "text", "Multiple content types test:", "type", "image",
+                        "data", png_1x1, "mimeType", "image/png", "type", "resource", "resource",
+                        "uri", "test://mixed-content-resource", "mimeType", "application/json",
+                        "text", "{\"test\":\"data\",\"value\":123}"));
+}
+
+/* Three steps 50 ms apart, each a log message or a progress notification (on timers, so the
+ * loop keeps serving meanwhile). */
+struct stepper {
+    struct mcp_call *call;
+    struct ev_timer *timer;
+    int step;
+    bool progress;
+};
+
+static void stepper_cancelled(struct mcp_call *call, void *data)
+{
+    (void)call;
+    struct stepper *st = data;
+    ev_timer_cancel(st->timer);
+    free(st);
+}
+
+static void stepper_tick(struct ev_loop *loop, void *data)
+{
+    static const char *const logs[] = {"Tool execution started", "Tool processing data",
+                                       "Tool execution completed"};
+    struct stepper *st = data;
+    st->timer = NULL;
+    if (st->progress)
+        mcp_call_progress(st->call, st->step * 50.0, 100, NULL);
+    else
+        mcp_call_log(st->call, "info", "fixture", json_string(logs[st->step]));
+    if (++st->step < 3) {
+        st->timer = ev_timer_add(loop, 50, stepper_tick, st);
+        return;
+    }
+    struct mcp_call *call = st->call;
+    bool progress = st->progress;
+    free(st);
+    mcp_call_finish(call,
+                    json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+                              progress ? "Progress test completed" : "Logging test completed"));
+}
+
+static void start_stepper(struct mcp_call *call, struct ev_loop *loop, bool progress)
+{
+    struct stepper *st = xcalloc(1, sizeof(*st));
+    st->call = call;
+    st->progress = progress;
+    mcp_call_on_cancel(call, stepper_cancelled, st);
+    stepper_tick(loop, st);
+}
+
+static void fx_with_logging(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    start_stepper(call, data, false);
+}
+
+static void fx_with_progress(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    start_stepper(call, data, true);
+}
+
+static void on_elicited(struct mcp_call *call, const json_t *result, const json_t *error,
+                        void *data)
+{
+    (void)data;
+    if (!result) {
+        const char *m = json_string_value(json_object_get(error, "message"));
+        mcp_call_fail(call, "the client refused: %s", m ? m : "no reason given");
+        return;
+    }
+    char *content = json_dumps(json_object_get(result, "content") ?: json_null(),
+                               JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *text = xasprintf("Elicitation completed: action=%s, content=%s",
+                           json_string_value(json_object_get(result, "action")) ?: "?",
+                           content ? content : "null");
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text));
+    free(text);
+    free(content);
+}
+
+static void elicit(struct mcp_call *call, const char *message, const char *schema_text)
+{
+    struct sbx_err err = {0};
+    json_t *schema = json_loads(schema_text, 0, NULL);
+    if (mcp_call_request(call, "elicitation/create",
+                         json_pack("{s:s, s:o}", "message", message, "requestedSchema", schema),
+                         on_elicited, NULL, &err) < 0)
+        mcp_call_fail(call, "%s", err.msg);
+}
+
+static void fx_elicitation_defaults(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    elicit(call, "Please review and update the form fields with defaults",
+           "{\"type\":\"object\",\"properties\":{"
+           "\"name\":{\"type\":\"string\",\"description\":\"User name\",\"default\":\"John Doe\"},"
+           "\"age\":{\"type\":\"integer\",\"description\":\"User age\",\"default\":30},"
+           "\"score\":{\"type\":\"number\",\"description\":\"User score\",\"default\":95.5},"
+           "\"status\":{\"type\":\"string\",\"description\":\"User status\","
+           "\"enum\":[\"active\",\"inactive\",\"pending\"],\"default\":\"active\"},"
+           "\"verified\":{\"type\":\"boolean\",\"description\":\"Verification status\","
+           "\"default\":true}},\"required\":[]}");
+}
+
+static void fx_elicitation_enums(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    elicit(
+        call, "Please select options from the enum fields",
+        "{\"type\":\"object\",\"properties\":{"
+        "\"untitledSingle\":{\"type\":\"string\",\"description\":\"Select one option\","
+        "\"enum\":[\"option1\",\"option2\",\"option3\"]},"
+        "\"titledSingle\":{\"type\":\"string\",\"description\":\"Select one option with titles\","
+        "\"oneOf\":[{\"const\":\"value1\",\"title\":\"First Option\"},"
+        "{\"const\":\"value2\",\"title\":\"Second Option\"},"
+        "{\"const\":\"value3\",\"title\":\"Third Option\"}]},"
+        "\"legacyEnum\":{\"type\":\"string\",\"description\":\"Select one option (legacy)\","
+        "\"enum\":[\"opt1\",\"opt2\",\"opt3\"],"
+        "\"enumNames\":[\"Option One\",\"Option Two\",\"Option Three\"]},"
+        "\"untitledMulti\":{\"type\":\"array\",\"description\":\"Select multiple options\","
+        "\"minItems\":1,\"maxItems\":3,"
+        "\"items\":{\"type\":\"string\",\"enum\":[\"option1\",\"option2\",\"option3\"]}},"
+        "\"titledMulti\":{\"type\":\"array\",\"description\":\"Select multiple options with "
+        "titles\","
+        "\"minItems\":1,\"maxItems\":3,\"items\":{\"anyOf\":["
+        "{\"const\":\"value1\",\"title\":\"First Choice\"},"
+        "{\"const\":\"value2\",\"title\":\"Second Choice\"},"
+        "{\"const\":\"value3\",\"title\":\"Third Choice\"}]}}},\"required\":[]}");
+}
+
+static void fx_schema_2020_12(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)data;
+    char *text = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS);
+    mcp_call_finish(
+        call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text ? text : "{}"));
+    free(text);
+}
+
+#define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
+
 static const struct mcp_tool_def fixtures[] = {
+    {"json_schema_2020_12_tool", NULL, "Tool with JSON Schema 2020-12 features",
+     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+     "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{\"street\":{\"type\":"
+     "\"string\"},\"city\":{\"type\":\"string\"}}}},\"properties\":{\"name\":{\"type\":"
+     "\"string\"},\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
+     NULL, true, false, true, false, fx_schema_2020_12},
+    {"test_image_content", NULL, "Tests image content response", NO_ARGS, NULL, true, false, true,
+     false, fx_image},
+    {"test_audio_content", NULL, "Tests audio content response", NO_ARGS, NULL, true, false, true,
+     false, fx_audio},
+    {"test_embedded_resource", NULL, "Tests embedded resource content response", NO_ARGS, NULL,
+     true, false, true, false, fx_embedded_resource},
+    {"test_multiple_content_types", NULL, "Tests response with multiple content types", NO_ARGS,
+     NULL, true, false, true, false, fx_multiple_content},
+    {"test_tool_with_logging", NULL, "Tests tool that emits log messages during execution", NO_ARGS,
+     NULL, true, false, true, false, fx_with_logging},
+    {"test_tool_with_progress", NULL, "Tests tool that reports progress notifications", NO_ARGS,
+     NULL, true, false, true, false, fx_with_progress},
+    {"test_elicitation_sep1034_defaults", NULL,
+     "Tests elicitation with default values for every primitive type (SEP-1034)", NO_ARGS, NULL,
+     true, false, false, true, fx_elicitation_defaults},
+    {"test_elicitation_sep1330_enums", NULL, "Tests elicitation with every enum variant (SEP-1330)",
+     NO_ARGS, NULL, true, false, false, true, fx_elicitation_enums},
     {"test_simple_text", NULL, "Tests simple text content response",
      "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", NULL, true, false,
      true, false, fx_simple_text},
@@ -176,9 +385,8 @@ static int read_static_binary(const char *uri, void *data, json_t **contents, st
 {
     (void)data;
     (void)err;
-    *contents = json_pack("[{s:s, s:s, s:s}]", "uri", uri, "mimeType", "image/png", "blob",
-                          "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA"
-                          "60e6kgAAAABJRU5ErkJggg==");
+    *contents =
+        json_pack("[{s:s, s:s, s:s}]", "uri", uri, "mimeType", "image/png", "blob", png_1x1);
     return 0;
 }
 
@@ -226,6 +434,33 @@ static int get_prompt_with_arguments(const json_t *args, void *data, json_t **me
     return 0;
 }
 
+static int get_prompt_with_embedded_resource(const json_t *args, void *data, json_t **messages,
+                                             struct sbx_err *err)
+{
+    (void)data;
+    (void)err;
+    const char *uri = json_string_value(json_object_get(args, "resourceUri"));
+    *messages =
+        json_pack("[{s:s, s:{s:s, s:{s:s, s:s, s:s}}}, {s:s, s:{s:s, s:s}}]", "role", "user",
+                  "content", "type", "resource", "resource", "uri", uri, "mimeType", "text/plain",
+                  "text", "Embedded resource content for testing.", "role", "user", "content",
+                  "type", "text", "text", "Please process the embedded resource above.");
+    return 0;
+}
+
+static int get_prompt_with_image(const json_t *args, void *data, json_t **messages,
+                                 struct sbx_err *err)
+{
+    (void)args;
+    (void)data;
+    (void)err;
+    *messages =
+        json_pack("[{s:s, s:{s:s, s:s, s:s}}, {s:s, s:{s:s, s:s}}]", "role", "user", "content",
+                  "type", "image", "data", png_1x1, "mimeType", "image/png", "role", "user",
+                  "content", "type", "text", "text", "Please analyze the image above.");
+    return 0;
+}
+
 static const struct mcp_resource_def fixture_resources[] = {
     {"test://static-text", "Static Text Resource", "A static text resource for testing",
      "text/plain", read_static_text},
@@ -243,6 +478,11 @@ static const struct mcp_prompt_def fixture_prompts[] = {
      "[{\"name\":\"arg1\",\"description\":\"First test argument\",\"required\":true},"
      "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]",
      get_prompt_with_arguments},
+    {"test_prompt_with_embedded_resource", "A prompt that embeds a resource",
+     "[{\"name\":\"resourceUri\",\"description\":\"URI of the resource to embed\","
+     "\"required\":true}]",
+     get_prompt_with_embedded_resource},
+    {"test_prompt_with_image", "A prompt with an image", "[]", get_prompt_with_image},
 };
 
 int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err)

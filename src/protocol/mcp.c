@@ -71,6 +71,7 @@ struct mcp_session {
     bool initialized;
     char version[16];
     int log_level;
+    json_t *subscriptions; /* uri -> true */
     struct mcp_call *calls;
     struct mcp_session *next, *prev;
 };
@@ -293,6 +294,7 @@ void mcp_session_free(struct mcp_session *s)
         call_cancel(s->calls);
     drop_pending(s, NULL);
     json_decref(s->client_caps);
+    json_decref(s->subscriptions);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -498,7 +500,7 @@ static void h_initialize(struct mcp_session *s, const json_t *id, json_t *params
     json_t *r = json_pack(
         "{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{s:b}, s:{}, s:{}}, s:{s:s, s:s, s:s}, s:s}",
         "protocolVersion", chosen, "capabilities", "tools", "listChanged", 0, "resources",
-        "subscribe", 0, "listChanged", 0, "prompts", "listChanged", 0, "logging", "completions",
+        "subscribe", 1, "listChanged", 0, "prompts", "listChanged", 0, "logging", "completions",
         "serverInfo", "name", "mcp-sandbox", "title", "mcp-sandbox", "version", SBX_VERSION,
         "instructions",
         "Sandboxes built from Linux kernel primitives for running code. Each sandbox keeps its "
@@ -745,6 +747,48 @@ static void h_set_level(struct mcp_session *s, const json_t *id, json_t *params)
     send_result(s, id, json_object());
 }
 
+#define MAX_SUBSCRIPTIONS 1024
+
+static void h_subscribe(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    const char *uri = json_string_value(json_object_get(params, "uri"));
+    if (!uri) {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "resources/subscribe: params.uri (string) is required");
+        return;
+    }
+    if (!s->subscriptions)
+        s->subscriptions = json_object();
+    if (json_object_size(s->subscriptions) >= MAX_SUBSCRIPTIONS) {
+        send_error(s, id, RPC_INVALID_PARAMS, "resources/subscribe: at most %d subscriptions",
+                   MAX_SUBSCRIPTIONS);
+        return;
+    }
+    json_object_set_new(s->subscriptions, uri, json_true());
+    send_result(s, id, json_object());
+}
+
+static void h_unsubscribe(struct mcp_session *s, const json_t *id, json_t *params)
+{
+    const char *uri = json_string_value(json_object_get(params, "uri"));
+    if (!uri) {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "resources/unsubscribe: params.uri (string) is required");
+        return;
+    }
+    if (s->subscriptions)
+        json_object_del(s->subscriptions, uri);
+    send_result(s, id, json_object());
+}
+
+void mcp_server_resource_updated(struct mcp_server *srv, const char *uri)
+{
+    for (struct mcp_session *s = srv->sessions; s; s = s->next)
+        if (s->subscriptions && json_object_get(s->subscriptions, uri))
+            send_notification(s, "notifications/resources/updated", json_pack("{s:s}", "uri", uri),
+                              NULL);
+}
+
 static void h_complete(struct mcp_session *s, const json_t *id, json_t *params)
 {
     if (!json_is_object(json_object_get(params, "ref"))) {
@@ -767,6 +811,8 @@ static const struct {
     {"resources/list", h_resources_list, false},
     {"resources/read", h_resources_read, false},
     {"resources/templates/list", h_resource_templates_list, false},
+    {"resources/subscribe", h_subscribe, false},
+    {"resources/unsubscribe", h_unsubscribe, false},
     {"prompts/list", h_prompts_list, false},
     {"prompts/get", h_prompts_get, false},
     {"logging/setLevel", h_set_level, false},
