@@ -246,8 +246,13 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         if (!json_is_string(v))
             continue;
         json_array_append(files, v);
+        json_t *link = resource_link(sb->id, json_string_value(v));
+        /* Subscribers to this file's resource hear that it changed. */
+        mcp_server_resource_updated(sb->svc->srv, json_string_value(json_object_get(link, "uri")));
         if (links++ < MAX_LINKS)
-            json_array_append_new(content, resource_link(sb->id, json_string_value(v)));
+            json_array_append_new(content, link);
+        else
+            json_decref(link);
     }
 
     if (sb->svc->history) {

@@ -521,3 +521,22 @@ for (const how of ['the client goes away', 'the server gets SIGTERM']) {
     assert.deepEqual(serverCgroups(pid), [], 'no cgroup of this server is left');
   });
 }
+
+test('a subscribed sandbox file announces its changes (notifications/resources/updated)', async () => {
+  const { client } = await connect(serverArgs());
+  const { ResourceUpdatedNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const updates = [];
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => updates.push(n.params.uri));
+  const id = (await call(client, 'create_sandbox')).sc.sandbox_id;
+  const uri = `sandbox://${id}/files/watched.txt`;
+  await client.subscribeResource({ uri });
+  await run(client, "open('watched.txt', 'w').write('v1')", { sandbox_id: id });
+  await run(client, "open('other.txt', 'w').write('x')", { sandbox_id: id });
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(updates, [uri]);
+  await client.unsubscribeResource({ uri });
+  await run(client, "open('watched.txt', 'w').write('v2')", { sandbox_id: id });
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(updates, [uri], 'no notification after unsubscribing');
+  await client.close();
+});
