@@ -54,6 +54,9 @@ struct http_session {
     struct http_replay replay;
     uint64_t next_stream;
     uint64_t last_seen_ms;
+    bool legacy; /* the 2024-11-05 HTTP+SSE transport: everything goes on one stream */
+    bool ended;  /* its legacy stream closed: freed on the next loop turn */
+    struct ev_timer *end_timer;
     struct http_session *next;
 };
 
@@ -280,7 +283,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
     if (!text)
         return;
     struct sse_stream *target = NULL;
-    if (related_id)
+    if (related_id && !s->legacy)
         for (struct sse_stream *st = s->streams; st; st = st->next)
             if (st->request_id && !st->done && json_equal(st->request_id, related_id)) {
                 target = st;
@@ -362,11 +365,21 @@ static void session_free(struct http_session *s)
         }
         st = next;
     }
+    if (s->end_timer)
+        ev_timer_cancel(s->end_timer);
     http_replay_free(&s->replay);
     free(s->owner);
     free(s);
     metrics_gauge_set("mcp_http_sessions", "Open MCP sessions over HTTP", "",
                       (double)t->n_sessions);
+}
+
+static void end_legacy(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct http_session *s = data;
+    s->end_timer = NULL;
+    session_free(s);
 }
 
 /* ---- SSE responses ---- */
@@ -402,10 +415,16 @@ static void stream_gone(void *cls)
         free(st);
         return;
     }
+    struct http_session *s = st->s;
     /* A client that drops a POST stream does not cancel the call: it finishes, and its
      * messages stay in the replay buffer. */
-    if (st->done || st == st->s->get_stream)
+    if (st->done || st == s->get_stream)
         stream_free(st);
+    /* The legacy transport has no DELETE: its stream closing ends the session. */
+    if (s->legacy && !s->ended) {
+        s->ended = true;
+        s->end_timer = ev_timer_add(s->t->loop, 0, end_legacy, s);
+    }
 }
 
 static enum MHD_Result reply_stream(struct http_transport *t, struct MHD_Connection *c,
@@ -588,6 +607,46 @@ static enum MHD_Result handle_delete(struct http_transport *t, struct MHD_Connec
     return reply(t, c, MHD_HTTP_OK, NULL, "", NULL);
 }
 
+/* ---- the deprecated HTTP+SSE transport (2024-11-05), for older clients ---- */
+
+static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Connection *c,
+                                         const char *principal)
+{
+    if (!http_accept_has(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+                         "text/event-stream"))
+        return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
+                      "GET /sse opens an event stream: Accept must list text/event-stream");
+    if (t->n_sessions >= t->cfg->http_max_sessions)
+        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                      "limit reached: http.max_sessions sessions are open");
+    struct http_session *s = session_new(t, principal);
+    if (!s)
+        return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");
+    s->legacy = true;
+    struct sse_stream *st = stream_new(s, NULL);
+    s->get_stream = st;
+    /* The first event tells the client where to POST its messages. */
+    char *ev = xasprintf("event: endpoint\ndata: /messages?sessionId=%s\n\n", s->id);
+    stream_append(st, ev, strlen(ev));
+    free(ev);
+    return reply_stream(t, c, st, NULL);
+}
+
+static enum MHD_Result handle_legacy_post(struct http_transport *t, struct MHD_Connection *c,
+                                          struct request *rq, const char *principal)
+{
+    const char *sid = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sessionId");
+    struct http_session *s = sid ? find_session(t, sid) : NULL;
+    if (!s || !s->legacy || s->ended || (principal && strcmp(s->owner, principal) != 0))
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "unknown sessionId: GET /sse first");
+    if (rq->too_big)
+        return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
+    s->last_seen_ms = now_ms();
+    /* Answers, errors included, travel on the session's event stream. */
+    mcp_session_receive(s->mcp, rq->body ? rq->body : "", rq->len);
+    return reply(t, c, MHD_HTTP_ACCEPTED, "text/plain", "Accepted", NULL);
+}
+
 /* ---- routing ---- */
 
 static bool in_query(struct MHD_Connection *c, const char *key)
@@ -634,7 +693,8 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(body);
         return r;
     }
-    if (strcmp(url, "/mcp") != 0)
+    bool legacy_sse = strcmp(url, "/sse") == 0, legacy_post = strcmp(url, "/messages") == 0;
+    if (strcmp(url, "/mcp") != 0 && !legacy_sse && !legacy_post)
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "no such path (MCP is at /mcp)");
     if (strcmp(method, "OPTIONS") == 0) {
         struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
@@ -662,6 +722,13 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
             return refuse(t, c, MHD_HTTP_UNAUTHORIZED, -32001,
                           tok ? "invalid bearer token" : "a bearer token is required");
     }
+    if (legacy_sse)
+        return get ? handle_legacy_sse(t, c, principal)
+                   : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "GET /sse only");
+    if (legacy_post)
+        return strcmp(method, "POST") == 0
+                   ? handle_legacy_post(t, c, rq, principal)
+                   : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "POST /messages only");
     if (strcmp(method, "POST") == 0)
         return handle_post(t, c, rq, principal);
     if (get)

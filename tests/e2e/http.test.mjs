@@ -198,3 +198,17 @@ test('a client that disconnects mid-stream does not cancel its execution', async
   const text = await read.text();
   assert.match(text, /finished/, 'the execution ran to its end');
 });
+
+test('the deprecated HTTP+SSE transport (GET /sse, POST /messages) serves older clients', async () => {
+  const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+  const { url, port } = await start();
+  const client = new Client({ name: 'e2e-legacy', version: '1' });
+  await client.connect(new SSEClientTransport(new URL(`http://127.0.0.1:${port}/sse`)));
+  const r = await client.callTool({ name: 'run_code', arguments: { code: '2 ** 10' } });
+  assert.equal(r.structuredContent.result, '1024');
+  assert.deepEqual(await client.ping(), {});
+  await client.close();
+  const bad = await fetch(`http://127.0.0.1:${port}/messages?sessionId=nope`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+  assert.equal(bad.status, 404);
+  assert.ok(url);
+});
