@@ -116,6 +116,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     } else {
         if (http_transport_start(loop, srv, &ctx->cfg, http, &ht, &err) < 0)
             goto out;
+        http_transport_serve_files(ht, svc);
         fprintf(stderr,
                 "mcp-sandbox: MCP over Streamable HTTP at http://%s:%u/mcp\n"
                 "  Claude Code: claude mcp add --transport http sandbox http://%s:%u/mcp\n"

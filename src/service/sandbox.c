@@ -613,6 +613,14 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     return 0;
 }
 
+struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id)
+{
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->owner && strcmp(sb->id, id) == 0)
+            return sb;
+    return NULL;
+}
+
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
                    struct sandbox **out, struct sbx_err *err)
 {

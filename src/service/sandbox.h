@@ -112,6 +112,9 @@ struct sandbox {
     struct sandbox *next;
 };
 
+/* Builds a download URL for a workspace file (the HTTP transport provides it); malloc'd. */
+typedef char *(*sandbox_link_fn)(void *data, const char *sandbox_id, const char *rel_path);
+
 struct sandbox_service {
     struct ev_loop *loop;
     struct mcp_server *srv;
@@ -125,7 +128,9 @@ struct sandbox_service {
     struct ev_timer *refill;
     struct ev_timer *history_timer; /* batched history writes */
     uint64_t exec_counter;
-    bool stopping;      /* the server is shutting down: free at once, no refills */
+    bool stopping;           /* the server is shutting down: free at once, no refills */
+    sandbox_link_fn link_fn; /* set by the HTTP transport: download URLs in links */
+    void *link_data;
     const char *layers; /* the isolation layers in force, for status */
     /* counters for status and metrics */
     uint64_t executions_ok, executions_failed, executions_timed_out, rejections;
@@ -144,6 +149,8 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
  * id NULL, the owner's default sandbox, created on first use. */
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
                    struct sandbox **out, struct sbx_err *err);
+/* Any owner's sandbox by id (for signed links, which carry their own authority), or NULL. */
+struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id);
 /* Ends the sandbox: queued executions fail, the running one is abandoned, the jail is
  * destroyed. final_usage (optional) gets its last usage. */
 void sandbox_close(struct sandbox *sb, json_t **final_usage);

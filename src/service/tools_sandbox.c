@@ -46,17 +46,29 @@ static const char *signal_label(int sig)
 }
 
 /* A workspace path as a resource link the client can read back. */
-static json_t *resource_link(const char *sandbox_id, const char *path)
+/* A workspace path as a resource link the client can read back; over HTTP it also carries a
+ * signed download URL (in _meta and, for the model, in the description). */
+static json_t *resource_link(const struct sandbox *sb, const char *path)
 {
     const char *rel = path;
     if (strncmp(rel, "/workspace/", 11) == 0)
         rel += 11;
     else if (*rel == '/')
         rel++;
-    char *uri = xasprintf("sandbox://%s/files/%s", sandbox_id, rel);
+    char *uri = xasprintf("sandbox://%s/files/%s", sb->id, rel);
     json_t *link = json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", uri, "name",
                              rel, "mimeType", files_mime_type(path, true));
     free(uri);
+    if (sb->svc->link_fn) {
+        char *url = sb->svc->link_fn(sb->svc->link_data, sb->id, rel);
+        if (url) {
+            char *desc = xasprintf("download: %s (expires in an hour)", url);
+            json_object_set_new(link, "description", json_string(desc));
+            json_object_set_new(link, "_meta", json_pack("{s:s}", "mcp-sandbox/download", url));
+            free(desc);
+            free(url);
+        }
+    }
     return link;
 }
 
@@ -236,17 +248,17 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     json_array_foreach(json_object_get(f, "image_files"), i, v)
     {
         if (json_is_string(v) && links++ < MAX_LINKS)
-            json_array_append_new(content, resource_link(sb->id, json_string_value(v)));
+            json_array_append_new(content, resource_link(sb, json_string_value(v)));
     }
     for (int k = 0; k < 2; k++)
         if (e->spill_path[k][0] && !e->spill_failed[k] && links++ < MAX_LINKS)
-            json_array_append_new(content, resource_link(sb->id, e->spill_path[k]));
+            json_array_append_new(content, resource_link(sb, e->spill_path[k]));
     json_array_foreach(json_object_get(f, "files"), i, v)
     {
         if (!json_is_string(v))
             continue;
         json_array_append(files, v);
-        json_t *link = resource_link(sb->id, json_string_value(v));
+        json_t *link = resource_link(sb, json_string_value(v));
         /* Subscribers to this file's resource hear that it changed. */
         mcp_server_resource_updated(sb->svc->srv, json_string_value(json_object_get(link, "uri")));
         if (links++ < MAX_LINKS)

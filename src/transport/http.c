@@ -5,15 +5,21 @@
 #include "http.h"
 
 #include "http_auth.h"
+#include "http_links.h"
 #include "http_policy.h"
 #include "http_replay.h"
 #include "log.h"
 #include "protocol/mcp.h"
 #include "service/loop.h"
+#include "service/files.h"
 #include "service/metrics.h"
+#include "service/sandbox.h"
 #include "util.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -73,7 +79,12 @@ struct http_transport {
     struct http_session *sessions;
     size_t n_sessions;
     bool stopping;
+    struct sandbox_service *svc; /* for file downloads; NULL until attached */
+    uint8_t link_key[HTTP_LINK_KEY_LEN];
+    char base_url[96];
 };
+
+#define LINK_TTL_S 3600
 
 /* Per-request state kept by MHD between calls of the access handler. */
 struct request {
@@ -647,6 +658,146 @@ static enum MHD_Result handle_legacy_post(struct http_transport *t, struct MHD_C
     return reply(t, c, MHD_HTTP_ACCEPTED, "text/plain", "Accepted", NULL);
 }
 
+/* ---- file downloads ---- */
+
+static bool unreserved(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '/';
+}
+
+static char *make_link(void *data, const char *sandbox_id, const char *rel)
+{
+    struct http_transport *t = data;
+    uint64_t expires = wall_ms() / 1000 + LINK_TTL_S;
+    char sig[65];
+    http_link_sign(t->link_key, sandbox_id, rel, expires, sig);
+    size_t n = strlen(rel);
+    char *enc = xmalloc(3 * n + 1), *o = enc;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)rel[i];
+        if (unreserved(ch))
+            *o++ = (char)ch;
+        else
+            o += sprintf(o, "%%%02X", ch);
+    }
+    *o = '\0';
+    char *url = xasprintf("%s/files/%s/%s?exp=%llu&sig=%s", t->base_url, sandbox_id, enc,
+                          (unsigned long long)expires, sig);
+    free(enc);
+    return url;
+}
+
+void http_transport_serve_files(struct http_transport *t, struct sandbox_service *svc)
+{
+    t->svc = svc;
+    svc->link_fn = make_link;
+    svc->link_data = t;
+}
+
+/* "bytes=a-b", "bytes=a-", "bytes=-n" against size; false if unsatisfiable or malformed. */
+static bool parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
+{
+    unsigned long long a = 0, b = 0;
+    if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+        return false;
+    h += 6;
+    if (*h == '-') {
+        if (sscanf(h + 1, "%llu", &b) != 1 || b == 0 || size == 0)
+            return false;
+        *from = b >= size ? 0 : size - b;
+        *to = size - 1;
+        return true;
+    }
+    int n = sscanf(h, "%llu-%llu", &a, &b);
+    if (n < 1 || a >= size)
+        return false;
+    *from = a;
+    *to = (n == 2 && b < size) ? b : size - 1;
+    return *to >= *from;
+}
+
+/* GET /files/{sandbox_id}/{path} and the seed's GET /sandbox/file: allowed with a valid signed
+ * link, or as the sandbox's owner (bearer principal, or the MCP session without auth). Anyone
+ * else is answered like an unknown file. */
+static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connection *c,
+                                   const char *sandbox_id, const char *rel)
+{
+    struct sandbox *sb = t->svc && sandbox_id ? sandbox_find(t->svc, sandbox_id) : NULL;
+    const char *exp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "exp");
+    const char *sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig");
+    bool allowed = false;
+    if (sb && exp && sig)
+        allowed = http_link_verify(t->link_key, sandbox_id, rel, strtoull(exp, NULL, 10), sig,
+                                   wall_ms() / 1000);
+    if (sb && !allowed) {
+        const char *owner = NULL;
+        if (t->auth_on) {
+            size_t len = 0;
+            const char *tok = http_auth_bearer(
+                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), &len);
+            owner = tok ? http_auth_check(&t->auth, tok, len) : NULL;
+        } else {
+            const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
+            struct http_session *s = sid ? find_session(t, sid) : NULL;
+            owner = s ? s->owner : NULL;
+        }
+        allowed = owner && strcmp(owner, sb->owner) == 0;
+    }
+    if (!allowed)
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32002, "no such file");
+    char *path = xasprintf("%s%s", rel[0] == '/' ? "" : "/workspace/", rel);
+    char canon[FILES_PATH_MAX];
+    struct sbx_err err = {0};
+    int fd = files_canonical(path, canon, sizeof(canon), &err) < 0
+                 ? -1
+                 : files_open(sandbox_root_fd(sb), canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, &err);
+    free(path);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32002, "no such file");
+    }
+    uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
+    const char *range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range");
+    unsigned status = MHD_HTTP_OK;
+    if (range) {
+        if (!parse_range(range, size, &from, &to)) {
+            close(fd);
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+            char cr[48];
+            snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+            MHD_add_response_header(r, "Content-Range", cr);
+            enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_RANGE_NOT_SATISFIABLE, r);
+            MHD_destroy_response(r);
+            count(MHD_HTTP_RANGE_NOT_SATISFIABLE);
+            return ok;
+        }
+        status = MHD_HTTP_PARTIAL_CONTENT;
+    }
+    uint64_t len = size ? to - from + 1 : 0;
+    /* MHD reads the file itself (sendfile where it can) and closes fd when done. */
+    struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, fd, from);
+    if (!r) {
+        close(fd);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", files_mime_type(canon, false));
+    MHD_add_response_header(r, "Accept-Ranges", "bytes");
+    if (status == MHD_HTTP_PARTIAL_CONTENT) {
+        char cr[80];
+        snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)from,
+                 (unsigned long long)to, (unsigned long long)size);
+        MHD_add_response_header(r, "Content-Range", cr);
+    }
+    add_cors(t, c, r);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    count(status);
+    return ok;
+}
+
 /* ---- routing ---- */
 
 static bool in_query(struct MHD_Connection *c, const char *key)
@@ -692,6 +843,21 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "application/json", body, NULL);
         free(body);
         return r;
+    }
+    if (get && strncmp(url, "/files/", 7) == 0) {
+        char id[32];
+        const char *slash = strchr(url + 7, '/');
+        if (!slash || (size_t)(slash - url - 7) >= sizeof(id))
+            return refuse(t, c, MHD_HTTP_NOT_FOUND, -32002, "no such file");
+        memcpy(id, url + 7, (size_t)(slash - url - 7));
+        id[slash - url - 7] = '\0';
+        return handle_file(t, c, id, slash + 1);
+    }
+    if (get && strcmp(url, "/sandbox/file") == 0) {
+        const char *fp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file_path");
+        return handle_file(t, c,
+                           MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sandbox_id"),
+                           fp ? fp : "");
     }
     bool legacy_sse = strcmp(url, "/sse") == 0, legacy_post = strcmp(url, "/messages") == 0;
     if (strcmp(url, "/mcp") != 0 && !legacy_sse && !legacy_post)
@@ -904,6 +1070,12 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     if (!info || !(t->w = ev_watch(loop, info->epoll_fd, EPOLLIN, on_epoll, t, err)))
         goto fail;
     t->sweeper = ev_timer_add(loop, SWEEP_MS, on_sweep, t);
+    if (getrandom(t->link_key, sizeof(t->link_key), 0) != (ssize_t)sizeof(t->link_key)) {
+        sbx_fail_errno(err, errno, "drawing the link-signing key");
+        goto fail;
+    }
+    snprintf(t->base_url, sizeof(t->base_url), "http://%s:%u",
+             ss.ss_family == AF_INET6 && host[0] != '[' ? "[::1]" : host, t->port);
     run_mhd(t);
     char port[8];
     snprintf(port, sizeof(port), "%u", t->port);
@@ -926,6 +1098,8 @@ void http_transport_stop(struct http_transport *t)
     if (!t)
         return;
     t->stopping = true;
+    if (t->svc)
+        t->svc->link_fn = NULL;
     while (t->sessions)
         session_free(t->sessions);
     if (t->d) {

@@ -19,6 +19,10 @@ struct http_transport;
 int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
                          const char *listen, struct http_transport **out, struct sbx_err *err);
 uint16_t http_transport_port(const struct http_transport *t);
+/* Serves GET /files/{id}/{path} and /sandbox/file from svc, and makes tool results' resource
+ * links carry signed, expiring download URLs. */
+struct sandbox_service;
+void http_transport_serve_files(struct http_transport *t, struct sandbox_service *svc);
 /* Ends every session (their sandboxes close) and stops listening. */
 void http_transport_stop(struct http_transport *t);
 

@@ -212,3 +212,36 @@ test('the deprecated HTTP+SSE transport (GET /sse, POST /messages) serves older 
   assert.equal(bad.status, 404);
   assert.ok(url);
 });
+
+test('file links: signed and expiring, Range, the seed route, and only for the owner', async () => {
+  const { url, port } = await start();
+  const client = await sdkClient(url);
+  const r = await client.callTool({ name: 'run_code', arguments: { code: "open('report.txt', 'w').write('0123456789' * 10)" } });
+  const link = r.content.find((x) => x.type === 'resource_link' && x.name === 'report.txt');
+  assert.ok(link, 'the changed file is linked');
+  const dl = link._meta['mcp-sandbox/download'];
+  assert.match(dl, new RegExp(`^http://127\\.0\\.0\\.1:${port}/files/sb-[0-9a-f]{12}/report\\.txt\\?exp=\\d+&sig=[0-9a-f]{64}$`));
+  let res = await fetch(dl);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/plain');
+  assert.equal((await res.text()).length, 100);
+  res = await fetch(dl, { headers: { Range: 'bytes=10-19' } });
+  assert.equal(res.status, 206);
+  assert.equal(res.headers.get('content-range'), 'bytes 10-19/100');
+  assert.equal(await res.text(), '0123456789');
+  assert.equal((await fetch(dl, { headers: { Range: 'bytes=500-' } })).status, 416);
+  const tampered = dl.replace(/sig=(.)/, (m, ch) => `sig=${ch === 'a' ? 'b' : 'a'}`);
+  assert.equal((await fetch(tampered)).status, 404);
+  assert.equal((await fetch(dl.replace('report.txt', 'other.txt'))).status, 404, 'a signature covers one path only');
+  const unsigned = dl.split('?')[0];
+  assert.equal((await fetch(unsigned)).status, 404, 'no signature, no session: nothing');
+  const id = link.uri.split('/')[2];
+  const owner = client.transport.sessionId;
+  res = await fetch(`http://127.0.0.1:${port}/sandbox/file?sandbox_id=${id}&file_path=/workspace/report.txt`, { headers: { 'Mcp-Session-Id': owner } });
+  assert.equal(res.status, 200, 'the seed-compatible route works for the owner');
+  const stranger = await sdkClient(url);
+  res = await fetch(unsigned, { headers: { 'Mcp-Session-Id': stranger.transport.sessionId } });
+  assert.equal(res.status, 404, 'another session is not the owner');
+  await client.close();
+  await stranger.close();
+});
