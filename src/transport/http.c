@@ -47,6 +47,8 @@ struct sse_stream {
     bool done;      /* the response was queued: end after the buffer drains */
     bool suspended; /* parked by the reader with nothing to send */
     bool json_only; /* answered as one application/json body, never a stream */
+    bool rest;      /* a REST call: the body is the tool result alone */
+    bool queued;    /* its HTTP response exists (conn NULL after that means the client left) */
     struct sse_stream *next;
 };
 
@@ -61,7 +63,9 @@ struct http_session {
     uint64_t next_stream;
     uint64_t last_seen_ms;
     bool legacy; /* the 2024-11-05 HTTP+SSE transport: everything goes on one stream */
-    bool ended;  /* its legacy stream closed: freed on the next loop turn */
+    bool rest;   /* the hidden session the REST calls of one owner go through */
+    uint64_t rest_calls;
+    bool ended; /* its legacy stream closed: freed on the next loop turn */
     struct ev_timer *end_timer;
     struct http_session *next;
 };
@@ -307,6 +311,24 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
     if (target) {
         bool is_response = (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
                            related_id && json_equal(json_object_get(msg, "id"), related_id);
+        if (target->rest) {
+            /* REST answers are the tool result itself; progress and logs have no place. */
+            if (is_response) {
+                json_t *body = json_object_get(msg, "result");
+                char *out =
+                    body ? json_dumps(body, JSON_COMPACT)
+                         : json_dumps(json_pack("{s:O}", "error", json_object_get(msg, "error")),
+                                      JSON_COMPACT);
+                stream_append(target, out, strlen(out));
+                free(out);
+                target->done = true;
+                stream_wake(target);
+                if (target->queued && !target->conn)
+                    stream_free(target); /* the caller left before the answer */
+            }
+            free(text);
+            return;
+        }
         if (target->json_only && is_response) {
             stream_append(target, text, strlen(text));
         } else {
@@ -798,6 +820,218 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
     return ok;
 }
 
+/* ---- REST: the same tool handlers for scripts that do not speak MCP ---- */
+
+/* The hidden MCP session of an owner's REST calls (with tokens the principal; without, the
+ * one owner "rest", since plain HTTP calls carry no session). */
+static struct http_session *rest_session(struct http_transport *t, const char *principal)
+{
+    const char *owner = principal ? principal : "rest";
+    for (struct http_session *s = t->sessions; s; s = s->next)
+        if (s->rest && strcmp(s->owner, owner) == 0)
+            return s;
+    struct http_session *s = session_new(t, owner);
+    if (!s)
+        return NULL;
+    s->rest = true;
+    static const char init[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":\"rest-init\",\"method\":\"initialize\",\"params\":"
+        "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":"
+        "\"rest\",\"version\":\"1\"}}}";
+    static const char ready[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    mcp_session_receive(s->mcp, init, sizeof(init) - 1);
+    mcp_session_receive(s->mcp, ready, sizeof(ready) - 1);
+    return s;
+}
+
+static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Connection *c,
+                                        struct request *rq, const char *tool, const char *principal)
+{
+    if (rq->too_big)
+        return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
+    json_t *args = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,
+                      "the body must be a JSON object of the tool's arguments");
+    }
+    struct http_session *s = rest_session(t, principal);
+    if (!s) {
+        json_decref(args);
+        return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");
+    }
+    char id[32];
+    snprintf(id, sizeof(id), "rest-%llu", (unsigned long long)++s->rest_calls);
+    json_t *rid = json_string(id);
+    struct sse_stream *st = stream_new(s, rid);
+    json_decref(rid);
+    st->rest = true;
+    json_t *req = json_pack("{s:s, s:s, s:s, s:{s:s, s:o}}", "jsonrpc", "2.0", "id", id, "method",
+                            "tools/call", "params", "name", tool, "arguments", args);
+    char *text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    mcp_session_receive(s->mcp, text, strlen(text));
+    free(text);
+    if (st->done && st->buf && strncmp(st->buf, "{\"error\"", 8) == 0) {
+        char *body = xstrndup(st->buf, st->len);
+        stream_free(st);
+        enum MHD_Result r = reply(t, c, MHD_HTTP_BAD_REQUEST, "application/json", body, NULL);
+        free(body);
+        return r;
+    }
+    /* The result may come later (an execution): the reader waits for it, suspended. */
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, stream_read, st, stream_gone);
+    if (!r)
+        return MHD_NO;
+    st->conn = c;
+    st->queued = true;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    add_cors(t, c, r);
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    count(MHD_HTTP_OK);
+    return ok;
+}
+
+/* The tool definitions as the protocol layer lists them (through a REST session). */
+static json_t *list_tools(struct http_transport *t)
+{
+    struct http_session *s = rest_session(t, "rest-docs");
+    if (!s)
+        return json_array();
+    json_t *rid = json_string("rest-tools");
+    struct sse_stream *st = stream_new(s, rid);
+    json_decref(rid);
+    st->rest = true;
+    static const char req[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":\"rest-tools\",\"method\":\"tools/list\","
+        "\"params\":{}}";
+    json_t *tools = NULL;
+    /* Pages are followed until the list is whole. */
+    mcp_session_receive(s->mcp, req, sizeof(req) - 1);
+    json_t *page = st->done ? json_loadb(st->buf, st->len, 0, NULL) : NULL;
+    stream_free(st);
+    tools = json_incref(json_object_get(page, "tools"));
+    const char *cursor = json_string_value(json_object_get(page, "nextCursor"));
+    while (cursor && tools) {
+        char *more = xasprintf("{\"jsonrpc\":\"2.0\",\"id\":\"rest-tools\",\"method\":"
+                               "\"tools/list\",\"params\":{\"cursor\":\"%s\"}}",
+                               cursor);
+        rid = json_string("rest-tools");
+        st = stream_new(s, rid);
+        json_decref(rid);
+        st->rest = true;
+        mcp_session_receive(s->mcp, more, strlen(more));
+        free(more);
+        json_decref(page);
+        page = st->done ? json_loadb(st->buf, st->len, 0, NULL) : NULL;
+        stream_free(st);
+        json_array_extend(tools, json_object_get(page, "tools"));
+        cursor = json_string_value(json_object_get(page, "nextCursor"));
+    }
+    json_decref(page);
+    return tools ? tools : json_array();
+}
+
+static json_t *openapi_doc(struct http_transport *t)
+{
+    json_t *paths = json_object();
+    static const struct {
+        const char *path, *method, *summary;
+    } routes[] = {
+        {"/mcp", "post", "MCP Streamable HTTP: one JSON-RPC message (JSON or SSE answer)"},
+        {"/mcp", "get", "MCP: the session's server-initiated event stream"},
+        {"/mcp", "delete", "MCP: end the session and close its sandboxes"},
+        {"/sse", "get", "Deprecated HTTP+SSE transport (2024-11-05)"},
+        {"/files/{sandbox_id}/{path}", "get", "Download a workspace file (Range supported)"},
+        {"/sandbox/file", "get", "Download a workspace file (sandbox_id, file_path)"},
+        {"/healthz", "get", "Liveness"},
+        {"/readyz", "get", "Readiness"},
+        {"/metrics", "get", "Prometheus metrics"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+        json_t *p = json_object_get(paths, routes[i].path);
+        if (!p)
+            json_object_set_new(paths, routes[i].path, p = json_object());
+        json_object_set_new(p, routes[i].method,
+                            json_pack("{s:s, s:{s:{s:s}}}", "summary", routes[i].summary,
+                                      "responses", "200", "description", "OK"));
+    }
+    json_t *tools = list_tools(t);
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool)
+    {
+        const char *name = json_string_value(json_object_get(tool, "name"));
+        char *path = xasprintf("/api/v1/tools/%s", name);
+        json_t *out = json_object_get(tool, "outputSchema");
+        json_t *op =
+            json_pack("{s:s, s:s, s:{s:b, s:{s:{s:O}}}, s:{s:{s:s, s:{s:{s:o}}}}}", "summary", name,
+                      "description", json_string_value(json_object_get(tool, "description")) ?: "",
+                      "requestBody", "required", 1, "content", "application/json", "schema",
+                      json_object_get(tool, "inputSchema"), "responses", "200", "description",
+                      "The tool result: content, structuredContent, isError", "content",
+                      "application/json", "schema",
+                      json_pack("{s:s, s:{s:{s:s}, s:O?, s:{s:s}}}", "type", "object", "properties",
+                                "content", "type", "array", "structuredContent", out, "isError",
+                                "type", "boolean"));
+        json_object_set_new(paths, path, json_pack("{s:o}", "post", op));
+        free(path);
+    }
+    json_decref(tools);
+    return json_pack("{s:s, s:{s:s, s:s}, s:[{s:s}], s:o}", "openapi", "3.1.0", "info", "title",
+                     "mcp-sandbox", "version", SBX_VERSION, "servers", "url", t->base_url, "paths",
+                     paths);
+}
+
+static void html_escape(char **out, const char *s)
+{
+    size_t n = strlen(*out);
+    for (; *s; s++) {
+        const char *rep = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : NULL;
+        char one[2] = {*s, 0};
+        const char *add = rep ? rep : one;
+        size_t a = strlen(add);
+        *out = xrealloc(*out, n + a + 1);
+        memcpy(*out + n, add, a + 1);
+        n += a;
+    }
+}
+
+static char *docs_page(json_t *doc)
+{
+    char *out = xstrdup("<!doctype html><meta charset=utf-8><title>mcp-sandbox API</title>"
+                        "<h1>mcp-sandbox</h1><p>Generated from <a href=/api/v1/openapi.json>"
+                        "/api/v1/openapi.json</a>.</p><table border=1 cellpadding=4>"
+                        "<tr><th>method</th><th>path</th><th>what</th></tr>");
+    const char *path;
+    json_t *item;
+    json_object_foreach(json_object_get(doc, "paths"), path, item)
+    {
+        const char *method;
+        json_t *op;
+        json_object_foreach(item, method, op)
+        {
+            char *row = xasprintf("%s<tr><td>%s</td><td>", out, method);
+            free(out);
+            out = row;
+            html_escape(&out, path);
+            row = xasprintf("%s</td><td>", out);
+            free(out);
+            out = row;
+            const char *d = json_string_value(json_object_get(op, "description"));
+            html_escape(&out, d ? d : json_string_value(json_object_get(op, "summary")));
+            row = xasprintf("%s</td></tr>", out);
+            free(out);
+            out = row;
+        }
+    }
+    char *end = xasprintf("%s</table>", out);
+    free(out);
+    return end;
+}
+
 /* ---- routing ---- */
 
 static bool in_query(struct MHD_Connection *c, const char *key)
@@ -844,6 +1078,22 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(body);
         return r;
     }
+    if (get && strcmp(url, "/api/v1/openapi.json") == 0) {
+        json_t *doc = openapi_doc(t);
+        char *body = json_dumps(doc, JSON_INDENT(1));
+        json_decref(doc);
+        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "application/json", body, NULL);
+        free(body);
+        return r;
+    }
+    if (get && strcmp(url, "/docs") == 0) {
+        json_t *doc = openapi_doc(t);
+        char *page = docs_page(doc);
+        json_decref(doc);
+        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "text/html; charset=utf-8", page, NULL);
+        free(page);
+        return r;
+    }
     if (get && strncmp(url, "/files/", 7) == 0) {
         char id[32];
         const char *slash = strchr(url + 7, '/');
@@ -860,7 +1110,8 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                            fp ? fp : "");
     }
     bool legacy_sse = strcmp(url, "/sse") == 0, legacy_post = strcmp(url, "/messages") == 0;
-    if (strcmp(url, "/mcp") != 0 && !legacy_sse && !legacy_post)
+    bool rest_tool = strncmp(url, "/api/v1/tools/", 14) == 0 && url[14];
+    if (strcmp(url, "/mcp") != 0 && !legacy_sse && !legacy_post && !rest_tool)
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "no such path (MCP is at /mcp)");
     if (strcmp(method, "OPTIONS") == 0) {
         struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
@@ -888,6 +1139,10 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
             return refuse(t, c, MHD_HTTP_UNAUTHORIZED, -32001,
                           tok ? "invalid bearer token" : "a bearer token is required");
     }
+    if (rest_tool)
+        return strcmp(method, "POST") == 0
+                   ? handle_rest_call(t, c, rq, url + 14, principal)
+                   : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "POST a tool's arguments");
     if (legacy_sse)
         return get ? handle_legacy_sse(t, c, principal)
                    : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "GET /sse only");
@@ -959,7 +1214,8 @@ static void on_sweep(struct ev_loop *loop, void *data)
         bool streaming = false;
         for (struct sse_stream *st = s->streams; st; st = st->next)
             streaming |= st->conn != NULL;
-        if (!streaming && now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
+        if (!streaming && !s->rest &&
+            now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
             log_emit(LOG_LVL_INFO, "http session expired", "limit", "http.session_idle_s", NULL);
             session_free(s);
         }

@@ -245,3 +245,27 @@ test('file links: signed and expiring, Range, the seed route, and only for the o
   await client.close();
   await stranger.close();
 });
+
+test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /docs list every tool', async () => {
+  const { port } = await start();
+  const base = `http://127.0.0.1:${port}`;
+  const call = (name, args) => fetch(`${base}/api/v1/tools/${name}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(args) });
+  let r = await call('run_code', { code: 'v = 5' });
+  assert.equal(r.status, 200);
+  r = await call('run_code', { code: 'v * 8' });
+  const body = await r.json();
+  assert.equal(body.structuredContent.result, '40', 'REST calls share their owner\'s default sandbox');
+  r = await call('no_such_tool', {});
+  assert.equal(r.status, 400);
+  assert.ok((await r.json()).error);
+  r = await call('run_code', {});
+  assert.equal((await r.json()).isError, true, 'bad arguments come back as a tool error, as over MCP');
+  assert.equal((await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', body: '[1' })).status, 400);
+  const api = await (await fetch(`${base}/api/v1/openapi.json`)).json();
+  assert.equal(api.openapi, '3.1.0');
+  assert.ok(api.paths['/api/v1/tools/run_code'].post.requestBody.content['application/json'].schema.properties.code);
+  assert.ok(api.paths['/mcp'].post);
+  const docs = await (await fetch(`${base}/docs`)).text();
+  assert.match(docs, /\/api\/v1\/tools\/run_code/);
+  assert.match(docs, /\/files\/\{sandbox_id\}\/\{path\}/);
+});
