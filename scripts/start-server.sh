@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Started by `make run`: checks the machine, prints how to connect each MCP host, then serves
-# Streamable HTTP on 127.0.0.1 when this build has it, and otherwise the stdio server on this
-# terminal (hosts start their own stdio servers from the printed configuration).
+# Streamable HTTP on 127.0.0.1:8080 (it prints its URL and host configs), falling back to the
+# stdio server on this terminal if HTTP cannot start (hosts start their own stdio servers from
+# the printed configuration).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/build/mcp-sandbox
@@ -19,13 +20,16 @@ Connect an MCP host over stdio (the host starts the server itself):
 
 Run a command in a fresh sandbox:  $BIN run -- /usr/bin/python3 -c 'print(1)'
 EOT
-if "$BIN" serve --http "$ADDR" 2>/dev/null; then
-    exit 0
-fi
+echo
+echo "Serving Streamable HTTP on http://$ADDR/mcp (Ctrl-C stops it; SBX_HTTP_ADDR picks another address):"
+"$BIN" serve --http "$ADDR"
+rc=$?
+[ "$rc" = 0 ] && exit 0
 cat >&2 <<EOT
 
-Streamable HTTP (http://$ADDR/mcp) is not part of this build yet, so the server now runs over
-stdio on this terminal: paste JSON-RPC lines, one per line; Ctrl-D stops it. For example:
+The HTTP server could not start on $ADDR (said above; another process may hold the port: set
+SBX_HTTP_ADDR=127.0.0.1:PORT). Serving over stdio on this terminal instead: paste JSON-RPC
+lines, one per line; Ctrl-D stops it. For example:
 {"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}
 EOT
 exec "$BIN" serve --stdio

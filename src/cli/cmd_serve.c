@@ -117,13 +117,14 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
         if (http_transport_start(loop, srv, &ctx->cfg, http, &ht, &err) < 0)
             goto out;
         http_transport_serve_files(ht, svc);
+        const char *u = http_transport_url(ht);
         fprintf(stderr,
-                "mcp-sandbox: MCP over Streamable HTTP at http://%s:%u/mcp\n"
-                "  Claude Code: claude mcp add --transport http sandbox http://%s:%u/mcp\n"
+                "mcp-sandbox: MCP over Streamable HTTP at %s/mcp\n"
+                "  Claude Code: claude mcp add --transport http sandbox %s/mcp\n"
                 "  .mcp.json:   {\"mcpServers\":{\"sandbox\":{\"type\":\"http\",\"url\":"
-                "\"http://%s:%u/mcp\"}}}\n",
-                "127.0.0.1", http_transport_port(ht), "127.0.0.1", http_transport_port(ht),
-                "127.0.0.1", http_transport_port(ht));
+                "\"%s/mcp\"}}}\n"
+                "  REST: POST %s/api/v1/tools/{name}; the API is described at %s/docs\n",
+                u, u, u, u, u);
     }
     log_emit(LOG_LVL_INFO, "serving", "transport", http ? "http" : "stdio", NULL);
     rc = ev_loop_run(loop) < 0 ? 1 : 0;

@@ -1349,6 +1349,11 @@ uint16_t http_transport_port(const struct http_transport *t)
     return t->port;
 }
 
+const char *http_transport_url(const struct http_transport *t)
+{
+    return t->base_url;
+}
+
 void http_transport_stop(struct http_transport *t)
 {
     if (!t)

@@ -19,6 +19,8 @@ struct http_transport;
 int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
                          const char *listen, struct http_transport **out, struct sbx_err *err);
 uint16_t http_transport_port(const struct http_transport *t);
+/* "http://127.0.0.1:8080": where clients reach the server. */
+const char *http_transport_url(const struct http_transport *t);
 /* Serves GET /files/{id}/{path} and /sandbox/file from svc, and makes tool results' resource
  * links carry signed, expiring download URLs. */
 struct sandbox_service;
