@@ -130,7 +130,8 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
     if (sb->state == SBX_BROKEN)
         return sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
     if (sb->queue_len >= cfg->max_queue_depth)
-        return sbx_fail(err, EBUSY,
+        return sandbox_count_rejection("limits.max_queue_depth"),
+               sbx_fail(err, EBUSY,
                         "limit reached: limits.max_queue_depth = %u executions already wait "
                         "for sandbox %s",
                         cfg->max_queue_depth, sb->id);

@@ -10,6 +10,7 @@
 
 struct series {
     char *name, *help, *labels;
+    const char *suffix; /* histograms: "_bucket", "_sum", "_count"; else "" */
     enum metric_type type;
     double value;
 };
@@ -17,21 +18,44 @@ struct series {
 static struct series *g_series;
 static size_t g_len;
 
-static struct series *find_or_add(const char *name, const char *help, const char *labels,
-                                  enum metric_type type)
+static struct series *find_or_add_part(const char *name, const char *suffix, const char *help,
+                                       const char *labels, enum metric_type type)
 {
     labels = labels ? labels : "";
     for (size_t i = 0; i < g_len; i++)
-        if (strcmp(g_series[i].name, name) == 0 && strcmp(g_series[i].labels, labels) == 0)
+        if (strcmp(g_series[i].name, name) == 0 && strcmp(g_series[i].labels, labels) == 0 &&
+            strcmp(g_series[i].suffix, suffix) == 0)
             return &g_series[i];
     g_series = xrealloc(g_series, (g_len + 1) * sizeof(*g_series));
     struct series *s = &g_series[g_len++];
     s->name = xstrdup(name);
     s->help = xstrdup(help ? help : name);
     s->labels = xstrdup(labels);
+    s->suffix = suffix;
     s->type = type;
     s->value = 0;
     return s;
+}
+
+static struct series *find_or_add(const char *name, const char *help, const char *labels,
+                                  enum metric_type type)
+{
+    return find_or_add_part(name, "", help, labels, type);
+}
+
+void metrics_observe(const char *name, const char *help, double value, const double *bounds,
+                     size_t n_bounds)
+{
+    char le[48];
+    for (size_t i = 0; i < n_bounds; i++) {
+        snprintf(le, sizeof(le), "le=\"%g\"", bounds[i]);
+        struct series *b = find_or_add_part(name, "_bucket", help, le, METRIC_HISTOGRAM);
+        if (value <= bounds[i])
+            b->value += 1;
+    }
+    find_or_add_part(name, "_bucket", help, "le=\"+Inf\"", METRIC_HISTOGRAM)->value += 1;
+    find_or_add_part(name, "_sum", help, "", METRIC_HISTOGRAM)->value += value;
+    find_or_add_part(name, "_count", help, "", METRIC_HISTOGRAM)->value += 1;
 }
 
 void metrics_counter_add(const char *name, const char *help, const char *labels, uint64_t delta)
@@ -61,7 +85,7 @@ char *metrics_render(size_t *len)
     if (!f)
         abort();
     static const char *const type_names[] = {
-        [METRIC_COUNTER] = "counter", [METRIC_GAUGE] = "gauge"};
+        [METRIC_COUNTER] = "counter", [METRIC_GAUGE] = "gauge", [METRIC_HISTOGRAM] = "histogram"};
     for (size_t i = 0; i < g_len; i++) {
         bool first = true;
         for (size_t j = 0; j < i && first; j++)
@@ -74,7 +98,7 @@ char *metrics_render(size_t *len)
             const struct series *s = &g_series[j];
             if (strcmp(s->name, g_series[i].name) != 0)
                 continue;
-            fprintf(f, "%s%s%s%s %.17g\n", s->name, *s->labels ? "{" : "", s->labels,
+            fprintf(f, "%s%s%s%s%s %.17g\n", s->name, s->suffix, *s->labels ? "{" : "", s->labels,
                     *s->labels ? "}" : "", s->value);
         }
     }

@@ -8,6 +8,7 @@
 #include "jail/jail.h"
 #include "log.h"
 #include "protocol/mcp.h"
+#include "metrics.h"
 #include "runtime_embed.h"
 #include "service/loop.h"
 #include "util.h"
@@ -153,6 +154,7 @@ static void handle_frame(struct sandbox *sb, json_t *frame)
         sb->restarts = 0;
         if (sb->state == SBX_STARTING || sb->state == SBX_RESTARTING) {
             sb->state = SBX_READY;
+            sandbox_update_gauges(sb->svc);
             exec_start_next(sb);
         }
         return;
@@ -437,6 +439,24 @@ json_t *sandbox_usage_json(struct sandbox *sb)
 
 static void schedule_refill(struct sandbox_service *svc);
 
+void sandbox_update_gauges(struct sandbox_service *svc)
+{
+    size_t ready = 0;
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        ready += sb->pooled && sb->state == SBX_READY;
+    metrics_gauge_set("mcp_sandboxes_active", "Sandboxes in use (warm pool excluded)", "",
+                      (double)svc->n_live);
+    metrics_gauge_set("mcp_pool_ready", "Warm sandboxes with a ready interpreter", "",
+                      (double)ready);
+}
+
+void sandbox_count_rejection(const char *reason)
+{
+    char labels[96];
+    snprintf(labels, sizeof(labels), "reason=\"%s\"", reason);
+    metrics_counter_add("mcp_rejections_total", "Requests refused, by reason", labels, 1);
+}
+
 static void close_because(struct sandbox *sb, json_t **final_usage, const char *reason)
 {
     if (sb->closing)
@@ -465,6 +485,7 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     if (sb->owner && svc->history)
         history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
     log_emit(LOG_LVL_INFO, "sandbox closed", "sandbox", sb->id, NULL);
+    sandbox_update_gauges(svc);
     if (svc->stopping) {
         free_sandbox(sb);
         return;
@@ -571,12 +592,14 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
                         "network (network: none)",
                         network);
     if (owner_count(svc, owner) >= cfg->max_sandboxes_per_owner)
-        return sbx_fail(err, EUSERS,
+        return sandbox_count_rejection("limits.max_sandboxes_per_owner"),
+               sbx_fail(err, EUSERS,
                         "limit reached: limits.max_sandboxes_per_owner = %u; close a sandbox "
                         "first (close_sandbox)",
                         cfg->max_sandboxes_per_owner);
     if (svc->n_live >= cfg->max_sandboxes)
-        return sbx_fail(err, EUSERS,
+        return sandbox_count_rejection("limits.max_sandboxes"),
+               sbx_fail(err, EUSERS,
                         "limit reached: limits.max_sandboxes = %u sandboxes on this server",
                         cfg->max_sandboxes);
 
@@ -608,6 +631,7 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
         history_record_sandbox(svc->history, sb->id, owner, name ? name : "", p->name,
                                sb->created_ms, NULL);
     log_emit(LOG_LVL_INFO, "sandbox created", "sandbox", sb->id, "profile", p->name, NULL);
+    sandbox_update_gauges(svc);
     schedule_refill(svc);
     *out = sb;
     return 0;
@@ -729,6 +753,20 @@ void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
         log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
     if (history_pending(svc->history) && !svc->history_timer)
         svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
+}
+
+bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail)
+{
+    size_t want = 0, ready = 0;
+    for (size_t i = 0; i < svc->cfg->n_profiles; i++)
+        want += svc->cfg->profiles[i].pool_size;
+    for (const struct sandbox *sb = svc->list; sb; sb = sb->next)
+        ready += sb->pooled && sb->state == SBX_READY;
+    bool ok = want == 0 || ready > 0;
+    if (detail)
+        *detail = json_pack("{s:b, s:I, s:I, s:I}", "ready", ok, "pool_ready", (json_int_t)ready,
+                            "pool_target", (json_int_t)want, "sandboxes", (json_int_t)svc->n_live);
+    return ok;
 }
 
 static void on_owner_gone(void *data, const char *owner)

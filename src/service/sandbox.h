@@ -165,6 +165,11 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
 /* Records an execution in the history (written in a batch shortly after). */
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec);
+/* Prometheus series: active sandboxes and the warm pool; refusals by the limit that fired. */
+void sandbox_update_gauges(struct sandbox_service *svc);
+void sandbox_count_rejection(const char *reason);
+/* Whether the service can take work now: the warm pool, if configured, has a ready sandbox. */
+bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail);
 /* The host uid and gid that the sandbox user maps to: files the server writes get them. */
 void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid);
 /* Reads whatever the pipes hold into the running execution (after its result frame). */

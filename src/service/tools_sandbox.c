@@ -1,6 +1,7 @@
 /* The sandbox and execution tools: definitions as data, handlers that queue work on the
  * sandbox service and build the result when it is done. */
 #include "sandbox.h"
+#include "metrics.h"
 #include "tools_common.h"
 
 #include "files.h"
@@ -181,6 +182,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         if (rejected) {
             error = error_object("PolicyViolation", rejected, NULL);
             sb->svc->rejections++;
+            sandbox_count_rejection("policy");
         } else if (o->timed_out) {
             const char *tb = json_string_value(json_object_get(fe, "traceback"));
             char msg[256];
@@ -200,12 +202,21 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
     if (!error)
         error = json_null();
+    const char *outcome = success ? "ok" : o->timed_out ? "timeout" : "error";
     if (success)
         sb->svc->executions_ok++;
     else if (o->timed_out)
         sb->svc->executions_timed_out++;
     else
         sb->svc->executions_failed++;
+    char labels[48];
+    snprintf(labels, sizeof(labels), "outcome=\"%s\"", outcome);
+    metrics_counter_add("mcp_executions_total", "Executions, by outcome", labels, 1);
+    static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                    0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                    1,      2.5,     5,      10,    30,     60};
+    metrics_observe("mcp_execution_seconds", "Execution time, from dispatch to result",
+                    duration_ms / 1000.0, bounds, ARRAY_SIZE(bounds));
 
     json_t *files = json_array();
     json_t *content = json_array();

@@ -1054,8 +1054,18 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     bool get = strcmp(method, "GET") == 0;
     if (get && strcmp(url, "/healthz") == 0)
         return reply(t, c, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
-    if (get && strcmp(url, "/readyz") == 0)
-        return reply(t, c, MHD_HTTP_OK, "application/json", "{\"ready\":true}", NULL);
+    if (get && strcmp(url, "/readyz") == 0) {
+        /* Ready: the isolation engine started sandboxes (the warm pool has one up), so the
+         * kernel layers are there; before that, or without a service, 503. */
+        json_t *detail = NULL;
+        bool ok = t->svc && sandbox_service_ready(t->svc, &detail);
+        char *body = detail ? json_dumps(detail, JSON_COMPACT) : xstrdup("{\"ready\":false}");
+        json_decref(detail);
+        enum MHD_Result r = reply(t, c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                                  "application/json", body, NULL);
+        free(body);
+        return r;
+    }
     if (get && strcmp(url, "/metrics") == 0) {
         size_t len;
         char *text = metrics_render(&len);

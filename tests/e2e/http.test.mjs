@@ -80,6 +80,17 @@ test('SDK over Streamable HTTP: initialize, tools, run_code with state, progress
   assert.equal(r.structuredContent.success, true);
   assert.ok(seen.length >= 2, 'progress streamed over SSE before the response');
   assert.deepEqual(await client.ping(), {});
+  const base = url.replace(/\/mcp$/, '');
+  let ready;
+  for (let i = 0; i < 50 && (ready = await fetch(`${base}/readyz`)).status !== 200; i++) await new Promise((res) => setTimeout(res, 100));
+  assert.equal(ready.status, 200, 'ready once the warm pool has a sandbox up');
+  const m = await (await fetch(`${base}/metrics`)).text();
+  assert.match(m, /mcp_executions_total\{outcome="ok"\} [1-9]/);
+  assert.match(m, /# TYPE mcp_execution_seconds histogram/);
+  assert.match(m, /mcp_execution_seconds_bucket\{le="\+Inf"\} [1-9]/);
+  assert.match(m, /mcp_sandboxes_active 1/);
+  assert.match(m, /mcp_pool_ready \d/);
+  assert.match(m, /mcp_http_sessions 1/);
   await client.close();
 });
 

@@ -38,10 +38,30 @@ static void counters_and_gauges_render_grouped(void **state)
     free(s);
 }
 
+static void histogram_buckets_are_cumulative(void **state)
+{
+    (void)state;
+    metrics_reset();
+    static const double bounds[] = {0.001, 0.01, 0.1};
+    metrics_observe("lat_seconds", "Latency", 0.005, bounds, 3);
+    metrics_observe("lat_seconds", "Latency", 0.5, bounds, 3);
+    assert_int_equal((int)metrics_value("lat_seconds", "le=\"0.001\""), 0);
+    char *text = metrics_render(NULL);
+    assert_non_null(strstr(text, "# TYPE lat_seconds histogram\n"));
+    assert_non_null(strstr(text, "lat_seconds_bucket{le=\"0.01\"} 1\n"));
+    assert_non_null(strstr(text, "lat_seconds_bucket{le=\"0.1\"} 1\n"));
+    assert_non_null(strstr(text, "lat_seconds_bucket{le=\"+Inf\"} 2\n"));
+    assert_non_null(strstr(text, "lat_seconds_count 2\n"));
+    assert_non_null(strstr(text, "lat_seconds_sum 0.505"));
+    free(text);
+    metrics_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counters_and_gauges_render_grouped),
+        cmocka_unit_test(histogram_buckets_are_cumulative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
