@@ -277,6 +277,22 @@ static void sse_event(struct sse_stream *st, uint64_t seq, const char *json)
     stream_wake(st);
 }
 
+/* Ends a stream that another one replaces: it closes once its buffer drains (dropped first
+ * when its events were replayed elsewhere), or at once when nobody is reading it. */
+static void stream_retire(struct sse_stream *st, bool drop_pending)
+{
+    if (st->s->get_stream == st)
+        st->s->get_stream = NULL;
+    if (!st->conn) {
+        stream_free(st);
+        return;
+    }
+    if (drop_pending)
+        st->len = st->off = 0;
+    st->done = true;
+    stream_wake(st);
+}
+
 static struct sse_stream *stream_new(struct http_session *s, const json_t *request_id)
 {
     struct sse_stream *st = xcalloc(1, sizeof(*st));
@@ -605,9 +621,6 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
     struct http_session *s = session_of(t, c, principal, &status, &why);
     if (!s)
         return refuse(t, c, status, -32600, why);
-    if (s->get_stream && s->get_stream->conn)
-        return refuse(t, c, MHD_HTTP_CONFLICT, -32600,
-                      "this session already has an open GET stream");
     struct sse_stream *st = stream_new(s, NULL);
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     uint64_t stream_no, seq;
@@ -618,12 +631,22 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
             return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600,
                           "cannot resume: those events are no longer buffered");
         }
-        for (struct sse_stream *o = s->streams; o; o = o->next)
-            if (o->number == stream_no && o != st && !o->conn) {
-                stream_free(o); /* its remaining events were replayed here */
-                break;
-            }
+        for (struct sse_stream *o = s->streams; o; o = o->next) {
+            if (o->number != stream_no || o == st)
+                continue;
+            /* This stream takes over: the rest of that request's messages come here. The old
+             * one may still look connected (a dropped client is noticed only when written to),
+             * so it is ended rather than left to swallow them. */
+            st->request_id = o->request_id;
+            o->request_id = NULL;
+            stream_retire(o, true);
+            break;
+        }
     }
+    /* One GET stream per session: a new one replaces the old, whose client has most likely
+     * gone (a parked connection's close is only noticed when it is written to). */
+    if (s->get_stream && s->get_stream != st)
+        stream_retire(s->get_stream, false);
     s->get_stream = st;
     return reply_stream(t, c, st, NULL);
 }

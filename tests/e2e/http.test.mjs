@@ -280,3 +280,85 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   assert.match(docs, /\/api\/v1\/tools\/run_code/);
   assert.match(docs, /\/files\/\{sandbox_id\}\/\{path\}/);
 });
+
+// Reads SSE events from a fetch body until `stop(event)` says so; resolves with the events.
+async function readEvents(res, stop) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  const events = [];
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const ev = { id: null, data: '' };
+      for (const line of block.split('\n')) {
+        if (line.startsWith('id: ')) ev.id = line.slice(4);
+        else if (line.startsWith('data: ')) ev.data += line.slice(6);
+      }
+      if (!ev.data) continue;
+      ev.msg = JSON.parse(ev.data);
+      events.push(ev);
+      if (stop(ev)) {
+        await reader.cancel();
+        return events;
+      }
+    }
+  }
+  return events;
+}
+
+test('a dropped POST stream resumes with Last-Event-ID: the missed progress and the result, nothing twice', async () => {
+  const { url } = await start();
+  const sid = await session(url);
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  const call = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 600, steps: 4 }, _meta: { progressToken: 'p' } } };
+  const r = await post(url, call, h);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /^text\/event-stream/);
+  // Take the first progress event, then drop the connection.
+  const first = await readEvents(r, () => true);
+  assert.equal(first[0].msg.method, 'notifications/progress');
+  assert.equal(first[0].msg.params.progress, 1);
+  assert.match(first[0].id, /^\d+-\d+$/);
+  const res = await fetch(url, { headers: { ...h, Accept: 'text/event-stream', 'Last-Event-ID': first[0].id } });
+  assert.equal(res.status, 200);
+  const rest = await readEvents(res, (ev) => ev.msg.id === 7);
+  const progress = rest.filter((e) => e.msg.method === 'notifications/progress').map((e) => e.msg.params.progress);
+  assert.deepEqual(progress, [2, 3, 4]);
+  assert.equal(rest.at(-1).msg.result.content[0].text, 'done');
+  // An id the buffer never issued cannot be resumed.
+  const gone = await fetch(url, { headers: { ...h, Accept: 'text/event-stream', 'Last-Event-ID': '99-99999' } });
+  assert.equal(gone.status, 404);
+  await gone.text();
+  // Reconnecting while the server still counts the dropped GET stream as open replaces it.
+  const again = await fetch(url, { headers: { ...h, Accept: 'text/event-stream' } });
+  assert.equal(again.status, 200);
+  await again.body.cancel();
+});
+
+test('CORS: off by default; a configured origin gets Allow-Origin and a preflight answer', async () => {
+  const plain = await start();
+  const r0 = await post(plain.url, INIT, { Origin: `http://127.0.0.1:${plain.port}` });
+  assert.equal(r0.status, 200);
+  assert.equal(r0.headers.get('access-control-allow-origin'), null);
+  await r0.text();
+  const cfg = join(dir, 'cors.toml');
+  writeFileSync(cfg, '[http]\ncors_origins = ["http://localhost:5173"]\nallowed_origins = ["http://localhost:5173"]\n');
+  const { url } = await start(['--config', cfg]);
+  const pre = await fetch(url, { method: 'OPTIONS', headers: { Origin: 'http://localhost:5173', 'Access-Control-Request-Method': 'POST' } });
+  assert.equal(pre.status, 204);
+  assert.equal(pre.headers.get('access-control-allow-origin'), 'http://localhost:5173');
+  assert.match(pre.headers.get('access-control-allow-headers'), /Mcp-Session-Id/);
+  assert.match(pre.headers.get('access-control-allow-methods'), /DELETE/);
+  const r = await post(url, INIT, { Origin: 'http://localhost:5173' });
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('access-control-allow-origin'), 'http://localhost:5173');
+  assert.match(r.headers.get('access-control-expose-headers'), /Mcp-Session-Id/);
+  await r.text();
+  assert.equal((await post(url, INIT, { Origin: 'http://evil.example' })).status, 403);
+});
