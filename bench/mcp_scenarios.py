@@ -324,6 +324,133 @@ def floods(binary, quick):
             "server_rss_kib": {"start": rss_start, "end": rss_end}}
 
 
+class HttpServer:
+    """The real binary on a loopback port (serve --http 127.0.0.1:0)."""
+
+    def __init__(self, binary, config_text=""):
+        self.dir = tempfile.mkdtemp(prefix="sbx-bench-http-")
+        cfg = os.path.join(self.dir, "config.toml")
+        with open(cfg, "w") as f:
+            f.write(config_text)
+        self.log = open(os.path.join(self.dir, "server.log"), "w+")
+        self.p = subprocess.Popen([binary, "serve", "--http", "127.0.0.1:0", "--config", cfg,
+                                   "--state-dir", os.path.join(self.dir, "state"),
+                                   "--log-level", "info"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=self.log)
+        self.port = None
+        for _ in range(200):
+            self.log.seek(0)
+            for line in self.log:
+                if '"http listening"' in line:
+                    self.port = int(json.loads(line)["port"])
+            if self.port:
+                break
+            time.sleep(0.05)
+        if not self.port:
+            raise RuntimeError("the HTTP server did not start")
+
+    def close(self):
+        self.p.terminate()
+        self.p.wait()
+        subprocess.run(["rm", "-rf", self.dir])
+
+
+class HttpSession:
+    """One MCP session over one keep-alive connection (http.client reads SSE or JSON)."""
+
+    def __init__(self, port):
+        import http.client
+        self.c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.sid = None
+        self.n = 0
+        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "bench", "version": "1"}})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def post(self, msg):
+        headers = {"Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        if self.sid:
+            headers["Mcp-Session-Id"] = self.sid
+        self.c.request("POST", "/mcp", json.dumps(msg), headers)
+        r = self.c.getresponse()
+        body = r.read()
+        if not self.sid:
+            self.sid = r.getheader("Mcp-Session-Id")
+        if r.status == 202:
+            return None
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}: {body[:200]!r}")
+        if r.getheader("Content-Type", "").startswith("text/event-stream"):
+            msgs = [json.loads(l[6:]) for l in body.decode().splitlines() if l.startswith("data: ")]
+            return next(m for m in msgs if m.get("id") == msg.get("id"))
+        return json.loads(body)
+
+    def call(self, method, params):
+        self.n += 1
+        m = self.post({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
+        if "error" in m:
+            raise RuntimeError(m["error"])
+        return m["result"]
+
+
+def http_throughput(binary, quick):
+    """Aggregate warm run_code x=1 per second with N concurrent sessions, each in its own
+    sandbox; then (full mode) 200 sessions for 60 s: errors and the server's RSS."""
+    import threading
+    levels = [1, 8, 64] if quick else [1, 8, 64, 256]
+    secs = 2.0 if quick else 10.0
+    out = {"levels": []}
+    srv = HttpServer(binary, "[limits]\nmax_sandboxes = 300\nmax_sandboxes_per_owner = 300\n"
+                             "[http]\nmax_sessions = 600\n")
+
+    def run_level(n, duration):
+        sessions = [HttpSession(srv.port) for _ in range(n)]
+        for s in sessions:
+            s.call("tools/call", {"name": "run_code", "arguments": {"code": "x=1"}})
+        counts, errors = [0] * n, [0] * n
+        stop = time.perf_counter() + duration
+
+        def worker(i):
+            s = sessions[i]
+            while time.perf_counter() < stop:
+                try:
+                    r = s.call("tools/call", {"name": "run_code", "arguments": {"code": "x=1"}})
+                    if r.get("isError"):
+                        errors[i] += 1
+                    else:
+                        counts[i] += 1
+                except Exception:
+                    errors[i] += 1
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+        t0 = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        elapsed = time.perf_counter() - t0
+        for s in sessions:
+            s.c.request("DELETE", "/mcp", headers={"Mcp-Session-Id": s.sid})
+            s.c.getresponse().read()
+            s.c.close()
+        return sum(counts) / elapsed, sum(counts), sum(errors)
+
+    for n in levels:
+        rate, ok, err = run_level(n, secs)
+        out["levels"].append({"sessions": n, "executions_per_s": rate, "ok": ok, "errors": err,
+                              "seconds": secs})
+    if not quick:
+        rss0 = rss_kib(srv.p.pid)
+        rate, ok, err = run_level(200, 60.0)
+        time.sleep(2)
+        out["load_200_sessions_60s"] = {"executions_per_s": rate, "ok": ok, "errors": err,
+                                        "rss_before_kib": rss0,
+                                        "rss_after_kib": rss_kib(srv.p.pid)}
+    srv.close()
+    return out
+
+
 def write_md(res):
     lines = []
     w = res.get("warm_execution")
@@ -352,6 +479,21 @@ def write_md(res):
                          f"{s['min_us']:.0f} | {s['max_us']:.0f} |")
         lines += ["", f"create_run_close / bare python (median of pairwise ratios): "
                   f"{t['create_run_close_ratio_to_bare']:.3f}", ""]
+    h = res.get("http_throughput")
+    if h:
+        lines += ["## 4. Throughput over HTTP: warm run_code x=1, each session in its own sandbox",
+                  "", "| concurrent sessions | executions/s | ok | errors |",
+                  "|---|---|---|---|"]
+        for r in h["levels"]:
+            lines.append(f"| {r['sessions']} | {r['executions_per_s']:.0f} | {r['ok']} | "
+                         f"{r['errors']} |")
+        ld = h.get("load_200_sessions_60s")
+        if ld:
+            lines += ["", f"Load: 200 sessions for 60 s: {ld['ok']} executions "
+                      f"({ld['executions_per_s']:.0f}/s), {ld['errors']} errors; server RSS "
+                      f"{ld['rss_before_kib']} KiB before, {ld['rss_after_kib']} KiB after."]
+        lines += ["", "The client is Python threads with http.client (one keep-alive connection "
+                  "per session), on the same 2 cores as the server and the sandboxes.", ""]
     d = res.get("density")
     if d:
         lines += ["## 5. Density: idle sandboxes (each ran x=1 once)", "",
