@@ -52,6 +52,47 @@ static void fx_slow(struct mcp_call *call, json_t *args, void *data)
     mcp_call_on_cancel(call, slow_cancelled, sc);
 }
 
+/* SEP-1699 polling: the call's stream is closed by the server 50 ms in, and the result comes
+ * 100 ms later, reaching the client only when it reconnects with Last-Event-ID. */
+struct reconnection {
+    struct mcp_call *call;
+    struct ev_timer *timer;
+    bool closed;
+};
+
+static void reconnection_cancelled(struct mcp_call *call, void *data)
+{
+    (void)call;
+    struct reconnection *rc = data;
+    ev_timer_cancel(rc->timer);
+    free(rc);
+}
+
+static void reconnection_tick(struct ev_loop *loop, void *data)
+{
+    struct reconnection *rc = data;
+    rc->timer = NULL;
+    if (!rc->closed) {
+        rc->closed = true;
+        mcp_call_close_stream(rc->call);
+        rc->timer = ev_timer_add(loop, 100, reconnection_tick, rc);
+        return;
+    }
+    struct mcp_call *call = rc->call;
+    free(rc);
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+                                    "Reconnection test completed"));
+}
+
+static void fx_reconnection(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    struct reconnection *rc = xcalloc(1, sizeof(*rc));
+    rc->call = call;
+    rc->timer = ev_timer_add(data, 50, reconnection_tick, rc);
+    mcp_call_on_cancel(call, reconnection_cancelled, rc);
+}
+
 static void fx_log(struct mcp_call *call, json_t *args, void *data)
 {
     (void)args;
@@ -363,6 +404,10 @@ static const struct mcp_tool_def fixtures[] = {
      "\"maximum\":600000},\"steps\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},"
      "\"required\":[\"ms\"],\"additionalProperties\":false}",
      NULL, true, false, true, false, fx_slow},
+    {"test_reconnection", NULL,
+     "Tests SSE stream disconnection and client reconnection (SEP-1699): the server closes the "
+     "stream mid-call and the result arrives after the client resumes",
+     NO_ARGS, NULL, true, false, true, false, fx_reconnection},
     {"test_log", "Logging fixture", "Test fixture: sends one log message at every level.",
      "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", NULL, true, false,
      true, false, fx_log},

@@ -415,6 +415,12 @@ void mcp_call_on_cancel(struct mcp_call *c, mcp_cancel_fn fn, void *data)
     c->cancel_data = data;
 }
 
+void mcp_call_close_stream(struct mcp_call *c)
+{
+    if (c->s->ops.close_stream)
+        c->s->ops.close_stream(c->s->ctx, c->id);
+}
+
 const char *mcp_call_owner(const struct mcp_call *c)
 {
     return c->s->owner;

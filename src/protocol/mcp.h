@@ -24,6 +24,9 @@ struct mcp_session;
  * closed: the session is ending (server shutdown or fatal transport error). */
 struct mcp_transport_ops {
     void (*send)(void *transport_ctx, json_t *msg, const json_t *related_id);
+    /* Optional: end the stream carrying request related_id now; the client resumes the rest
+     * (HTTP: a GET with Last-Event-ID). NULL where a transport has no such streams. */
+    void (*close_stream)(void *transport_ctx, const json_t *related_id);
 };
 
 struct mcp_server_opts {
@@ -90,6 +93,9 @@ void mcp_call_log(struct mcp_call *call, const char *level, const char *logger, 
  * is freed right after, and must not be finished. */
 void mcp_call_on_cancel(struct mcp_call *call, mcp_cancel_fn fn, void *data);
 const char *mcp_call_owner(const struct mcp_call *call);
+/* Asks the transport to close the stream this call answers on (SEP-1699 polling); the call
+ * goes on, and its messages reach the client when it reconnects. No-op without the op. */
+void mcp_call_close_stream(struct mcp_call *call);
 
 /* A server-to-client request made while handling call (sampling/createMessage needs the
  * client's "sampling" capability, elicitation/create its "elicitation" one; otherwise this

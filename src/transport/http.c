@@ -30,6 +30,7 @@
 #define SESSION_ID_LEN 32
 #define REPLAY_EVENTS  512
 #define REPLAY_BYTES   (4u << 20)
+#define RECONNECT_MS   500 /* the SSE retry field: a client's wait before it resumes */
 #define SWEEP_MS       5000
 #define CONN_TIMEOUT_S 30 /* an idle or dribbling connection is dropped after this */
 #define HEADER_MEMORY  (64u << 10)
@@ -49,6 +50,8 @@ struct sse_stream {
     bool json_only; /* answered as one application/json body, never a stream */
     bool rest;      /* a REST call: the body is the tool result alone */
     bool queued;    /* its HTTP response exists (conn NULL after that means the client left) */
+    bool detached;  /* closed by the server mid-call: later events wait in the replay buffer */
+    uint64_t priming_seq; /* a POST stream's first, empty event: a resume point from the start */
     struct sse_stream *next;
 };
 
@@ -293,6 +296,20 @@ static void stream_retire(struct sse_stream *st, bool drop_pending)
     stream_wake(st);
 }
 
+/* The priming event goes first: an id with empty data (a point to resume from even before
+ * any message) and how long a client should wait before reconnecting. */
+static void stream_prime(struct sse_stream *st)
+{
+    char id[64];
+    http_event_id_format(id, sizeof(id), st->number, st->priming_seq);
+    char *ev = xasprintf("id: %s\nretry: %u\ndata: \n\n", id, RECONNECT_MS);
+    size_t n = strlen(ev);
+    stream_append(st, ev, n); /* grows the buffer; then move the event to the front */
+    memmove(st->buf + st->off + n, st->buf + st->off, st->len - st->off - n);
+    memcpy(st->buf + st->off, ev, n);
+    free(ev);
+}
+
 static struct sse_stream *stream_new(struct http_session *s, const json_t *request_id)
 {
     struct sse_stream *st = xcalloc(1, sizeof(*st));
@@ -345,6 +362,15 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
             free(text);
             return;
         }
+        if (target->detached) {
+            if (is_response) {
+                target->done = true;
+                if (!target->conn)
+                    stream_free(target);
+            }
+            free(text);
+            return;
+        }
         if (target->json_only && is_response) {
             stream_append(target, text, strlen(text));
         } else {
@@ -361,7 +387,24 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
     free(text);
 }
 
-static const struct mcp_transport_ops session_ops = {.send = session_send};
+/* SEP-1699 polling: the server ends a request's stream early; the client reconnects with a
+ * GET and Last-Event-ID and gets the rest from the replay buffer. */
+static void session_close_stream(void *ctx, const json_t *related_id)
+{
+    struct http_session *s = ctx;
+    if (s->legacy)
+        return;
+    for (struct sse_stream *st = s->streams; st; st = st->next)
+        if (st->request_id && !st->done && !st->detached && st != s->get_stream &&
+            json_equal(st->request_id, related_id)) {
+            st->detached = true;
+            stream_wake(st);
+            return;
+        }
+}
+
+static const struct mcp_transport_ops session_ops = {.send = session_send,
+                                                     .close_stream = session_close_stream};
 
 static struct http_session *session_new(struct http_transport *t, const char *principal)
 {
@@ -445,7 +488,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             st->off = st->len = 0;
         return (ssize_t)n;
     }
-    if (st->done)
+    if (st->done || st->detached)
         return MHD_CONTENT_READER_END_OF_STREAM;
     /* Nothing to send yet: park the connection until the protocol layer has something. */
     st->suspended = true;
@@ -580,6 +623,8 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     }
     struct sse_stream *st = stream_new(s, id);
     st->json_only = true; /* until something besides the response is sent */
+    /* Numbered before anything the call sends, so resuming from it loses nothing. */
+    st->priming_seq = http_replay_push(&s->replay, st->number, "", 0);
     json_decref(msg);
     char sid[SESSION_ID_LEN + 1];
     snprintf(sid, sizeof(sid), "%s", s->id);
@@ -594,12 +639,15 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
         return r;
     }
     st->json_only = false;
+    stream_prime(st);
     return reply_stream(t, c, st, is_init ? sid : NULL);
 }
 
 static void replay_into(void *ctx, const struct http_replay_event *ev)
 {
     struct sse_stream *st = ctx;
+    if (ev->len == 0)
+        return; /* a priming event: nothing to deliver */
     char *json = xstrndup(ev->data, ev->len);
     char id[64];
     http_event_id_format(id, sizeof(id), ev->stream, ev->seq);
