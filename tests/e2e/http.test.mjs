@@ -362,3 +362,25 @@ test('CORS: off by default; a configured origin gets Allow-Origin and a prefligh
   await r.text();
   assert.equal((await post(url, INIT, { Origin: 'http://evil.example' })).status, 403);
 });
+
+test('SEP-1699: the server closes a call\'s stream early and the SDK client resumes it for the result', async () => {
+  const { url } = await start();
+  const r = await post(url, INIT);
+  const sid = r.headers.get('mcp-session-id');
+  await r.text();
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  // Raw: the stream opens with a priming event (id, retry, empty data) and ends without a result.
+  const call = await post(url, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'test_reconnection', arguments: {} } }, h);
+  const text = await call.text();
+  const prime = text.match(/^id: (\d+-\d+)\nretry: (\d+)\ndata: \n\n/);
+  assert.ok(prime, text);
+  assert.doesNotMatch(text, /Reconnection test completed/);
+  const res = await fetch(url, { headers: { ...h, Accept: 'text/event-stream', 'Last-Event-ID': prime[1] } });
+  const events = await readEvents(res, (ev) => ev.msg.id === 9);
+  assert.equal(events.at(-1).msg.result.content[0].text, 'Reconnection test completed');
+  // The SDK does the same by itself.
+  const client = await sdkClient(url);
+  const out = await client.callTool({ name: 'test_reconnection', arguments: {} });
+  assert.equal(out.content[0].text, 'Reconnection test completed');
+  await client.close();
+});
