@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -29,8 +30,8 @@
 
 #define SESSION_ID_LEN 32
 #define REPLAY_EVENTS  512
-#define REPLAY_BYTES   (4u << 20)
-#define RECONNECT_MS   500 /* the SSE retry field: a client's wait before it resumes */
+#define REPLAY_BYTES   (512u << 10) /* per session: bounds memory with many sessions */
+#define RECONNECT_MS   500          /* the SSE retry field: a client's wait before it resumes */
 #define SWEEP_MS       5000
 #define CONN_TIMEOUT_S 30 /* an idle or dribbling connection is dropped after this */
 #define HEADER_MEMORY  (64u << 10)
@@ -85,6 +86,7 @@ struct http_transport {
     uint16_t port;
     struct http_session *sessions;
     size_t n_sessions;
+    size_t peak_sessions; /* since the last heap trim */
     bool stopping;
     struct sandbox_service *svc; /* for file downloads; NULL until attached */
     uint8_t link_key[HTTP_LINK_KEY_LEN];
@@ -423,6 +425,8 @@ static struct http_session *session_new(struct http_transport *t, const char *pr
     s->next = t->sessions;
     t->sessions = s;
     t->n_sessions++;
+    if (t->n_sessions > t->peak_sessions)
+        t->peak_sessions = t->n_sessions;
     metrics_gauge_set("mcp_http_sessions", "Open MCP sessions over HTTP", "",
                       (double)t->n_sessions);
     return s;
@@ -1301,6 +1305,11 @@ static void on_sweep(struct ev_loop *loop, void *data)
             session_free(s);
         }
         s = next;
+    }
+    /* After a crowd of sessions has gone, give the freed heap back: RSS follows the load. */
+    if (t->n_sessions < t->peak_sessions / 2) {
+        malloc_trim(0);
+        t->peak_sessions = t->n_sessions;
     }
     t->sweeper = ev_timer_add(loop, SWEEP_MS, on_sweep, t);
 }
