@@ -383,7 +383,9 @@ class HttpSession:
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status}: {body[:200]!r}")
         if r.getheader("Content-Type", "").startswith("text/event-stream"):
-            msgs = [json.loads(l[6:]) for l in body.decode().splitlines() if l.startswith("data: ")]
+            # Skip the priming event (an id with empty data) that opens every POST stream.
+            msgs = [json.loads(l[6:]) for l in body.decode().splitlines()
+                    if l.startswith("data: ") and l[6:].strip()]
             return next(m for m in msgs if m.get("id") == msg.get("id"))
         return json.loads(body)
 
