@@ -400,6 +400,7 @@ static void session_close_stream(void *ctx, const json_t *related_id)
         if (st->request_id && !st->done && !st->detached && st != s->get_stream &&
             json_equal(st->request_id, related_id)) {
             st->detached = true;
+            st->json_only = false; /* even if the answer comes at once, it waits for the resume */
             stream_wake(st);
             return;
         }
