@@ -235,7 +235,7 @@ def density(binary, quick):
         cfg = (f"[limits]\nmax_sandboxes = {n + 5}\nmax_sandboxes_per_owner = {n + 5}\n"
                "[profiles.standard]\npool_size = 0\n")
         srv = Server(binary, cfg)
-        time.sleep(0.5)
+        time.sleep(2.0)  # let memory freed by earlier scenarios settle before the baseline
         base = meminfo_used()
         base_pss = pss_of_tree(srv.p.pid)
         t = time.perf_counter()

@@ -27,7 +27,9 @@ t = d["time_to_ready"]
 for k in ("create_sandbox_from_pool", "create_sandbox_no_pool_until_first_run",
           "create_run_close_print1", "bare_python_print1"):
     assert t[k]["median_us"] > 0, k
-assert d["density"]["rows"] and all(r["mib_per_sandbox_memavailable"] > 0 for r in d["density"]["rows"])
+# MemAvailable moves with everything else on the machine; the summed PSS is the steady figure.
+assert d["density"]["rows"] and all(isinstance(r["mib_per_sandbox_memavailable"], float)
+                                    and r["mib_per_sandbox_pss"] > 0 for r in d["density"]["rows"])
 for lvl in d["http_throughput"]["levels"]:
     assert lvl["executions_per_s"] > 0 and lvl["errors"] == 0, lvl
 for k in ("one_sandbox", "many_sandboxes"):
