@@ -438,18 +438,20 @@ def http_throughput(binary, quick):
             s.c.close()
         return sum(counts) / elapsed, sum(counts), sum(errors)
 
-    for n in levels:
-        rate, ok, err = run_level(n, secs)
-        out["levels"].append({"sessions": n, "executions_per_s": rate, "ok": ok, "errors": err,
-                              "seconds": secs})
-    if not quick:
-        rss0 = rss_kib(srv.p.pid)
-        rate, ok, err = run_level(200, 60.0)
-        time.sleep(6)  # one idle sweep: the server trims its heap once the sessions are gone
-        out["load_200_sessions_60s"] = {"executions_per_s": rate, "ok": ok, "errors": err,
-                                        "rss_before_kib": rss0,
-                                        "rss_after_kib": rss_kib(srv.p.pid)}
-    srv.close()
+    try:
+        for n in levels:
+            rate, ok, err = run_level(n, secs)
+            out["levels"].append({"sessions": n, "executions_per_s": rate, "ok": ok, "errors": err,
+                                  "seconds": secs})
+        if not quick:
+            rss0 = rss_kib(srv.p.pid)
+            rate, ok, err = run_level(200, 60.0)
+            time.sleep(6)  # one idle sweep: the server trims its heap once the sessions are gone
+            out["load_200_sessions_60s"] = {"executions_per_s": rate, "ok": ok, "errors": err,
+                                            "rss_before_kib": rss0,
+                                            "rss_after_kib": rss_kib(srv.p.pid)}
+    finally:
+        srv.close()  # also when a level fails: no server is left behind
     return out
 
 
