@@ -131,9 +131,6 @@ struct sandbox_service {
     bool stopping;           /* the server is shutting down: free at once, no refills */
     sandbox_link_fn link_fn; /* set by the HTTP transport: download URLs in links */
     void *link_data;
-    const char *layers; /* the isolation layers in force, for status */
-    /* counters for status and metrics */
-    uint64_t executions_ok, executions_failed, executions_timed_out, rejections;
 };
 
 int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,

@@ -134,18 +134,6 @@ static void append_text(char **text, const char *fmt, ...)
     *text = joined;
 }
 
-/* Sandbox output is arbitrary bytes; JSON strings must be UTF-8: mask what is not. */
-static json_t *utf8_json(char *buf, size_t len)
-{
-    json_t *j = json_stringn(buf, len);
-    if (j)
-        return j;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)buf[i] >= 0x80)
-            buf[i] = '?';
-    return json_stringn(buf, len);
-}
-
 /* Builds the tool result of a finished execution and records it in the history. */
 static json_t *exec_result(struct exec *e, bool *is_error)
 {
@@ -165,8 +153,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     size_t out_len = 0, err_len = 0;
     char *out = outbuf_render(&e->out, &out_len);
     char *errs = outbuf_render(&e->err, &err_len);
-    json_t *jout = utf8_json(out, out_len);
-    json_t *jerr = utf8_json(errs, err_len);
+    json_t *jout = tool_string_lossy(out, out_len);
+    json_t *jerr = tool_string_lossy(errs, err_len);
     bool truncated = outbuf_truncated(&e->out) || outbuf_truncated(&e->err);
 
     bool success = false;
@@ -181,7 +169,6 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         const json_t *fe = json_object_get(f, "error");
         if (rejected) {
             error = error_object("PolicyViolation", rejected, NULL);
-            sb->svc->rejections++;
             sandbox_count_rejection("policy");
         } else if (o->timed_out) {
             const char *tb = json_string_value(json_object_get(fe, "traceback"));
@@ -203,12 +190,6 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     if (!error)
         error = json_null();
     const char *outcome = success ? "ok" : o->timed_out ? "timeout" : "error";
-    if (success)
-        sb->svc->executions_ok++;
-    else if (o->timed_out)
-        sb->svc->executions_timed_out++;
-    else
-        sb->svc->executions_failed++;
     char labels[48];
     snprintf(labels, sizeof(labels), "outcome=\"%s\"", outcome);
     metrics_counter_add("mcp_executions_total", "Executions, by outcome", labels, 1);
