@@ -25,7 +25,7 @@ static const struct {
     {"/tmp", "tmp"},
 };
 
-static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
+int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
 {
     struct open_how how = {.flags = flags | O_CLOEXEC, .mode = mode, .resolve = resolve};
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
@@ -105,8 +105,8 @@ static int open_area(int root_fd, const char *canon, const char **rest, struct s
         size_t pl = strlen(areas[i].prefix);
         if (strncmp(canon, areas[i].prefix, pl) != 0 || (canon[pl] != '\0' && canon[pl] != '/'))
             continue;
-        int fd = sys_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
-                             STRICT & ~RESOLVE_NO_XDEV);
+        int fd = files_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
+                               STRICT & ~RESOLVE_NO_XDEV);
         if (fd < 0)
             return open_fail(err, errno, areas[i].prefix);
         *rest = canon[pl] ? canon + pl + 1 : ".";
@@ -121,7 +121,7 @@ int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
     int area = open_area(root_fd, canon, &rest, err);
     if (area < 0)
         return -1;
-    int fd = sys_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
+    int fd = files_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
     int e = errno;
     close(area);
     if (fd < 0)
@@ -204,7 +204,7 @@ static int open_parent(int root_fd, const char *canon, bool create, char *base, 
             close(cur);
             return sbx_fail_errno(err, e, "%s: creating %s", canon, c);
         }
-        int next = sys_openat2(cur, c, O_PATH | O_DIRECTORY, 0, STRICT);
+        int next = files_openat2(cur, c, O_PATH | O_DIRECTORY, 0, STRICT);
         int e = errno;
         close(cur);
         if (next < 0)
@@ -240,8 +240,8 @@ static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid, 
     cleanup_fd int dir = open_parent(root_fd, canon, true, base, sizeof(base), err);
     if (dir < 0)
         return -1;
-    int fd = sys_openat2(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0644,
-                         STRICT);
+    int fd = files_openat2(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0644,
+                           STRICT);
     if (fd < 0)
         return open_fail(err, errno, canon);
     struct stat st;
@@ -319,7 +319,7 @@ static int list_dir(int dfd, const char *prefix, bool recursive, int depth, size
                                                  type_of(st.st_mode), "size",
                                                  (json_int_t)st.st_size, "mtime", mtime));
         if (recursive && S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
-            int sub = sys_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
+            int sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
             if (sub >= 0)
                 list_dir(sub, path, true, depth + 1, max, entries, truncated);
         }
@@ -362,7 +362,7 @@ static void remove_tree(int dfd, int depth)
         if (unlinkat(dirfd(d), de->d_name, 0) == 0 || errno != EISDIR)
             continue;
         if (depth < MAX_DEPTH) {
-            int sub = sys_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
+            int sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
             if (sub >= 0)
                 remove_tree(sub, depth + 1);
         }

@@ -18,6 +18,9 @@
 
 #define FILES_PATH_MAX 1024
 
+/* openat2(2) with O_CLOEXEC added (-1 and errno on failure). */
+int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
+
 /* Lexically normalises a user path: relative paths are under /workspace; "." and ".." are
  * folded; the result must lie in /workspace or /tmp. canon gets an absolute path. */
 int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_err *err);

@@ -174,12 +174,6 @@ static void t_write_file(struct mcp_call *call, json_t *args, void *data)
     write_bytes(call, sb, canon, bytes, len);
 }
 
-static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
-{
-    struct open_how how = {.flags = flags | O_CLOEXEC, .resolve = resolve};
-    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-}
-
 /* A host file below one of files.upload_roots, opened so that neither ".." nor a symlink can
  * lead out of that root. */
 static int open_upload(const struct sbx_config *cfg, const char *local, struct sbx_err *err)
@@ -196,8 +190,8 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
         cleanup_fd int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rfd < 0)
             return sbx_fail_errno(err, errno, "upload root %s", root);
-        int fd = sys_openat2(rfd, local + rl + 1, O_RDONLY | O_NONBLOCK | O_NOCTTY,
-                             RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        int fd = files_openat2(rfd, local + rl + 1, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
+                               RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
         if (fd < 0)
             return sbx_fail_errno(err, errno, "%s", local);
         return fd;
