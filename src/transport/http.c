@@ -272,13 +272,20 @@ static void stream_append(struct sse_stream *st, const char *data, size_t len)
     st->len += len;
 }
 
-static void sse_event(struct sse_stream *st, uint64_t seq, const char *json)
+/* One SSE message event, numbered for Last-Event-ID. */
+static void append_event(struct sse_stream *st, uint64_t stream_no, uint64_t seq, const char *json,
+                         size_t len)
 {
     char id[64];
-    http_event_id_format(id, sizeof(id), st->number, seq);
-    char *ev = xasprintf("id: %s\nevent: message\ndata: %s\n\n", id, json);
+    http_event_id_format(id, sizeof(id), stream_no, seq);
+    char *ev = xasprintf("id: %s\nevent: message\ndata: %.*s\n\n", id, (int)len, json);
     stream_append(st, ev, strlen(ev));
     free(ev);
+}
+
+static void sse_event(struct sse_stream *st, uint64_t seq, const char *json)
+{
+    append_event(st, st->number, seq, json, strlen(json));
     stream_wake(st);
 }
 
@@ -653,13 +660,7 @@ static void replay_into(void *ctx, const struct http_replay_event *ev)
     struct sse_stream *st = ctx;
     if (ev->len == 0)
         return; /* a priming event: nothing to deliver */
-    char *json = xstrndup(ev->data, ev->len);
-    char id[64];
-    http_event_id_format(id, sizeof(id), ev->stream, ev->seq);
-    char *text = xasprintf("id: %s\nevent: message\ndata: %s\n\n", id, json);
-    stream_append(st, text, strlen(text));
-    free(text);
-    free(json);
+    append_event(st, ev->stream, ev->seq, ev->data, ev->len);
 }
 
 static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connection *c,
