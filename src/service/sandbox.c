@@ -95,21 +95,6 @@ static json_t *init_frame(struct sandbox *sb)
                      sb->jail->cg == NULL);
 }
 
-/* The interpreter starts with this, reads the driver's source as the first frame on its
- * channel and runs it: the command line stays short (ps shows it to sandbox code) and the
- * driver can be any size. */
-static const char driver_bootstrap[] =
-    "import posix\n"
-    "def r(n):\n"
-    "    b = b''\n"
-    "    while len(b) < n:\n"
-    "        c = posix.read(3, n - len(b))\n"
-    "        if not c:\n"
-    "            raise SystemExit(2)\n"
-    "        b += c\n"
-    "    return b\n"
-    "exec(compile(r(int.from_bytes(r(4), 'big')), '<mcp-sandbox driver>', 'exec'))\n";
-
 /* Sends the driver's source, then its configuration; both wait in the socket buffer until
  * the interpreter reads them. */
 static int start_driver(struct sandbox *sb)
@@ -331,7 +316,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         sbx_fail_errno(err, errno, "creating the sandbox's channels");
         goto fail;
     }
-    char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)driver_bootstrap, NULL};
+    char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)runtime_python_bootstrap(), NULL};
     int pass[] = {chan[1]};
     struct jail_spec spec = {
         .profile = profile,

@@ -21,19 +21,6 @@
 #include "service/channel.h"
 #include "service/runtime_embed.h"
 
-/* Mirrors the bootstrap in src/service/sandbox.c: the source arrives as the first frame. */
-static const char bootstrap[] = "import posix\n"
-                                "def r(n):\n"
-                                "    b = b''\n"
-                                "    while len(b) < n:\n"
-                                "        c = posix.read(3, n - len(b))\n"
-                                "        if not c:\n"
-                                "            raise SystemExit(2)\n"
-                                "        b += c\n"
-                                "    return b\n"
-                                "exec(compile(r(int.from_bytes(r(4), 'big')), '<mcp-sandbox "
-                                "driver>', 'exec'))\n";
-
 struct drv {
     pid_t pid;
     int chan, out, err;
@@ -137,7 +124,8 @@ static uint64_t drv_start(struct drv *d, json_t *guard, int max_image_bytes)
         char home[96];
         snprintf(home, sizeof(home), "HOME=%s", d->ws);
         char *env[] = {"MPLBACKEND=Agg", home, "PATH=/usr/bin:/bin", NULL};
-        char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)bootstrap, NULL};
+        char *argv[] = {
+            "/usr/bin/python3", "-I", "-S", "-c", (char *)runtime_python_bootstrap(), NULL};
         execve(argv[0], argv, env);
         _exit(127);
     }
