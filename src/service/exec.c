@@ -8,6 +8,7 @@
 #include "log.h"
 #include "protocol/mcp.h"
 #include "service/loop.h"
+#include "tools_common.h"
 #include "util.h"
 
 #include <signal.h>
@@ -199,24 +200,13 @@ static void send_progress(struct exec *e)
     e->last_progress_ns = now_ns();
     if (!e->call || e->recent_len == 0)
         return;
-    /* Progress messages must be valid UTF-8: skip a cut sequence at the start, mask the rest. */
-    char msg[sizeof(e->recent) + 1];
+    /* Progress messages must be valid UTF-8: skip a sequence cut at the start, mask the rest. */
     size_t start = 0;
     while (start < e->recent_len && ((unsigned char)e->recent[start] & 0xC0) == 0x80)
         start++;
-    size_t n = 0;
-    for (size_t i = start; i < e->recent_len; i++) {
-        unsigned char c = (unsigned char)e->recent[i];
-        msg[n++] = c < 0x80 ? (char)c : (char)c;
-    }
-    msg[n] = '\0';
-    json_t *probe = json_string(msg);
-    if (!probe)
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char)msg[i] >= 0x80)
-                msg[i] = '?';
-    json_decref(probe);
-    mcp_call_progress(e->call, (double)++e->progress_count, 0, msg);
+    json_t *msg = tool_string_lossy(e->recent + start, e->recent_len - start);
+    mcp_call_progress(e->call, (double)++e->progress_count, 0, json_string_value(msg));
+    json_decref(msg);
     e->recent_len = 0;
 }
 

@@ -23,6 +23,17 @@ struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call,
     return sb;
 }
 
+json_t *tool_string_lossy(char *buf, size_t len)
+{
+    json_t *j = json_stringn(buf, len);
+    if (j)
+        return j;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)buf[i] >= 0x80)
+            buf[i] = '?';
+    return json_stringn(buf, len);
+}
+
 void tool_finish(struct mcp_call *call, const char *text, json_t *sc)
 {
     char *dumped = text ? NULL : json_dumps(sc, JSON_INDENT(1) | JSON_COMPACT);
