@@ -9,32 +9,38 @@
 #include "service/loop.h"
 #include "util.h"
 
-struct slow_call {
+/* What every timer-driven fixture holds first: its call and the pending timer. */
+struct timed_fixture {
     struct mcp_call *call;
     struct ev_timer *timer;
+};
+
+/* A client cancel ends the fixture: its timer is stopped and its state freed. */
+static void timed_fixture_cancelled(struct mcp_call *call, void *data)
+{
+    (void)call;
+    struct timed_fixture *tf = data;
+    ev_timer_cancel(tf->timer);
+    free(tf);
+}
+
+struct slow_call {
+    struct timed_fixture base;
     int step, steps;
     uint64_t step_ms;
 };
 
-static void slow_cancelled(struct mcp_call *call, void *data)
-{
-    (void)call;
-    struct slow_call *sc = data;
-    ev_timer_cancel(sc->timer);
-    free(sc);
-}
-
 static void slow_tick(struct ev_loop *loop, void *data)
 {
     struct slow_call *sc = data;
-    sc->timer = NULL;
+    sc->base.timer = NULL;
     sc->step++;
-    mcp_call_progress(sc->call, sc->step, sc->steps, "working");
+    mcp_call_progress(sc->base.call, sc->step, sc->steps, "working");
     if (sc->step < sc->steps) {
-        sc->timer = ev_timer_add(loop, sc->step_ms, slow_tick, sc);
+        sc->base.timer = ev_timer_add(loop, sc->step_ms, slow_tick, sc);
         return;
     }
-    struct mcp_call *call = sc->call;
+    struct mcp_call *call = sc->base.call;
     free(sc);
     mcp_call_finish(call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", "done"));
 }
@@ -43,42 +49,33 @@ static void fx_slow(struct mcp_call *call, json_t *args, void *data)
 {
     struct ev_loop *loop = data;
     struct slow_call *sc = xcalloc(1, sizeof(*sc));
-    sc->call = call;
+    sc->base.call = call;
     json_int_t ms = json_integer_value(json_object_get(args, "ms"));
     json_int_t steps = json_integer_value(json_object_get(args, "steps"));
     sc->steps = steps > 0 ? (int)steps : 1;
     sc->step_ms = (uint64_t)(ms / sc->steps);
-    sc->timer = ev_timer_add(loop, sc->step_ms, slow_tick, sc);
-    mcp_call_on_cancel(call, slow_cancelled, sc);
+    sc->base.timer = ev_timer_add(loop, sc->step_ms, slow_tick, sc);
+    mcp_call_on_cancel(call, timed_fixture_cancelled, sc);
 }
 
 /* SEP-1699 polling: the call's stream is closed by the server 50 ms in, and the result comes
  * 100 ms later, reaching the client only when it reconnects with Last-Event-ID. */
 struct reconnection {
-    struct mcp_call *call;
-    struct ev_timer *timer;
+    struct timed_fixture base;
     bool closed;
 };
-
-static void reconnection_cancelled(struct mcp_call *call, void *data)
-{
-    (void)call;
-    struct reconnection *rc = data;
-    ev_timer_cancel(rc->timer);
-    free(rc);
-}
 
 static void reconnection_tick(struct ev_loop *loop, void *data)
 {
     struct reconnection *rc = data;
-    rc->timer = NULL;
+    rc->base.timer = NULL;
     if (!rc->closed) {
         rc->closed = true;
-        mcp_call_close_stream(rc->call);
-        rc->timer = ev_timer_add(loop, 100, reconnection_tick, rc);
+        mcp_call_close_stream(rc->base.call);
+        rc->base.timer = ev_timer_add(loop, 100, reconnection_tick, rc);
         return;
     }
-    struct mcp_call *call = rc->call;
+    struct mcp_call *call = rc->base.call;
     free(rc);
     mcp_call_finish(call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
                                     "Reconnection test completed"));
@@ -88,9 +85,9 @@ static void fx_reconnection(struct mcp_call *call, json_t *args, void *data)
 {
     (void)args;
     struct reconnection *rc = xcalloc(1, sizeof(*rc));
-    rc->call = call;
-    rc->timer = ev_timer_add(data, 50, reconnection_tick, rc);
-    mcp_call_on_cancel(call, reconnection_cancelled, rc);
+    rc->base.call = call;
+    rc->base.timer = ev_timer_add(data, 50, reconnection_tick, rc);
+    mcp_call_on_cancel(call, timed_fixture_cancelled, rc);
 }
 
 static void fx_log(struct mcp_call *call, json_t *args, void *data)
@@ -218,35 +215,26 @@ static void fx_multiple_content(struct mcp_call *call, json_t *args, void *data)
 /* Three steps 50 ms apart, each a log message or a progress notification (on timers, so the
  * loop keeps serving meanwhile). */
 struct stepper {
-    struct mcp_call *call;
-    struct ev_timer *timer;
+    struct timed_fixture base;
     int step;
     bool progress;
 };
-
-static void stepper_cancelled(struct mcp_call *call, void *data)
-{
-    (void)call;
-    struct stepper *st = data;
-    ev_timer_cancel(st->timer);
-    free(st);
-}
 
 static void stepper_tick(struct ev_loop *loop, void *data)
 {
     static const char *const logs[] = {"Tool execution started", "Tool processing data",
                                        "Tool execution completed"};
     struct stepper *st = data;
-    st->timer = NULL;
+    st->base.timer = NULL;
     if (st->progress)
-        mcp_call_progress(st->call, st->step * 50.0, 100, NULL);
+        mcp_call_progress(st->base.call, st->step * 50.0, 100, NULL);
     else
-        mcp_call_log(st->call, "info", "fixture", json_string(logs[st->step]));
+        mcp_call_log(st->base.call, "info", "fixture", json_string(logs[st->step]));
     if (++st->step < 3) {
-        st->timer = ev_timer_add(loop, 50, stepper_tick, st);
+        st->base.timer = ev_timer_add(loop, 50, stepper_tick, st);
         return;
     }
-    struct mcp_call *call = st->call;
+    struct mcp_call *call = st->base.call;
     bool progress = st->progress;
     free(st);
     mcp_call_finish(call,
@@ -257,9 +245,9 @@ static void stepper_tick(struct ev_loop *loop, void *data)
 static void start_stepper(struct mcp_call *call, struct ev_loop *loop, bool progress)
 {
     struct stepper *st = xcalloc(1, sizeof(*st));
-    st->call = call;
+    st->base.call = call;
     st->progress = progress;
-    mcp_call_on_cancel(call, stepper_cancelled, st);
+    mcp_call_on_cancel(call, timed_fixture_cancelled, st);
     stepper_tick(loop, st);
 }
 
