@@ -221,6 +221,7 @@ class Driver:
         self.max_image_bytes = 1 << 20
         self.max_files = 20
         self.running = False
+        self.interrupt_pending = False
         self.last_snapshot = None
         self.report_maxrss = False
         self.inotify = None
@@ -268,8 +269,16 @@ class Driver:
             site.addsitedir(self.packages_dir)
 
     def on_sigint(self, signum, frame):
-        # Idle (between executions, or while the result is sent) an interrupt is moot.
+        # Between executions an interrupt is moot; one that lands while an execution is being
+        # set up (compiling, starting bash) is kept for the moment the user's code starts.
         if self.running:
+            raise KeyboardInterrupt
+        self.interrupt_pending = True
+
+    def start_running(self):
+        self.running = True
+        if self.interrupt_pending:
+            self.interrupt_pending = False
             raise KeyboardInterrupt
 
     # ---- workspace changes ----
@@ -392,7 +401,7 @@ class Driver:
 
             last = _ast.Expression(tree.body.pop().value)
         try:
-            self.running = True
+            self.start_running()
             if tree.body:
                 exec(compile(tree, name, "exec"), self.ns)
             result = None
@@ -427,7 +436,7 @@ class Driver:
             return False, {"type": type(e).__name__, "message": str(e), "traceback": None}, 127, False
         interrupted = False
         try:
-            self.running = True
+            self.start_running()
             status = child.wait()
         except KeyboardInterrupt:
             # Forward the interrupt to the command's process group; kill it if it lingers.
@@ -455,6 +464,7 @@ class Driver:
         return code == 0, err, code, interrupted
 
     def execute(self, req):
+        self.interrupt_pending = False
         exec_id = req.get("id")
         language = req.get("language", "python")
         code = req.get("code", "")
