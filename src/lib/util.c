@@ -191,3 +191,52 @@ void format_iso8601_ms(char *buf, size_t size, int64_t ms)
     strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf, size, "%s.%03dZ", day, (int)(ms % 1000));
 }
+
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0 (RFC 3629 table 3-7). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* bounds of the second byte */
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+size_t utf8_scrub(char *buf, size_t len)
+{
+    unsigned char *s = (unsigned char *)buf;
+    size_t replaced = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = utf8_seq(s + i, len - i);
+        if (l) {
+            i += l;
+            continue;
+        }
+        s[i++] = '?';
+        replaced++;
+    }
+    return replaced;
+}

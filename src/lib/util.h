@@ -78,6 +78,11 @@ int read_file_max(const char *path, size_t max, char **out, size_t *out_len);
 /* Write a string to an existing file (procfs, sysfs, cgroupfs). Returns 0 or -errno. */
 int write_file_str(const char *path, const char *s);
 
+/* Replaces every byte that is not part of a well-formed UTF-8 sequence (stray continuation
+ * bytes, cut or overlong sequences, surrogates) with '?', in place, so the text can travel
+ * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
+size_t utf8_scrub(char *buf, size_t len);
+
 /* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);
 

@@ -375,6 +375,8 @@ void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    /* The message may quote the caller's text, cut anywhere by the buffer: keep it sendable. */
+    utf8_scrub(text, strlen(text));
     mcp_call_finish(c, json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text,
                                  "isError", 1));
 }

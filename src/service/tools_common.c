@@ -3,6 +3,7 @@
 
 #include "protocol/mcp.h"
 #include "sandbox.h"
+#include "util.h"
 
 #include <stdlib.h>
 
@@ -28,9 +29,7 @@ json_t *tool_string_lossy(char *buf, size_t len)
     json_t *j = json_stringn(buf, len);
     if (j)
         return j;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)buf[i] >= 0x80)
-            buf[i] = '?';
+    utf8_scrub(buf, len);
     return json_stringn(buf, len);
 }
 

@@ -14,8 +14,8 @@ const char *tool_arg_str(const json_t *args, const char *key);
  * call is failed with the reason and NULL returned. */
 struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call,
                              const json_t *args);
-/* A JSON string of sandbox output, which is arbitrary bytes: when it is not valid UTF-8, every
- * non-ASCII byte becomes '?' (buf is masked in place). */
+/* A JSON string of sandbox output, which is arbitrary bytes: when it is not valid UTF-8, the
+ * bytes of each malformed sequence become '?' (buf is changed in place). */
 json_t *tool_string_lossy(char *buf, size_t len);
 /* Finishes the call with sc as structuredContent and text (NULL: sc as indented JSON). */
 void tool_finish(struct mcp_call *call, const char *text, json_t *sc);
