@@ -136,16 +136,9 @@ static int workload_main(void *arg)
     return 127;
 }
 
-/* Sends the sandbox's root directory to the server once, so that file tools can resolve paths
- * inside it (openat2 RESOLVE_IN_ROOT) without /proc/<pid>/root, which a non-dumpable init
- * refuses to a rootless server. */
-static void send_root_fd(int sock)
+int jail_send_fd(int sock, char tag, int fd)
 {
-    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-        return;
-    char byte = 'F';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];
@@ -157,9 +150,19 @@ static void send_root_fd(int sock)
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &root, sizeof(int));
-    ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    (void)w;
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+}
+
+/* Sends the sandbox's root directory to the server once, so that file tools can resolve paths
+ * inside it (openat2 RESOLVE_IN_ROOT) without /proc/<pid>/root, which a non-dumpable init
+ * refuses to a rootless server. */
+static void send_root_fd(int sock)
+{
+    int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return;
+    jail_send_fd(sock, 'F', root);
     close(root);
 }
 

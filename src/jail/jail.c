@@ -15,6 +15,7 @@
 #include <grp.h>
 #include <linux/sched.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -33,6 +34,7 @@ static const char *const step_names[] = {
     [STEP_CGROUP_NS] = "cgroup namespace",
     [STEP_HOSTNAME] = "uts namespace (hostname)",
     [STEP_LOOPBACK] = "network namespace (loopback)",
+    [STEP_PROXY_SOCKET] = "network namespace (the egress proxy's socket)",
     [STEP_MOUNTS] = "mount namespace (building the root)",
     [STEP_PIVOT] = "mount namespace (pivot_root)",
     [STEP_IDS] = "switching to the sandbox uid",
@@ -85,6 +87,25 @@ static int loopback_up(void)
     return r;
 }
 
+/* The egress proxy's listener lives in this network namespace, so that 127.0.0.1 inside
+ * reaches the server and nothing else; the server keeps the only reference to it. */
+static int send_proxy_listener(const struct jail_child_plan *plan)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(plan->proxy_port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int r = 0;
+    if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 64) < 0)
+        r = -errno;
+    if (r == 0)
+        r = jail_send_fd(plan->status_fd, 'P', s);
+    close(s);
+    return r;
+}
+
 static void child_main(const struct jail_child_plan *plan)
 {
     char c;
@@ -108,6 +129,11 @@ static void child_main(const struct jail_child_plan *plan)
     int r = loopback_up();
     if (r < 0)
         jail_child_fail(plan, STEP_LOOPBACK, -r);
+    if (plan->proxy_port) {
+        r = send_proxy_listener(plan);
+        if (r < 0)
+            jail_child_fail(plan, STEP_PROXY_SOCKET, -r);
+    }
     if (read(plan->sync_fd, &c, 1) != 1)
         _exit(127); /* the server went away before we were set up */
     close(plan->sync_fd);
@@ -126,7 +152,6 @@ static void child_main(const struct jail_child_plan *plan)
     r = jail_setup_rootfs(plan, &step);
     if (r < 0)
         jail_child_fail(plan, step, -r);
-    /* No controlling terminal, so TIOCSTI has nothing to reach. */
     if (setsid() < 0)
         jail_child_fail(plan, STEP_IDS, errno);
     r = jail_drop_caps(plan->cap_last);
@@ -205,6 +230,7 @@ static void build_plan(const struct jail_spec *spec, struct jail_child_plan *pla
     plan->pass_fds = spec->pass_fds;
     plan->n_pass_fds = spec->n_pass_fds;
     plan->persistent = spec->persistent;
+    plan->proxy_port = spec->persistent ? spec->proxy_port : 0;
     plan->cap_last = cap_last_cap();
     sigemptyset(&plan->ignored);
     for (int sig = 1; sig < NSIG; sig++) {
@@ -260,8 +286,9 @@ static int fail_layer(struct sbx_err *err, const char *layer, const char *hint)
         layer, hint);
 }
 
-/* Init sends the sandbox's root directory right after the workload is started. */
-static int receive_fd(int sock)
+/* The child sends the proxy's listener ('P') during setup, and init the sandbox's root
+ * directory ('F') right after the workload is started. */
+static int receive_fd(int sock, char tag)
 {
     char byte;
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
@@ -278,7 +305,7 @@ static int receive_fd(int sock)
     if (n < 0)
         return -errno;
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if (n != 1 || byte != 'F' || !c || c->cmsg_type != SCM_RIGHTS ||
+    if (n != 1 || byte != tag || !c || c->cmsg_type != SCM_RIGHTS ||
         c->cmsg_len != CMSG_LEN(sizeof(int)))
         return -EPROTO;
     int fd;
@@ -291,7 +318,7 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     const struct sbx_config *cfg = spec->cfg;
     bool degraded_ok = cfg->allow_degraded;
     struct jail *j = xcalloc(1, sizeof(*j));
-    j->pidfd = j->status_fd = j->root_fd = -1;
+    j->pidfd = j->status_fd = j->root_fd = j->proxy_fd = -1;
     j->pid = -1;
     struct jail_child_plan plan;
     int sync_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
@@ -408,8 +435,15 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
         goto out;
     }
     j->status_fd = steal_fd(&status_pipe[0]);
+    if (plan.proxy_port) {
+        j->proxy_fd = receive_fd(j->status_fd, 'P');
+        if (j->proxy_fd < 0) {
+            sbx_fail_errno(err, -j->proxy_fd, "sandbox setup: receiving the proxy's socket");
+            goto out;
+        }
+    }
     if (spec->persistent) {
-        j->root_fd = receive_fd(j->status_fd);
+        j->root_fd = receive_fd(j->status_fd, 'F');
         if (j->root_fd < 0) {
             sbx_fail_errno(err, -j->root_fd, "sandbox setup: receiving its root directory");
             goto out;
@@ -559,6 +593,8 @@ void jail_destroy(struct jail *j)
         close(j->status_fd);
     if (j->root_fd >= 0)
         close(j->root_fd);
+    if (j->proxy_fd >= 0)
+        close(j->proxy_fd);
     free(j);
 }
 

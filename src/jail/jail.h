@@ -26,6 +26,10 @@ struct jail_spec {
     /* Init outlives the workload: the sandbox (mounts, files, cgroup) stays until destroyed,
      * and the workload can be killed and started again (a crashed interpreter). */
     bool persistent;
+    /* Persistent only: a TCP socket listening on 127.0.0.1:proxy_port inside the sandbox's
+     * network namespace, made before any sandbox code runs and handed to the caller (the
+     * server's egress proxy) as jail.proxy_fd. 0: none. */
+    uint16_t proxy_port;
 };
 
 struct jail_usage {
@@ -43,6 +47,7 @@ struct jail {
     int pidfd;                  /* readable when init exits */
     int status_fd;              /* init writes the workload's wait status here */
     int root_fd;                /* O_PATH fd of the sandbox's "/" (persistent only, else -1) */
+    int proxy_fd;               /* the listener asked for by spec.proxy_port, or -1 */
     bool workload_running;      /* persistent: between a start and its status record */
     struct sbx_cgroup *cg;      /* NULL when limits are rlimits only */
     const char *limits_backend; /* "cgroup-v2", "cgroup-v1" or "rlimit" */

@@ -16,6 +16,7 @@ enum jail_step {
     STEP_CGROUP_NS,
     STEP_HOSTNAME,
     STEP_LOOPBACK,
+    STEP_PROXY_SOCKET,
     STEP_MOUNTS,
     STEP_PIVOT,
     STEP_IDS,
@@ -45,10 +46,11 @@ struct jail_child_plan {
     int stdio[3];
     const int *pass_fds;
     size_t n_pass_fds;
-    int sync_fd;     /* parent writes one byte when maps and cgroup are in place */
-    int err_fd;      /* cloexec: EOF at exec means success */
-    int status_fd;   /* init reports the workload's wait status (a socket when persistent) */
-    bool persistent; /* init outlives the workload and can start it again */
+    int sync_fd;         /* parent writes one byte when maps and cgroup are in place */
+    int err_fd;          /* cloexec: EOF at exec means success */
+    int status_fd;       /* init reports the workload's wait status (a socket when persistent) */
+    bool persistent;     /* init outlives the workload and can start it again */
+    uint16_t proxy_port; /* listen here in the new network namespace; 0: no listener */
     int cap_last;
     sigset_t ignored; /* signals the server ignores: SIG_IGN would survive exec */
     bool cgroup_active;
@@ -72,6 +74,10 @@ void jail_run_init(const struct jail_child_plan *plan) __attribute__((noreturn))
 
 /* init.c: close every fd but these (keep is sorted in place; -1 entries are ignored). */
 void jail_keep_only_fds(int *keep, size_t n);
+
+/* init.c: send fd over a unix socket with a one-byte tag the receiver checks. Returns 0 or
+ * -errno. */
+int jail_send_fd(int sock, char tag, int fd);
 
 /* jail.c: report a failed step to the parent and exit. */
 void jail_child_fail(const struct jail_child_plan *plan, enum jail_step step, int err)
