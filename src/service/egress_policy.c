@@ -1,0 +1,449 @@
+/* Allow-list, address classes and request-head parsing for the egress proxy. Everything a
+ * sandbox sends the proxy passes through egress_parse_request first, so it is strict: CRLF
+ * line ends, token methods, bounded sizes, no line folding, and only the two request forms a
+ * proxy needs (CONNECT host:port, and absolute-form http:// URLs). */
+#include "egress_policy.h"
+
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- names and authorities ---- */
+
+static bool reg_name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';
+}
+
+int egress_parse_authority(const char *s, size_t len, uint16_t default_port, char *host,
+                           size_t host_size, uint16_t *port)
+{
+    const char *h = s, *end = s + len;
+    size_t hlen;
+    const char *rest;
+    if (len > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', len);
+        if (!close)
+            return -1;
+        h = s + 1;
+        hlen = (size_t)(close - h);
+        rest = close + 1;
+        char tmp[INET6_ADDRSTRLEN];
+        struct in6_addr a6;
+        if (hlen == 0 || hlen >= sizeof(tmp))
+            return -1;
+        memcpy(tmp, h, hlen);
+        tmp[hlen] = '\0';
+        if (inet_pton(AF_INET6, tmp, &a6) != 1)
+            return -1;
+    } else {
+        const char *colon = memchr(s, ':', len);
+        hlen = colon ? (size_t)(colon - s) : len;
+        rest = s + hlen;
+        for (size_t i = 0; i < hlen; i++)
+            if (!reg_name_char(s[i]))
+                return -1;
+    }
+    if (hlen > 0 && h[hlen - 1] == '.' && h[0] != '.')
+        hlen--;
+    if (hlen == 0 || hlen >= host_size || hlen > EGRESS_HOST_MAX || h[0] == '.')
+        return -1;
+    for (size_t i = 0; i < hlen; i++)
+        host[i] = (char)tolower((unsigned char)h[i]);
+    host[hlen] = '\0';
+    if (rest == end) {
+        if (default_port == 0)
+            return -1;
+        *port = default_port;
+        return 0;
+    }
+    if (*rest != ':' || rest + 1 == end || end - rest > 6)
+        return -1;
+    unsigned long v = 0;
+    for (const char *c = rest + 1; c < end; c++) {
+        if (!isdigit((unsigned char)*c))
+            return -1;
+        v = v * 10 + (unsigned long)(*c - '0');
+    }
+    if (v == 0 || v > 65535)
+        return -1;
+    *port = (uint16_t)v;
+    return 0;
+}
+
+int egress_parse_url(const char *url, char *host, size_t host_size, uint16_t *port)
+{
+    uint16_t def;
+    const char *p;
+    if (strncasecmp(url, "https://", 8) == 0) {
+        def = 443;
+        p = url + 8;
+    } else if (strncasecmp(url, "http://", 7) == 0) {
+        def = 80;
+        p = url + 7;
+    } else {
+        return -1;
+    }
+    size_t alen = strcspn(p, "/?#");
+    if (memchr(p, '@', alen))
+        return -1; /* credentials in the URL: not an authority this proxy matches */
+    return egress_parse_authority(p, alen, def, host, host_size, port);
+}
+
+static bool is_ip_literal(const char *host)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* ---- the allow-list ---- */
+
+static void add_rule(struct egress_policy *p, const char *host, uint16_t port)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->rules[i].port == port && strcmp(p->rules[i].host, host) == 0)
+            return;
+    p->rules = xrealloc(p->rules, (p->n + 1) * sizeof(*p->rules));
+    struct egress_rule *r = &p->rules[p->n++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->host, sizeof(r->host), "%s", host);
+    r->port = port;
+    r->ip_literal = is_ip_literal(host);
+}
+
+int egress_policy_build(const struct sbx_config *cfg, struct egress_policy *out,
+                        struct sbx_err *err)
+{
+    struct egress_policy p = {0};
+    char host[EGRESS_HOST_MAX + 1];
+    uint16_t port;
+    if (cfg->index_url && *cfg->index_url) {
+        if (egress_parse_url(cfg->index_url, host, sizeof(host), &port) < 0) {
+            egress_policy_free(&p);
+            return sbx_fail(err, EINVAL,
+                            "packages.index_url: '%s' is not an http:// or https:// URL with a "
+                            "host",
+                            cfg->index_url);
+        }
+        add_rule(&p, host, port);
+    }
+    for (size_t i = 0; i < cfg->extra_index_urls.len; i++) {
+        const char *u = cfg->extra_index_urls.items[i];
+        if (egress_parse_url(u, host, sizeof(host), &port) < 0) {
+            egress_policy_free(&p);
+            return sbx_fail(err, EINVAL,
+                            "packages.extra_index_urls: '%s' is not an http:// or https:// URL "
+                            "with a host",
+                            u);
+        }
+        add_rule(&p, host, port);
+    }
+    for (size_t i = 0; i < cfg->proxy_allow.len; i++) {
+        const char *a = cfg->proxy_allow.items[i];
+        if (egress_parse_authority(a, strlen(a), 443, host, sizeof(host), &port) < 0) {
+            egress_policy_free(&p);
+            return sbx_fail(err, EINVAL,
+                            "packages.proxy_allow: '%s' is not host or host:port (the port "
+                            "defaults to 443)",
+                            a);
+        }
+        add_rule(&p, host, port);
+    }
+    for (size_t i = 0; i < cfg->private_hosts.len; i++) {
+        const char *h = cfg->private_hosts.items[i];
+        bool found = false;
+        if (egress_parse_authority(h, strlen(h), 1, host, sizeof(host), &port) == 0)
+            for (size_t k = 0; k < p.n; k++)
+                if (strcmp(p.rules[k].host, host) == 0)
+                    p.rules[k].private_ok = found = true;
+        if (!found) {
+            egress_policy_free(&p);
+            return sbx_fail(err, EINVAL,
+                            "packages.private_hosts: '%s' is not a host of the index URLs or of "
+                            "packages.proxy_allow",
+                            h);
+        }
+    }
+    *out = p;
+    return 0;
+}
+
+void egress_policy_free(struct egress_policy *p)
+{
+    free(p->rules);
+    p->rules = NULL;
+    p->n = 0;
+}
+
+char *egress_policy_describe(const struct egress_policy *p)
+{
+    if (p->n == 0)
+        return xstrdup("none configured");
+    size_t cap = p->n * (EGRESS_HOST_MAX + 12) + 1, off = 0;
+    char *s = xmalloc(cap);
+    s[0] = '\0';
+    for (size_t i = 0; i < p->n; i++) {
+        bool v6 = strchr(p->rules[i].host, ':') != NULL;
+        off += (size_t)snprintf(s + off, cap - off, "%s%s%s%s:%u", i ? ", " : "", v6 ? "[" : "",
+                                p->rules[i].host, v6 ? "]" : "", p->rules[i].port);
+    }
+    return s;
+}
+
+const struct egress_rule *egress_policy_match(const struct egress_policy *p, const char *host,
+                                              uint16_t port, const char **why)
+{
+    bool host_known = false;
+    for (size_t i = 0; i < p->n; i++) {
+        if (strcasecmp(p->rules[i].host, host) != 0)
+            continue;
+        if (p->rules[i].port == port)
+            return &p->rules[i];
+        host_known = true;
+    }
+    *why = host_known ? "the port is not allowed for this host" : "the host is not on the list";
+    return NULL;
+}
+
+/* ---- address classes ---- */
+
+static bool in4(uint32_t a, uint32_t net, unsigned bits)
+{
+    uint32_t mask = bits ? ~0u << (32 - bits) : 0;
+    return (a & mask) == (net & mask);
+}
+
+static const char *class4(uint32_t a)
+{
+    static const struct {
+        uint32_t net;
+        unsigned bits;
+        const char *what;
+    } nets[] = {
+        {0x00000000, 8, "unspecified"},    {0x7f000000, 8, "loopback"},
+        {0x0a000000, 8, "private"},        {0xac100000, 12, "private"},
+        {0xc0a80000, 16, "private"},       {0x64400000, 10, "shared (CGNAT)"},
+        {0xa9fe0000, 16, "link-local"},    {0xc0000000, 24, "IETF protocol assignment"},
+        {0xc0000200, 24, "documentation"}, {0xc6120000, 15, "benchmarking"},
+        {0xc6336400, 24, "documentation"}, {0xcb007100, 24, "documentation"},
+        {0xe0000000, 4, "multicast"},      {0xf0000000, 4, "reserved"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(nets); i++)
+        if (in4(a, nets[i].net, nets[i].bits))
+            return nets[i].what;
+    return NULL;
+}
+
+const char *egress_address_class(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return class4(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+    if (sa->sa_family != AF_INET6)
+        return "not an internet address";
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    const uint8_t *b = a->s6_addr;
+    if (IN6_IS_ADDR_UNSPECIFIED(a))
+        return "unspecified";
+    if (IN6_IS_ADDR_LOOPBACK(a))
+        return "loopback";
+    /* IPv4 wrapped in IPv6 reaches the IPv4 address: judge that one. */
+    if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a)) {
+        uint32_t v4;
+        memcpy(&v4, b + 12, 4);
+        return class4(ntohl(v4));
+    }
+    if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b)
+        return "NAT64"; /* 64:ff9b::/96 would let a name smuggle in any IPv4 address */
+    if ((b[0] & 0xfe) == 0xfc)
+        return "private"; /* fc00::/7 unique local */
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+        return "link-local";
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0)
+        return "site-local";
+    if (b[0] == 0xff)
+        return "multicast";
+    if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8)
+        return "documentation";
+    if (b[0] == 0x20 && b[1] == 0x02)
+        return "6to4"; /* 2002::/16 embeds an IPv4 address too */
+    return NULL;
+}
+
+/* ---- request heads ---- */
+
+static bool tchar(char c)
+{
+    return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Headers that concern the hop between client and proxy, not the origin server. */
+static bool hop_by_hop(const char *name, size_t len)
+{
+    static const char *const names[] = {
+        "connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate",
+        "te",         "trailer",          "upgrade"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        if (strlen(names[i]) == len && strncasecmp(names[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+static const char *find_crlf(const char *s, const char *end)
+{
+    for (const char *p = s; p + 1 < end; p++)
+        if (p[0] == '\r' && p[1] == '\n')
+            return p;
+    return NULL;
+}
+
+/* The request line: METHOD SP target SP HTTP/1.x. */
+static int parse_request_line(const char *s, const char *eol, struct egress_request *req,
+                              const char **target, size_t *target_len, const char **why)
+{
+    const char *sp1 = memchr(s, ' ', (size_t)(eol - s));
+    if (!sp1 || sp1 == s || (size_t)(sp1 - s) >= sizeof(req->method)) {
+        *why = "malformed request line";
+        return -1;
+    }
+    for (const char *c = s; c < sp1; c++)
+        if (!tchar(*c)) {
+            *why = "malformed method";
+            return -1;
+        }
+    memcpy(req->method, s, (size_t)(sp1 - s));
+    req->method[sp1 - s] = '\0';
+    const char *t = sp1 + 1;
+    const char *sp2 = memchr(t, ' ', (size_t)(eol - t));
+    if (!sp2 || sp2 == t || eol - sp2 != 9 ||
+        (strncmp(sp2 + 1, "HTTP/1.1", 8) != 0 && strncmp(sp2 + 1, "HTTP/1.0", 8) != 0)) {
+        *why = "malformed request line (expected METHOD target HTTP/1.1)";
+        return -1;
+    }
+    for (const char *c = t; c < sp2; c++)
+        if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f) {
+            *why = "malformed request target";
+            return -1;
+        }
+    *target = t;
+    *target_len = (size_t)(sp2 - t);
+    return 0;
+}
+
+static int parse_target(const char *t, size_t tlen, struct egress_request *req, const char **path,
+                        size_t *path_len, const char **why)
+{
+    if (strcmp(req->method, "CONNECT") == 0) {
+        req->kind = EGRESS_CONNECT;
+        if (egress_parse_authority(t, tlen, 0, req->host, sizeof(req->host), &req->port) < 0) {
+            *why = "CONNECT needs host:port";
+            return -1;
+        }
+        return 0;
+    }
+    req->kind = EGRESS_FORWARD;
+    if (tlen >= 8 && strncasecmp(t, "https://", 8) == 0) {
+        *why = "https:// URLs go through CONNECT (this proxy does not speak TLS for you)";
+        return -1;
+    }
+    if (tlen < 7 || strncasecmp(t, "http://", 7) != 0) {
+        *why = "a proxy request needs an absolute http:// URL";
+        return -1;
+    }
+    const char *a = t + 7, *end = t + tlen;
+    const char *slash = a;
+    while (slash < end && *slash != '/' && *slash != '?')
+        slash++;
+    if (memchr(a, '@', (size_t)(slash - a))) {
+        *why = "credentials in the URL are not forwarded";
+        return -1;
+    }
+    if (egress_parse_authority(a, (size_t)(slash - a), 80, req->host, sizeof(req->host),
+                               &req->port) < 0) {
+        *why = "malformed host in the URL";
+        return -1;
+    }
+    *path = slash;
+    *path_len = (size_t)(end - slash);
+    return 0;
+}
+
+int egress_parse_request(const char *buf, size_t len, struct egress_request *req, const char **why)
+{
+    memset(req, 0, sizeof(*req));
+    const char *end = buf + (len > EGRESS_HEAD_MAX ? EGRESS_HEAD_MAX : len);
+    /* The head ends at the first empty line. */
+    const char *blank = NULL;
+    for (const char *p = buf; p + 3 < end; p++)
+        if (p[0] == '\r' && p[1] == '\n' && p[2] == '\r' && p[3] == '\n') {
+            blank = p;
+            break;
+        }
+    if (!blank) {
+        if (len >= EGRESS_HEAD_MAX) {
+            *why = "request head too large";
+            return -1;
+        }
+        /* Bytes that cannot start a request need not wait for the rest. */
+        if (len > 0 && !tchar(buf[0])) {
+            *why = "not an HTTP request";
+            return -1;
+        }
+        return 0;
+    }
+    req->head_len = (size_t)(blank - buf) + 4;
+    const char *eol = find_crlf(buf, blank + 2);
+    const char *target = NULL, *path = NULL;
+    size_t target_len = 0, path_len = 0;
+    if (parse_request_line(buf, eol, req, &target, &target_len, why) < 0 ||
+        parse_target(target, target_len, req, &path, &path_len, why) < 0)
+        return -1;
+
+    /* Headers: validated for both kinds, rewritten for forwarding. */
+    size_t cap = req->head_len + EGRESS_HOST_MAX + 64;
+    char *up = req->kind == EGRESS_FORWARD ? xmalloc(cap) : NULL;
+    size_t o = 0;
+    if (up) {
+        o += (size_t)snprintf(up, cap, "%s ", req->method);
+        if (path_len == 0 || path[0] == '?')
+            up[o++] = '/';
+        memcpy(up + o, path, path_len);
+        o += path_len;
+        o += (size_t)snprintf(up + o, cap - o, " HTTP/1.1\r\n");
+    }
+    int count = 0;
+    for (const char *line = eol + 2; line < blank + 2;) {
+        const char *lend = find_crlf(line, blank + 2);
+        const char *colon = memchr(line, ':', (size_t)(lend - line));
+        bool bad = !colon || colon == line || ++count > 100;
+        for (const char *c = line; !bad && c < colon; c++)
+            bad = !tchar(*c);
+        for (const char *c = colon ? colon + 1 : lend; !bad && c < lend; c++)
+            bad = (*c != '\t' && (unsigned char)*c < 0x20) || *c == 0x7f;
+        if (bad) {
+            free(up);
+            *why = "malformed header";
+            return -1;
+        }
+        size_t nlen = (size_t)(colon - line);
+        /* Host always names the URL's host: a different one would let a shared front end
+         * (a CDN) route the request to a site that is not on the list. */
+        bool is_host = nlen == 4 && strncasecmp(line, "host", 4) == 0;
+        if (up && !is_host && !hop_by_hop(line, nlen)) {
+            memcpy(up + o, line, (size_t)(lend - line) + 2);
+            o += (size_t)(lend - line) + 2;
+        }
+        line = lend + 2;
+    }
+    if (up) {
+        bool v6 = strchr(req->host, ':') != NULL;
+        o += (size_t)snprintf(up + o, cap - o, "Host: %s%s%s:%u\r\nConnection: close\r\n\r\n",
+                              v6 ? "[" : "", req->host, v6 ? "]" : "", req->port);
+        req->upstream = up;
+        req->upstream_len = o;
+    }
+    return 1;
+}

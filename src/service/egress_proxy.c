@@ -1,0 +1,588 @@
+/* One connection goes HEAD (reading the request) -> RESOLVING -> CONNECTING -> RELAY, or to
+ * REFUSING (an error reply is written, then the rest of the client's bytes are drained so
+ * the reply is not lost to a reset). Every refusal says which rule said no, to the sandbox
+ * in a 403 body and to the operator in the log. */
+#include "egress_proxy.h"
+
+#include "log.h"
+#include "metrics.h"
+#include "resolver.h"
+#include "service/loop.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define RELAY_BUF       (32 * 1024)
+#define ACCEPTS_PER_RUN 16
+#define REFUSE_LINGER   2000 /* ms to drain a refused client before closing */
+
+enum conn_state { ST_HEAD, ST_RESOLVING, ST_CONNECTING, ST_RELAY, ST_REFUSING };
+
+struct relay_buf {
+    char *data;
+    size_t cap, len, off;
+};
+
+struct conn {
+    struct egress_proxy *px;
+    enum conn_state st;
+    int cfd, ufd;
+    struct ev_watch *cw, *uw;
+    char *head; /* the request head while it arrives */
+    size_t head_len;
+    struct egress_request req;
+    const struct egress_rule *rule;
+    char target[EGRESS_HOST_MAX + 16];
+    struct resolver_job *job;
+    struct addrinfo *addrs, *next_addr;
+    char refusal[400]; /* why the last address was skipped or failed */
+    bool policy_refusal;
+    struct relay_buf up, down;       /* client -> upstream, upstream -> client */
+    bool client_eof, upstream_eof;   /* read side ended */
+    bool upstream_shut, client_shut; /* write side shut after the other side's EOF */
+    uint64_t last_active_ms;
+    struct ev_timer *idle;
+    struct conn *next;
+};
+
+struct egress_proxy {
+    struct ev_loop *loop;
+    struct resolver *resolver;
+    const struct egress_policy *policy;
+    struct egress_limits limits;
+    char sandbox_id[32];
+    int listen_fd;
+    struct ev_watch *lw;
+    struct conn *conns;
+    struct egress_stats stats;
+};
+
+static void count(const char *decision)
+{
+    char labels[48];
+    snprintf(labels, sizeof(labels), "decision=\"%s\"", decision);
+    metrics_counter_add("mcp_proxy_connections_total",
+                        "Egress proxy connections of package sandboxes, by decision", labels, 1);
+}
+
+static void conn_free(struct conn *c)
+{
+    struct egress_proxy *px = c->px;
+    for (struct conn **pp = &px->conns; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    px->stats.open--;
+    if (c->job)
+        resolver_cancel(c->job);
+    if (c->idle)
+        ev_timer_cancel(c->idle);
+    ev_unwatch(c->cw);
+    ev_unwatch(c->uw);
+    cleanup_closep(&c->cfd);
+    cleanup_closep(&c->ufd);
+    if (c->addrs)
+        freeaddrinfo(c->addrs);
+    free(c->req.upstream);
+    free(c->head);
+    free(c->up.data);
+    free(c->down.data);
+    free(c);
+}
+
+static void touch(struct conn *c)
+{
+    c->last_active_ms = now_ms();
+}
+
+/* ---- refusals ---- */
+
+static void on_refusing_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    struct conn *c = data;
+    char sink[4096];
+    ssize_t n;
+    while ((n = read(fd, sink, sizeof(sink))) > 0)
+        ;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (events & (EPOLLHUP | EPOLLERR)))
+        conn_free(c);
+}
+
+/* Answers the client with status and a plain-text reason, then closes gracefully. */
+static void refuse(struct conn *c, int status, const char *reason_phrase, const char *why)
+{
+    struct egress_proxy *px = c->px;
+    char body[1024];
+    const char *what = c->req.method[0] ? c->req.method : "request";
+    if (status == 403) {
+        char *allowed = egress_policy_describe(px->policy);
+        snprintf(body, sizeof(body),
+                 "mcp-sandbox egress proxy: %s %s refused by the sandbox's network policy "
+                 "(network: packages): %s. Allowed: %s.\n",
+                 what, c->target[0] ? c->target : "", why, allowed);
+        free(allowed);
+    } else {
+        snprintf(body, sizeof(body), "mcp-sandbox egress proxy: %s %s: %s\n", what,
+                 c->target[0] ? c->target : "", why);
+    }
+    char msg[1536];
+    int n = snprintf(msg, sizeof(msg),
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     status, reason_phrase, strlen(body), body);
+    /* Small enough for an empty socket buffer; a client that filled its own gets less. */
+    ssize_t w = write(c->cfd, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+    (void)w;
+    shutdown(c->cfd, SHUT_WR);
+    px->stats.denied++;
+    count("denied");
+    char code[8];
+    snprintf(code, sizeof(code), "%d", status);
+    log_emit(LOG_LVL_NOTICE, "egress denied", "sandbox", px->sandbox_id, "method", what, "target",
+             c->target, "status", code, "reason", why, NULL);
+
+    if (c->job) {
+        resolver_cancel(c->job);
+        c->job = NULL;
+    }
+    ev_unwatch(c->uw);
+    c->uw = NULL;
+    cleanup_closep(&c->ufd);
+    ev_unwatch(c->cw);
+    c->st = ST_REFUSING;
+    struct sbx_err err = {0};
+    c->cw = ev_watch(px->loop, c->cfd, EPOLLIN, on_refusing_client, c, &err);
+    if (!c->cw) {
+        conn_free(c);
+        return;
+    }
+    touch(c);
+}
+
+/* ---- relaying ---- */
+
+static void update_interest(struct conn *c)
+{
+    uint32_t ce = 0, ue = 0;
+    if (!c->client_eof && c->up.len == 0)
+        ce |= EPOLLIN;
+    if (c->down.len > c->down.off)
+        ce |= EPOLLOUT;
+    if (!c->upstream_eof && c->down.len == 0)
+        ue |= EPOLLIN;
+    if (c->up.len > c->up.off)
+        ue |= EPOLLOUT;
+    ev_watch_modify(c->cw, ce);
+    ev_watch_modify(c->uw, ue);
+}
+
+static bool charge(struct conn *c, size_t n)
+{
+    struct egress_proxy *px = c->px;
+    px->stats.bytes += n;
+    return px->stats.bytes <= px->limits.max_bytes;
+}
+
+/* Moves what fits from fd into b (when b is empty). Returns 1 on data, 0 on EOF, -1 on error
+ * or nothing to read now (*again). */
+static int fill(int fd, struct relay_buf *b, bool *again)
+{
+    *again = false;
+    if (!b->data) {
+        b->cap = RELAY_BUF;
+        b->data = xmalloc(b->cap);
+    }
+    ssize_t n = read(fd, b->data, b->cap);
+    if (n > 0) {
+        b->len = (size_t)n;
+        b->off = 0;
+        return 1;
+    }
+    if (n == 0)
+        return 0;
+    *again = errno == EAGAIN || errno == EINTR;
+    return -1;
+}
+
+static int drain(int fd, struct relay_buf *b, bool *again)
+{
+    *again = false;
+    ssize_t n = send(fd, b->data + b->off, b->len - b->off, MSG_NOSIGNAL);
+    if (n < 0) {
+        *again = errno == EAGAIN || errno == EINTR;
+        return -1;
+    }
+    b->off += (size_t)n;
+    if (b->off == b->len)
+        b->len = b->off = 0;
+    return 0;
+}
+
+static void finish_if_done(struct conn *c)
+{
+    bool up_empty = c->up.len == c->up.off, down_empty = c->down.len == c->down.off;
+    if (c->client_eof && up_empty && !c->upstream_shut) {
+        shutdown(c->ufd, SHUT_WR);
+        c->upstream_shut = true;
+    }
+    if (c->upstream_eof && down_empty && !c->client_shut) {
+        shutdown(c->cfd, SHUT_WR);
+        c->client_shut = true;
+    }
+    /* A forwarded request ends with its response (we asked the origin for Connection: close);
+     * a tunnel ends when both sides have. */
+    bool done = c->req.kind == EGRESS_FORWARD
+                    ? c->upstream_eof && down_empty
+                    : c->client_eof && c->upstream_eof && up_empty && down_empty;
+    if (done) {
+        conn_free(c);
+        return;
+    }
+    update_interest(c);
+}
+
+static void relay(struct conn *c, bool from_client, uint32_t events)
+{
+    /* fd is read into `in` (bound for the other side) and written from `out` (bound for it). */
+    int fd = from_client ? c->cfd : c->ufd;
+    struct relay_buf *in = from_client ? &c->up : &c->down;
+    struct relay_buf *out = from_client ? &c->down : &c->up;
+    bool *eof = from_client ? &c->client_eof : &c->upstream_eof;
+    bool again;
+    if ((events & EPOLLOUT) && out->len > out->off) {
+        if (drain(fd, out, &again) < 0 && !again) {
+            conn_free(c);
+            return;
+        }
+        touch(c);
+    }
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !*eof && in->len == 0) {
+        int r = fill(fd, in, &again);
+        if (r > 0) {
+            touch(c);
+            if (!charge(c, in->len)) {
+                log_emit(LOG_LVL_NOTICE, "egress byte budget exhausted", "sandbox",
+                         c->px->sandbox_id, "target", c->target, NULL);
+                conn_free(c);
+                return;
+            }
+        } else if (r == 0) {
+            *eof = true;
+        } else if (!again) {
+            conn_free(c);
+            return;
+        }
+    }
+    finish_if_done(c);
+}
+
+static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
+static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
+static void start_relay(struct conn *c)
+{
+    struct egress_proxy *px = c->px;
+    int one = 1;
+    setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->down.cap = RELAY_BUF;
+    c->down.data = xmalloc(c->down.cap);
+    /* Bytes the client sent after its head (a request body, a TLS hello) follow it. */
+    size_t extra = c->head_len - c->req.head_len;
+    const char *first = c->req.kind == EGRESS_FORWARD ? c->req.upstream : NULL;
+    size_t first_len = first ? c->req.upstream_len : 0;
+    c->up.cap = first_len + extra > RELAY_BUF ? first_len + extra : RELAY_BUF;
+    c->up.data = xmalloc(c->up.cap);
+    if (first)
+        memcpy(c->up.data, first, first_len);
+    memcpy(c->up.data + first_len, c->head + c->req.head_len, extra);
+    c->up.len = first_len + extra;
+    free(c->head);
+    c->head = NULL;
+    if (c->req.kind == EGRESS_CONNECT) {
+        static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        memcpy(c->down.data, ok, sizeof(ok) - 1);
+        c->down.len = sizeof(ok) - 1;
+    }
+    c->st = ST_RELAY;
+    px->stats.allowed++;
+    count("allowed");
+    log_emit(LOG_LVL_INFO, "egress allowed", "sandbox", px->sandbox_id, "method", c->req.method,
+             "target", c->target, NULL);
+    touch(c);
+    update_interest(c);
+}
+
+/* ---- connecting ---- */
+
+static void try_connect(struct conn *c);
+
+static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    struct conn *c = data;
+    if (c->st == ST_CONNECTING) {
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+            soerr = errno;
+        if (soerr == 0 && !(events & EPOLLERR)) {
+            start_relay(c);
+            return;
+        }
+        snprintf(c->refusal, sizeof(c->refusal), "connecting to %s: %s", c->target,
+                 strerror(soerr ? soerr : ECONNREFUSED));
+        ev_unwatch(c->uw);
+        c->uw = NULL;
+        cleanup_closep(&c->ufd);
+        try_connect(c);
+        return;
+    }
+    relay(c, false, events);
+}
+
+/* Dials the next allowed address, or refuses when none is left. */
+static void try_connect(struct conn *c)
+{
+    struct egress_proxy *px = c->px;
+    bool may_be_private = c->rule->ip_literal || c->rule->private_ok;
+    /* Whether the last word is the policy's (an address class) or the network's. */
+    bool policy_refusal = c->policy_refusal;
+    for (; c->next_addr; c->next_addr = c->next_addr->ai_next) {
+        struct addrinfo *a = c->next_addr;
+        const char *cls = egress_address_class(a->ai_addr);
+        if (cls && !may_be_private) {
+            char addr[INET6_ADDRSTRLEN] = "?";
+            const void *raw = a->ai_family == AF_INET
+                                  ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
+                                  : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+            inet_ntop(a->ai_family, raw, addr, sizeof(addr));
+            snprintf(c->refusal, sizeof(c->refusal),
+                     "%s resolves to a %s address (%s), which is refused unless "
+                     "packages.private_hosts names the host",
+                     c->req.host, cls, addr);
+            policy_refusal = true;
+            continue;
+        }
+        int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0 || (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)) {
+            snprintf(c->refusal, sizeof(c->refusal), "connecting to %s: %s", c->target,
+                     strerror(errno));
+            policy_refusal = false;
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        c->next_addr = a->ai_next;
+        c->policy_refusal = policy_refusal;
+        c->ufd = fd;
+        c->st = ST_CONNECTING;
+        struct sbx_err err = {0};
+        c->uw = ev_watch(px->loop, fd, EPOLLOUT, on_upstream, c, &err);
+        if (!c->uw)
+            refuse(c, 502, "Bad Gateway", err.msg);
+        return;
+    }
+    if (policy_refusal)
+        refuse(c, 403, "Forbidden", c->refusal);
+    else
+        refuse(c, 502, "Bad Gateway", c->refusal[0] ? c->refusal : "no address to dial");
+}
+
+static void on_resolved(struct addrinfo *res, int gai_error, void *data)
+{
+    struct conn *c = data;
+    c->job = NULL;
+    if (!res) {
+        char why[300];
+        snprintf(why, sizeof(why), "cannot resolve %s: %s", c->req.host, gai_strerror(gai_error));
+        refuse(c, 502, "Bad Gateway", why);
+        return;
+    }
+    c->addrs = c->next_addr = res;
+    try_connect(c);
+}
+
+/* ---- the request head ---- */
+
+static void decide(struct conn *c)
+{
+    struct egress_proxy *px = c->px;
+    const struct egress_request *r = &c->req;
+    bool v6 = strchr(r->host, ':') != NULL;
+    snprintf(c->target, sizeof(c->target), "%s%s%s:%u", v6 ? "[" : "", r->host, v6 ? "]" : "",
+             r->port);
+    const char *why = NULL;
+    c->rule = egress_policy_match(px->policy, r->host, r->port, &why);
+    if (!c->rule) {
+        refuse(c, 403, "Forbidden", why);
+        return;
+    }
+    if (px->stats.bytes >= px->limits.max_bytes) {
+        refuse(c, 403, "Forbidden", "the sandbox's egress byte budget is used up");
+        return;
+    }
+    ev_watch_modify(c->cw, 0); /* the client waits while we dial */
+    c->st = ST_RESOLVING;
+    if (c->rule->ip_literal) {
+        /* An address needs no DNS: getaddrinfo with AI_NUMERICHOST returns at once. */
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+        char port[8];
+        snprintf(port, sizeof(port), "%u", r->port);
+        struct addrinfo *res = NULL;
+        int e = getaddrinfo(r->host, port, &hints, &res);
+        on_resolved(e == 0 ? res : NULL, e, c);
+        return;
+    }
+    c->job = resolver_lookup(px->resolver, r->host, r->port, on_resolved, c);
+}
+
+static void read_head(struct conn *c)
+{
+    size_t room = EGRESS_HEAD_MAX - c->head_len;
+    ssize_t n = room ? read(c->cfd, c->head + c->head_len, room) : 0;
+    if (n == 0 && room) {
+        conn_free(c); /* gone before asking anything */
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            conn_free(c);
+        return;
+    }
+    c->head_len += (size_t)n;
+    touch(c);
+    const char *why = NULL;
+    int r = egress_parse_request(c->head, c->head_len, &c->req, &why);
+    if (r < 0) {
+        refuse(c, 400, "Bad Request", why);
+        return;
+    }
+    if (r > 0)
+        decide(c);
+}
+
+static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    struct conn *c = data;
+    if (c->st == ST_HEAD) {
+        read_head(c);
+        return;
+    }
+    if (c->st == ST_RELAY) {
+        relay(c, true, events);
+        return;
+    }
+    /* Resolving or connecting: the client hung up. */
+    if (events & (EPOLLHUP | EPOLLERR))
+        conn_free(c);
+}
+
+static void on_idle(struct ev_loop *loop, void *data)
+{
+    struct conn *c = data;
+    c->idle = NULL;
+    uint64_t quiet = now_ms() - c->last_active_ms;
+    uint32_t limit = c->st == ST_REFUSING ? REFUSE_LINGER : c->px->limits.idle_ms;
+    if (quiet < limit) {
+        c->idle = ev_timer_add(loop, limit - quiet, on_idle, c);
+        return;
+    }
+    if (c->st == ST_HEAD) {
+        refuse(c, 408, "Request Timeout", "no complete request in time");
+        c->idle = ev_timer_add(loop, REFUSE_LINGER, on_idle, c);
+        return;
+    }
+    if (c->st != ST_REFUSING)
+        log_emit(LOG_LVL_INFO, "egress connection idle; closed", "sandbox", c->px->sandbox_id,
+                 "target", c->target, NULL);
+    conn_free(c);
+}
+
+/* ---- accepting ---- */
+
+static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)events;
+    struct egress_proxy *px = data;
+    for (int i = 0; i < ACCEPTS_PER_RUN; i++) {
+        int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0)
+            return;
+        struct conn *c = xcalloc(1, sizeof(*c));
+        c->px = px;
+        c->cfd = cfd;
+        c->ufd = -1;
+        c->next = px->conns;
+        px->conns = c;
+        px->stats.open++;
+        touch(c);
+        c->idle = ev_timer_add(loop, px->limits.idle_ms, on_idle, c);
+        struct sbx_err err = {0};
+        c->cw = ev_watch(loop, cfd, EPOLLIN, on_client, c, &err);
+        if (!c->cw) {
+            conn_free(c);
+            continue;
+        }
+        if (px->stats.open > px->limits.max_connections) {
+            char why[128];
+            snprintf(why, sizeof(why),
+                     "too many connections open (packages.proxy_max_connections = %u)",
+                     px->limits.max_connections);
+            refuse(c, 429, "Too Many Requests", why);
+            continue;
+        }
+        c->head = xmalloc(EGRESS_HEAD_MAX);
+    }
+}
+
+int egress_proxy_new(struct ev_loop *loop, struct resolver *resolver,
+                     const struct egress_policy *policy, const struct egress_limits *limits,
+                     const char *sandbox_id, int listen_fd, struct egress_proxy **out,
+                     struct sbx_err *err)
+{
+    struct egress_proxy *px = xcalloc(1, sizeof(*px));
+    px->loop = loop;
+    px->resolver = resolver;
+    px->policy = policy;
+    px->limits = *limits;
+    snprintf(px->sandbox_id, sizeof(px->sandbox_id), "%s", sandbox_id);
+    px->listen_fd = listen_fd;
+    fcntl(listen_fd, F_SETFL, O_NONBLOCK);
+    px->lw = ev_watch(loop, listen_fd, EPOLLIN, on_accept, px, err);
+    if (!px->lw) {
+        close(listen_fd);
+        free(px);
+        return -1;
+    }
+    *out = px;
+    return 0;
+}
+
+void egress_proxy_free(struct egress_proxy *px)
+{
+    if (!px)
+        return;
+    while (px->conns)
+        conn_free(px->conns);
+    ev_unwatch(px->lw);
+    close(px->listen_fd);
+    free(px);
+}
+
+void egress_proxy_stats(const struct egress_proxy *px, struct egress_stats *out)
+{
+    *out = px->stats;
+}
