@@ -425,12 +425,12 @@ class Driver:
         finally:
             self.running = False
 
-    def run_bash(self, code, cwd):
+    def run_command(self, argv, cwd):
         import signal
         import subprocess
 
         try:
-            child = subprocess.Popen(["/bin/bash", "-c", code], stdin=subprocess.DEVNULL,
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      cwd=cwd or self.workspace, start_new_session=True)
         except OSError as e:
             return False, {"type": type(e).__name__, "message": str(e), "traceback": None}, 127, False
@@ -474,8 +474,11 @@ class Driver:
         interrupted = False
         result = None
         try:
-            if language == "bash":
-                ok, error, exit_code, interrupted = self.run_bash(code, req.get("cwd"))
+            argv = req.get("argv")
+            if argv is not None or language == "bash":
+                # A command: bash -c for execute_command, or an argv the server composed.
+                ok, error, exit_code, interrupted = self.run_command(
+                    argv if argv is not None else ["/bin/bash", "-c", code], req.get("cwd"))
             else:
                 ok, result, error, exit_code = self.run_python(code)
                 interrupted = error is not None and error["type"] == "KeyboardInterrupt"
@@ -485,7 +488,7 @@ class Driver:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
         images, image_files = [], []
-        if language != "bash":
+        if language == "python":
             self.hook_show()
             try:
                 images, image_files = self.collect_figures(exec_id)

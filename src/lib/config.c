@@ -64,6 +64,11 @@ static const struct key_def global_keys[] = {
     G("packages.only_binary", KT_BOOL, only_binary, 0, 0),
     G("packages.allowed", KT_LIST, allowed_packages, 0, 0),
     G("packages.max_install_seconds", KT_U32, max_install_seconds, 1, 86400),
+    G("packages.proxy_allow", KT_LIST, proxy_allow, 0, 0),
+    G("packages.private_hosts", KT_LIST, private_hosts, 0, 0),
+    G("packages.proxy_max_connections", KT_U32, proxy_max_connections, 1, 10000),
+    G("packages.proxy_max_bytes", KT_SIZE, proxy_max_bytes, 1ull << 20, 1ull << 40),
+    G("packages.proxy_idle_timeout_s", KT_U32, proxy_idle_timeout_s, 1, 86400),
     G("http.listen", KT_STRING, http_listen, 0, 0),
     G("http.allowed_hosts", KT_LIST, allowed_hosts, 0, 0),
     G("http.allowed_origins", KT_LIST, allowed_origins, 0, 0),
@@ -169,8 +174,15 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->idle_ttl_s = 1800;
     cfg->max_lifetime_s = 86400;
     cfg->max_queue_depth = 32;
+    cfg->index_url = xstrdup("https://pypi.org/simple");
     cfg->only_binary = true;
-    cfg->max_install_seconds = 120;
+    cfg->max_install_seconds = 300;
+    /* PyPI serves its files from a second host. */
+    static const char *const pypi_files[] = {"files.pythonhosted.org:443"};
+    list_defaults(&cfg->proxy_allow, pypi_files, ARRAY_SIZE(pypi_files));
+    cfg->proxy_max_connections = 16;
+    cfg->proxy_max_bytes = 2ull << 30;
+    cfg->proxy_idle_timeout_s = 60;
     cfg->http_listen = xstrdup("127.0.0.1:8080");
     cfg->http_max_body_bytes = 16ull << 20;
     cfg->http_max_connections = 1024;

@@ -76,12 +76,17 @@ struct sbx_config {
     struct string_list guard_calls;
     struct string_list guard_attributes;
 
-    /* [packages] */
+    /* [packages]: install_packages and the egress proxy of `network: packages` sandboxes */
     char *index_url;
     struct string_list extra_index_urls;
     bool only_binary;
     struct string_list allowed_packages;
     uint32_t max_install_seconds;
+    struct string_list proxy_allow;   /* "host[:port]" reachable besides the index hosts */
+    struct string_list private_hosts; /* allowed hosts that may resolve to private addresses */
+    uint32_t proxy_max_connections;   /* per sandbox, open at once */
+    uint64_t proxy_max_bytes;         /* per sandbox, relayed over its life */
+    uint32_t proxy_idle_timeout_s;
 
     /* [http] */
     char *http_listen; /* "127.0.0.1:8080" */

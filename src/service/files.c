@@ -129,6 +129,22 @@ int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
     return fd;
 }
 
+int files_remove(int root_fd, const char *canon, struct sbx_err *err)
+{
+    const char *slash = strrchr(canon, '/');
+    if (!slash || slash == canon || !slash[1])
+        return sbx_fail(err, EINVAL, "%s: not a file path", canon);
+    char parent[FILES_PATH_MAX];
+    snprintf(parent, sizeof(parent), "%.*s", (int)(slash - canon), canon);
+    cleanup_fd int dir = files_open(root_fd, parent, O_PATH | O_DIRECTORY, err);
+    if (dir < 0)
+        return -1;
+    /* unlinkat never follows the last component, so a planted symlink is what goes. */
+    if (unlinkat(dir, slash + 1, 0) < 0 && errno != ENOENT)
+        return sbx_fail_errno(err, errno, "removing %s", canon);
+    return 0;
+}
+
 int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length, uint64_t max,
                char **data, size_t *len, uint64_t *size, struct sbx_err *err)
 {

@@ -28,6 +28,9 @@ int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_
 /* Opens canon (from files_canonical) with flags (O_CLOEXEC added). */
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err);
 
+/* Removes a file (or the symlink itself) at canon; a missing file is not an error. */
+int files_remove(int root_fd, const char *canon, struct sbx_err *err);
+
 /* Reads up to length bytes (0: up to max) from offset of a regular file. *size gets the file
  * size. */
 int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length, uint64_t max,

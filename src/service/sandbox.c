@@ -3,12 +3,15 @@
  * the lifecycle limits, and keep a warm pool. */
 #include "sandbox.h"
 
+#include "egress_proxy.h"
 #include "history.h"
 #include "jail/features.h"
 #include "jail/jail.h"
 #include "log.h"
 #include "protocol/mcp.h"
 #include "metrics.h"
+#include "packages.h"
+#include "resolver.h"
 #include "runtime_embed.h"
 #include "service/loop.h"
 #include "util.h"
@@ -89,7 +92,7 @@ static json_t *init_frame(struct sandbox *sb)
                           string_array(&sb->svc->cfg->guard_attributes));
     /* Without a cgroup the server cannot read the memory peak: the driver reports its own. */
     return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:b}", "op", "init",
-                     "workspace", "/workspace", "packages_dir", "/workspace/.packages", "profile",
+                     "workspace", "/workspace", "packages_dir", PACKAGES_DIR, "profile",
                      sb->profile->name, "guard", guard, "max_images", 4, "max_image_bytes", 1 << 20,
                      "max_files", 20, "figures_dir", "/workspace/.mcp", "report_maxrss",
                      sb->jail->cg == NULL);
@@ -318,10 +321,12 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     }
     char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)runtime_python_bootstrap(), NULL};
     int pass[] = {chan[1]};
+    bool packages = strcmp(network, "packages") == 0;
     struct jail_spec spec = {
         .profile = profile,
         .cfg = svc->cfg,
         .argv = argv,
+        .extra_env = packages ? svc->packages_env : NULL,
         .stdin_fd = -1,
         .stdout_fd = outp[1],
         .stderr_fd = errp[1],
@@ -329,9 +334,23 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         .n_pass_fds = 1,
         .name = sb->id,
         .persistent = true,
+        .proxy_port = packages ? EGRESS_PROXY_PORT : 0,
     };
     if (jail_spawn(&spec, &sb->jail, err) < 0)
         goto fail;
+    if (packages) {
+        const struct sbx_config *cfg = svc->cfg;
+        struct egress_limits lim = {
+            .max_connections = cfg->proxy_max_connections,
+            .max_bytes = cfg->proxy_max_bytes,
+            .idle_ms = cfg->proxy_idle_timeout_s * 1000,
+        };
+        if (egress_proxy_new(svc->loop, svc->resolver, svc->egress, &lim, sb->id,
+                             steal_fd(&sb->jail->proxy_fd), &sb->proxy, err) < 0) {
+            sbx_err_wrap(err, "the sandbox's egress proxy");
+            goto fail;
+        }
+    }
     cleanup_closep(&chan[1]);
     cleanup_closep(&outp[1]);
     cleanup_closep(&errp[1]);
@@ -368,6 +387,7 @@ fail:
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);
     ev_unwatch(sb->status_w);
+    egress_proxy_free(sb->proxy);
     jail_destroy(sb->jail);
     if (sb->chan_fd >= 0)
         close(sb->chan_fd);
@@ -462,6 +482,8 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);
     ev_unwatch(sb->status_w);
+    egress_proxy_free(sb->proxy);
+    sb->proxy = NULL;
     jail_destroy(sb->jail);
     sb->jail = NULL;
     close(sb->chan_fd);
@@ -509,7 +531,7 @@ static size_t pool_want(const struct sandbox_service *svc, const struct sbx_prof
         for (struct sandbox *sb = svc->list; sb; sb = sb->next)
             if (sb->pooled && sb->profile == p)
                 have++;
-        if (have < p->pool_size && strcmp(p->network, "none") == 0) {
+        if (have < p->pool_size) {
             *which = p;
             return p->pool_size - have;
         }
@@ -527,7 +549,7 @@ static void on_refill(struct ev_loop *loop, void *data)
         return;
     struct sbx_err err = {0};
     struct sandbox *sb;
-    if (spawn(svc, p, "none", &sb, &err) < 0) {
+    if (spawn(svc, p, p->network, &sb, &err) < 0) {
         log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
         return; /* retried when the next sandbox is taken or closed */
     }
@@ -571,11 +593,12 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     }
     if (!network)
         network = p->network;
-    if (strcmp(network, "none") != 0)
+    if (strcmp(network, "none") != 0 && strcmp(network, "packages") != 0)
+        return sbx_fail(err, EINVAL, "unknown network '%s' (none or packages)", network);
+    if (strcmp(network, "packages") == 0 && svc->egress->n == 0)
         return sbx_fail(err, ENOTSUP,
-                        "network '%s' is not available in this build: sandboxes have no "
-                        "network (network: none)",
-                        network);
+                        "network 'packages' needs a package index: set packages.index_url (or "
+                        "packages.proxy_allow) in the configuration");
     if (owner_count(svc, owner) >= cfg->max_sandboxes_per_owner)
         return sandbox_count_rejection("limits.max_sandboxes_per_owner"),
                sbx_fail(err, EUSERS,
@@ -591,6 +614,7 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     struct sandbox *sb = NULL;
     for (struct sandbox *c = svc->list; c; c = c->next)
         if (c->pooled && c->profile == p && c->state != SBX_BROKEN &&
+            strcmp(c->network, network) == 0 &&
             (!sb || (c->state == SBX_READY && sb->state != SBX_READY)))
             sb = c;
     if (sb) {
@@ -759,6 +783,15 @@ static void on_owner_gone(void *data, const char *owner)
     sandbox_close_owner(data, owner);
 }
 
+static void free_network(struct sandbox_service *svc)
+{
+    resolver_free(svc->resolver);
+    if (svc->egress)
+        egress_policy_free(svc->egress);
+    free(svc->egress);
+    packages_env_free(svc->packages_env);
+}
+
 int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
                         struct sandbox_service **out, struct sbx_err *err)
 {
@@ -766,6 +799,11 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     svc->loop = loop;
     svc->srv = srv;
     svc->cfg = cfg;
+    svc->egress = xcalloc(1, sizeof(*svc->egress));
+    if (egress_policy_build(cfg, svc->egress, err) < 0 ||
+        resolver_new(loop, &svc->resolver, err) < 0)
+        goto fail;
+    svc->packages_env = packages_sandbox_env(cfg, EGRESS_PROXY_PORT);
     char *dir = NULL;
     if (config_state_dir(cfg, &dir, err) < 0)
         goto fail;
@@ -778,7 +816,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
         goto fail;
     }
     if (tools_sandbox_register(svc, err) < 0 || tools_files_register(svc, err) < 0 ||
-        resources_sandbox_register(svc, err) < 0)
+        tools_packages_register(svc, err) < 0 || resources_sandbox_register(svc, err) < 0)
         goto fail;
     mcp_server_on_owner_gone(srv, on_owner_gone, svc);
     svc->sweeper = ev_timer_add(loop, sweep_interval_ms(cfg), on_sweep, svc);
@@ -787,6 +825,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     return 0;
 fail:
     history_close(svc->history);
+    free_network(svc);
     free(svc);
     return -1;
 }
@@ -812,5 +851,6 @@ void sandbox_service_free(struct sandbox_service *svc)
     if (svc->history_timer)
         ev_timer_cancel(svc->history_timer);
     history_close(svc->history); /* flushes what is pending */
+    free_network(svc);
     free(svc);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct egress_proxy;
 struct ev_loop;
 struct ev_watch;
 struct ev_timer;
@@ -59,6 +60,7 @@ struct exec {
     char *language;
     char *code;
     char *cwd;
+    json_t *argv; /* a command run as is instead of code (install_packages), or NULL */
     uint32_t timeout_ms;
     uint64_t started_ns;
     int64_t started_wall_ms;
@@ -107,6 +109,7 @@ struct sandbox {
     size_t queue_len;
     struct ev_timer *start_timer; /* the driver must be ready in time */
     json_t *packages;             /* [{name, version}] installed in this sandbox */
+    struct egress_proxy *proxy;   /* network: packages only */
     char broken_reason[160];
     struct ev_timer *free_timer;
     struct sandbox *next;
@@ -131,6 +134,10 @@ struct sandbox_service {
     bool stopping;           /* the server is shutting down: free at once, no refills */
     sandbox_link_fn link_fn; /* set by the HTTP transport: download URLs in links */
     void *link_data;
+    /* network: packages sandboxes: what their proxies allow, their lookups, their environment */
+    struct egress_policy *egress;
+    struct resolver *resolver;
+    char **packages_env;
 };
 
 int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
@@ -157,6 +164,11 @@ void sandbox_close_owner(struct sandbox_service *svc, const char *owner);
 int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language, const char *code,
                  const char *cwd, uint32_t timeout_ms, exec_done_fn done, void *data,
                  struct sbx_err *err);
+/* Queues a command the server composed (argv, a JSON array of strings; stolen), run without a
+ * shell. summary stands for it in the history. Otherwise like sandbox_exec. */
+int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
+                      const char *summary, json_t *argv, uint32_t timeout_ms, exec_done_fn done,
+                      void *data, struct sbx_err *err);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
 /* Records an execution in the history (written in a batch shortly after). */
@@ -192,6 +204,7 @@ void exec_free(struct exec *e);
 
 /* Registers every sandbox tool and resource with the protocol layer. */
 int tools_sandbox_register(struct sandbox_service *svc, struct sbx_err *err);
+int tools_packages_register(struct sandbox_service *svc, struct sbx_err *err);
 int tools_files_register(struct sandbox_service *svc, struct sbx_err *err);
 int resources_sandbox_register(struct sandbox_service *svc, struct sbx_err *err);
 

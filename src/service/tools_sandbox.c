@@ -4,6 +4,7 @@
 #include "metrics.h"
 #include "tools_common.h"
 
+#include "egress_proxy.h"
 #include "files.h"
 #include "history.h"
 #include "jail/jail.h"
@@ -401,9 +402,11 @@ static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
         json_pack("{s:s, s:s?, s:s, s:s, s:o, s:o}", "sandbox_id", sb->id, "name", sb->name,
                   "profile", sb->profile->name, "network", sb->network, "limits",
                   sandbox_limits_json(sb->profile), "created_at", iso_json(sb->created_ms));
-    char *text = xasprintf("created sandbox %s (profile %s); pass sandbox_id \"%s\" to run_code, "
-                           "execute_command and the file tools",
-                           sb->id, sb->profile->name, sb->id);
+    bool packages = strcmp(sb->network, "packages") == 0;
+    char *text = xasprintf("created sandbox %s (profile %s, network %s); pass sandbox_id \"%s\" to "
+                           "run_code, execute_command%s and the file tools",
+                           sb->id, sb->profile->name, sb->network, sb->id,
+                           packages ? ", install_packages" : "");
     mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
                                     text, "structuredContent", sc));
     free(text);
@@ -411,11 +414,11 @@ static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
 
 static json_t *sandbox_summary(const struct sandbox *sb)
 {
-    return json_pack("{s:s, s:s?, s:s, s:s, s:o, s:o, s:I, s:b}", "id", sb->id, "name", sb->name,
-                     "profile", sb->profile->name, "state", sandbox_state_name(sb->state),
-                     "created_at", iso_json(sb->created_ms), "last_used_at",
-                     iso_json(sb->last_used_ms), "executions", (json_int_t)sb->executions,
-                     "default", sb->is_default);
+    return json_pack("{s:s, s:s?, s:s, s:s, s:s, s:o, s:o, s:I, s:b}", "id", sb->id, "name",
+                     sb->name, "profile", sb->profile->name, "network", sb->network, "state",
+                     sandbox_state_name(sb->state), "created_at", iso_json(sb->created_ms),
+                     "last_used_at", iso_json(sb->last_used_ms), "executions",
+                     (json_int_t)sb->executions, "default", sb->is_default);
 }
 
 static void t_list_sandboxes(struct mcp_call *call, json_t *args, void *data)
@@ -452,6 +455,27 @@ static json_t *layers_json(const struct sandbox *sb)
         "read_only_root", true, "no_new_privs", true, "degraded", j ? j->degraded : "");
 }
 
+/* The sandbox's network policy, and what its egress proxy has done so far. */
+static json_t *network_json(const struct sandbox *sb)
+{
+    json_t *n = json_pack("{s:s}", "mode", sb->network);
+    if (sb->proxy) {
+        struct egress_stats st;
+        egress_proxy_stats(sb->proxy, &st);
+        char *allowed = egress_policy_describe(sb->svc->egress);
+        char proxy[32];
+        snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", EGRESS_PROXY_PORT);
+        json_object_set_new(n, "proxy", json_string(proxy));
+        json_object_set_new(n, "allowed_hosts", json_string(allowed));
+        json_object_set_new(n, "connections_allowed", json_integer((json_int_t)st.allowed));
+        json_object_set_new(n, "connections_denied", json_integer((json_int_t)st.denied));
+        json_object_set_new(n, "connections_open", json_integer((json_int_t)st.open));
+        json_object_set_new(n, "bytes", json_integer((json_int_t)st.bytes));
+        free(allowed);
+    }
+    return n;
+}
+
 static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data)
 {
     struct sandbox *sb = tool_sandbox(data, call, args);
@@ -468,6 +492,7 @@ static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data
                            alive, "executions", (json_int_t)sb->executions, "restarts",
                            (json_int_t)sb->restarts, "installed_packages", sb->packages,
                            "isolation", layers_json(sb), "queued", (json_int_t)sb->queue_len);
+    json_object_set_new(sc, "network", network_json(sb));
     if (sb->state == SBX_BROKEN)
         json_object_set_new(sc, "broken_reason", json_string(sb->broken_reason));
     tool_finish(call, NULL, sc);

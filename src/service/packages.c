@@ -1,0 +1,168 @@
+/* The pip command line is fixed here and only requirement strings that requirements.c has
+ * accepted are appended to it, so what reaches pip is always: install these names, from these
+ * indexes, into the sandbox's package directory, wheels only unless configured otherwise. */
+#include "packages.h"
+
+#include "util.h"
+
+#include <string.h>
+
+static void env_add(char ***env, size_t *n, char *kv)
+{
+    *env = xrealloc(*env, (*n + 2) * sizeof(char *));
+    (*env)[(*n)++] = kv;
+    (*env)[*n] = NULL;
+}
+
+char **packages_sandbox_env(const struct sbx_config *cfg, uint16_t proxy_port)
+{
+    char **env = NULL;
+    size_t n = 0;
+    char proxy[32];
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%u", proxy_port);
+    /* Lower and upper case: curl reads only http_proxy in lower case, others either. */
+    static const char *const proxy_vars[] = {"http_proxy", "https_proxy", "HTTP_PROXY",
+                                             "HTTPS_PROXY"};
+    for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
+        env_add(&env, &n, xasprintf("%s=%s", proxy_vars[i], proxy));
+    if (cfg->index_url && *cfg->index_url)
+        env_add(&env, &n, xasprintf("PIP_INDEX_URL=%s", cfg->index_url));
+    if (cfg->extra_index_urls.len) {
+        size_t len = 0;
+        for (size_t i = 0; i < cfg->extra_index_urls.len; i++)
+            len += strlen(cfg->extra_index_urls.items[i]) + 1;
+        char *joined = xcalloc(1, len + 1);
+        for (size_t i = 0; i < cfg->extra_index_urls.len; i++) {
+            if (i)
+                strcat(joined, " ");
+            strcat(joined, cfg->extra_index_urls.items[i]);
+        }
+        env_add(&env, &n, xasprintf("PIP_EXTRA_INDEX_URL=%s", joined));
+        free(joined);
+    }
+    if (cfg->only_binary)
+        env_add(&env, &n, xstrdup("PIP_ONLY_BINARY=:all:"));
+    env_add(&env, &n, xstrdup("PIP_TARGET=" PACKAGES_DIR));
+    env_add(&env, &n, xstrdup("PIP_NO_CACHE_DIR=1"));
+    env_add(&env, &n, xstrdup("PIP_DISABLE_PIP_VERSION_CHECK=1"));
+    env_add(&env, &n, xstrdup("PYTHONPATH=" PACKAGES_DIR));
+    return env;
+}
+
+void packages_env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
+json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
+                          const char *report_path)
+{
+    json_t *a = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s]", "/usr/bin/python3", "-I", "-m", "pip",
+                          "install", "--no-input", "--disable-pip-version-check", "--no-cache-dir",
+                          "--progress-bar=off", "--upgrade", "--target=" PACKAGES_DIR, "--report",
+                          report_path);
+    if (cfg->only_binary)
+        json_array_append_new(a, json_string("--only-binary=:all:"));
+    if (cfg->index_url && *cfg->index_url) {
+        char *opt = xasprintf("--index-url=%s", cfg->index_url);
+        json_array_append_new(a, json_string(opt));
+        free(opt);
+    }
+    for (size_t i = 0; i < cfg->extra_index_urls.len; i++) {
+        char *opt = xasprintf("--extra-index-url=%s", cfg->extra_index_urls.items[i]);
+        json_array_append_new(a, json_string(opt));
+        free(opt);
+    }
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(reqs[i]));
+    return a;
+}
+
+int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, 0, &je);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return sbx_fail(err, EINVAL, "pip's report is not a JSON object (%s)", je.text);
+    }
+    json_t *out = json_array();
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(root, "install"), i, item)
+    {
+        const json_t *meta = json_object_get(item, "metadata");
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        const char *version = json_string_value(json_object_get(meta, "version"));
+        if (!name || !version || strlen(name) > REQUIREMENT_NAME_MAX || strlen(version) > 64)
+            continue;
+        json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "name", name, "version", version,
+                                             "requested",
+                                             json_is_true(json_object_get(item, "requested"))));
+    }
+    json_decref(root);
+    *installed = out;
+    return 0;
+}
+
+void packages_merge(json_t *list, const json_t *installed)
+{
+    size_t i;
+    json_t *pkg;
+    json_array_foreach(installed, i, pkg)
+    {
+        const char *name = json_string_value(json_object_get(pkg, "name"));
+        if (!name)
+            continue;
+        char norm[REQUIREMENT_NAME_MAX + 1], other[REQUIREMENT_NAME_MAX + 1];
+        requirement_normalize(name, norm, sizeof(norm));
+        json_t *entry =
+            json_pack("{s:s, s:O}", "name", name, "version", json_object_get(pkg, "version"));
+        size_t k;
+        json_t *have;
+        bool replaced = false;
+        json_array_foreach(list, k, have)
+        {
+            requirement_normalize(json_string_value(json_object_get(have, "name")) ?: "", other,
+                                  sizeof(other));
+            if (strcmp(norm, other) == 0) {
+                json_array_set(list, k, entry);
+                replaced = true;
+                break;
+            }
+        }
+        if (!replaced)
+            json_array_append(list, entry);
+        json_decref(entry);
+    }
+}
+
+char *packages_failure_reason(const char *output, size_t len)
+{
+    /* pip says why in lines starting "ERROR:"; keep those (bounded). */
+    size_t cap = 2048, o = 0;
+    char *why = xmalloc(cap);
+    const char *end = output + len;
+    for (const char *line = output; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t l = nl ? (size_t)(nl - line) : (size_t)(end - line);
+        if (l >= 6 && strncmp(line, "ERROR:", 6) == 0 && o + l + 2 < cap) {
+            memcpy(why + o, line, l);
+            o += l;
+            why[o++] = '\n';
+        }
+        line += l + 1;
+    }
+    if (o == 0) {
+        /* No ERROR line (a crash, a kill): the last lines say most. */
+        size_t take = len < cap - 1 ? len : cap - 1;
+        memcpy(why, end - take, take);
+        o = take;
+    }
+    while (o > 0 && (why[o - 1] == '\n' || why[o - 1] == ' '))
+        o--;
+    why[o] = '\0';
+    return why;
+}

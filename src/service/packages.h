@@ -1,0 +1,39 @@
+/* Package installs, the pure parts: the environment a `network: packages` sandbox gets, the
+ * pip command line install_packages runs, and reading what pip reports back. No I/O: the tool
+ * (tools_packages.c) does that, and these are unit-tested on their own. */
+#ifndef SBX_PACKAGES_H
+#define SBX_PACKAGES_H
+
+#include "config.h"
+#include "err.h"
+#include "requirements.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where packages go inside a sandbox: on the interpreter's sys.path, inside the workspace (so
+ * the workspace cap is the disk cap). */
+#define PACKAGES_DIR "/workspace/.packages"
+
+/* "K=V" strings (NULL-terminated, malloc'd; free with packages_env_free) for a sandbox whose
+ * proxy listens on 127.0.0.1:proxy_port: the proxy variables, pip's index settings and
+ * PYTHONPATH, so that pip and Python run by hand in the sandbox behave like the tool. */
+char **packages_sandbox_env(const struct sbx_config *cfg, uint16_t proxy_port);
+void packages_env_free(char **env);
+
+/* ["/usr/bin/python3", "-I", "-m", "pip", "install", ..., reqs...] for install_packages, with
+ * pip writing its JSON report to report_path. */
+json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
+                          const char *report_path);
+
+/* pip's --report JSON into [{name, version, requested}] (a new array). */
+int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err);
+
+/* Adds or replaces (by normalised name) each {name, version} of installed in list. */
+void packages_merge(json_t *list, const json_t *installed);
+
+/* The reason pip gave for failing (its "ERROR:" lines, else its last lines), malloc'd. */
+char *packages_failure_reason(const char *output, size_t len);
+
+#endif

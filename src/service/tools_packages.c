@@ -1,0 +1,281 @@
+/* install_packages: requirement strings are checked (shape, then packages.allowed) before
+ * anything runs; then pip runs inside the sandbox, through its egress proxy, into the
+ * sandbox's own package directory; its report says what was installed, the driver refreshes
+ * its import caches, and the sandbox's package list (status, history) is updated. */
+#include "sandbox.h"
+#include "tools_common.h"
+
+#include "files.h"
+#include "history.h"
+#include "log.h"
+#include "metrics.h"
+#include "packages.h"
+#include "protocol/mcp.h"
+#include "requirements.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_REQUIREMENTS  32
+#define REPORT_MAX_BYTES  (4u << 20)
+#define OUTPUT_TAIL_BYTES (16u << 10) /* what of pip's chatter the result carries */
+
+/* The report path is the argument after --report in the command the tool composed. */
+static const char *report_path(const json_t *argv)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(argv, i, v)
+    {
+        if (strcmp(json_string_value(v) ?: "", "--report") == 0)
+            return json_string_value(json_array_get(argv, i + 1));
+    }
+    return NULL;
+}
+
+/* pip's stdout then stderr, the tail of each when long. */
+static json_t *pip_output(struct exec *e, char **joined, size_t *joined_len)
+{
+    size_t out_len = 0, err_len = 0;
+    char *out = outbuf_render(&e->out, &out_len);
+    char *errs = outbuf_render(&e->err, &err_len);
+    const char *o = out, *r = errs;
+    if (out_len > OUTPUT_TAIL_BYTES) {
+        o += out_len - OUTPUT_TAIL_BYTES;
+        out_len = OUTPUT_TAIL_BYTES;
+    }
+    if (err_len > OUTPUT_TAIL_BYTES) {
+        r += err_len - OUTPUT_TAIL_BYTES;
+        err_len = OUTPUT_TAIL_BYTES;
+    }
+    size_t len = out_len + err_len + 1;
+    char *all = xmalloc(len + 1);
+    memcpy(all, o, out_len);
+    size_t n = out_len;
+    if (out_len && err_len && o[out_len - 1] != '\n')
+        all[n++] = '\n';
+    memcpy(all + n, r, err_len);
+    n += err_len;
+    all[n] = '\0';
+    free(out);
+    free(errs);
+    *joined = all;
+    *joined_len = n;
+    char *copy = xstrndup(all, n);
+    json_t *j = tool_string_lossy(copy, n);
+    free(copy);
+    return j;
+}
+
+/* What pip installed, from its report; [] when the report is missing or unreadable. */
+static json_t *read_report(struct sandbox *sb, const char *path)
+{
+    struct sbx_err err = {0};
+    char *data = NULL;
+    size_t len = 0;
+    uint64_t size = 0;
+    json_t *installed = NULL;
+    if (!path ||
+        files_read(sandbox_root_fd(sb), path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, &err) <
+            0 ||
+        packages_parse_report(data, len, &installed, &err) < 0)
+        installed = json_array();
+    free(data);
+    if (path)
+        files_remove(sandbox_root_fd(sb), path, &err);
+    return installed;
+}
+
+static char *install_summary(const json_t *installed)
+{
+    size_t i;
+    json_t *p;
+    char *text = xstrdup("");
+    json_array_foreach(installed, i, p)
+    {
+        char *next = xasprintf("%s%s%s %s", text, i ? ", " : "",
+                               json_string_value(json_object_get(p, "name")),
+                               json_string_value(json_object_get(p, "version")));
+        free(text);
+        text = next;
+    }
+    return text;
+}
+
+static void on_install_done(struct exec *e)
+{
+    struct sandbox *sb = e->sb;
+    struct sandbox_service *svc = sb->svc;
+    const struct exec_outcome *o = &e->outcome;
+    double duration_ms = e->started_ns ? (double)(now_ns() - e->started_ns) / 1e6 : 0;
+    char *all = NULL;
+    size_t all_len = 0;
+    json_t *output = pip_output(e, &all, &all_len);
+    const char *path = report_path(e->argv);
+    bool success = o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
+    int exit_code = (int)json_integer_value(json_object_get(o->frame, "exit_code"));
+
+    char *reason = NULL;
+    json_t *installed;
+    if (success) {
+        installed = read_report(sb, path);
+        packages_merge(sb->packages, installed);
+        struct sbx_err err = {0};
+        if (svc->history && history_set_packages(svc->history, sb->id, sb->packages, &err) < 0)
+            log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+        /* The running interpreter sees the new packages without a restart. */
+        sandbox_send(
+            sb, json_pack("{s:s, s:I}", "op", "refresh_imports", "id", (json_int_t)++sb->next_seq));
+    } else {
+        installed = json_array();
+        struct sbx_err ignored = {0};
+        if (path && sandbox_root_fd(sb) >= 0)
+            files_remove(sandbox_root_fd(sb), path, &ignored);
+        if (o->timed_out)
+            reason = xasprintf("the install timed out after %u s (packages.max_install_seconds) "
+                               "and was stopped; nothing was installed",
+                               e->timeout_ms / 1000);
+        else if (!o->frame)
+            reason = xstrdup(o->reason[0] ? o->reason
+                                          : "pip did not finish: the sandbox's interpreter "
+                                            "was restarted");
+        else {
+            char *why = packages_failure_reason(all, all_len);
+            reason = xasprintf("pip failed (exit code %d): %s", exit_code, why);
+            free(why);
+        }
+    }
+
+    char labels[48];
+    snprintf(labels, sizeof(labels), "outcome=\"%s\"",
+             success        ? "ok"
+             : o->timed_out ? "timeout"
+                            : "error");
+    metrics_counter_add("mcp_package_installs_total", "install_packages calls, by outcome", labels,
+                        1);
+    if (svc->history) {
+        struct history_record rec = {
+            .timestamp_ms = e->started_wall_ms ? e->started_wall_ms : (int64_t)wall_ms(),
+            .language = "pip",
+            .success = success,
+            .duration_ms = (int64_t)duration_ms,
+            .code = e->code,
+            .stdout_text = json_string_value(output),
+            .error = reason,
+        };
+        sandbox_history_add(svc, sb->id, &rec);
+    }
+
+    if (e->call) {
+        char *names = install_summary(installed);
+        char *text = success ? xasprintf("Installed into sandbox %s: %s. They import right away "
+                                         "in run_code (no restart needed).",
+                                         sb->id, *names ? names : "nothing new")
+                             : xasprintf("%s\n\n%s", reason, json_string_value(output));
+        json_t *sc =
+            json_pack("{s:s, s:b, s:O, s:O, s:o, s:s?, s:f, s:b}", "sandbox_id", sb->id, "success",
+                      success, "installed", installed, "packages", sb->packages, "output", output,
+                      "error", reason, "duration_ms", duration_ms, "timed_out", o->timed_out);
+        output = NULL;
+        mcp_call_finish(e->call,
+                        json_pack("{s:[{s:s, s:s}], s:o, s:b}", "content", "type", "text", "text",
+                                  text, "structuredContent", sc, "isError", !success));
+        free(text);
+        free(names);
+    }
+    json_decref(output);
+    json_decref(installed);
+    free(reason);
+    free(all);
+}
+
+static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    const struct sbx_config *cfg = svc->cfg;
+    const json_t *list = json_object_get(args, "packages");
+    size_t n = json_array_size(list);
+    if (n == 0 || n > MAX_REQUIREMENTS) {
+        mcp_call_fail(call, "packages: give 1 to %d requirement strings", MAX_REQUIREMENTS);
+        return;
+    }
+    /* Every string is checked before a sandbox is touched or pip runs. */
+    const char *reqs[MAX_REQUIREMENTS];
+    char summary[MAX_REQUIREMENTS * (REQUIREMENT_MAX + 1) + 16] = "pip install";
+    for (size_t i = 0; i < n; i++) {
+        struct requirement r;
+        struct sbx_err err = {0};
+        reqs[i] = json_string_value(json_array_get(list, i));
+        if (!reqs[i] || requirement_parse(reqs[i], &r, &err) < 0) {
+            sandbox_count_rejection("packages.invalid");
+            mcp_call_fail(call, "packages[%zu]: %s", i,
+                          reqs[i] ? err.msg : "a requirement is a string");
+            return;
+        }
+        if (!requirement_allowed(&cfg->allowed_packages, r.normalized)) {
+            sandbox_count_rejection("packages.allowed");
+            mcp_call_fail(call,
+                          "packages[%zu]: '%s' is not on this server's list of installable "
+                          "packages (packages.allowed); nothing was installed",
+                          i, r.name);
+            return;
+        }
+        size_t off = strlen(summary);
+        snprintf(summary + off, sizeof(summary) - off, " %s", reqs[i]);
+    }
+    struct sandbox *sb = tool_sandbox(svc, call, args);
+    if (!sb)
+        return;
+    if (strcmp(sb->network, "packages") != 0) {
+        mcp_call_fail(call,
+                      "sandbox %s has no network (network: %s), so pip cannot reach a package "
+                      "index; create a sandbox with create_sandbox {\"network\": \"packages\"} "
+                      "and install into that one (an operator can also set network = "
+                      "\"packages\" in [profiles.%s] to give every sandbox of that profile "
+                      "package access)",
+                      sb->id, sb->network, sb->profile->name);
+        return;
+    }
+    static uint64_t installs;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%llu.json", (unsigned long long)++installs);
+    struct sbx_err err = {0};
+    if (sandbox_exec_argv(sb, call, "pip", summary, packages_pip_argv(cfg, reqs, n, path),
+                          cfg->max_install_seconds * 1000, on_install_done, NULL, &err) < 0)
+        mcp_call_fail(call, "%s", err.msg);
+}
+
+static const struct mcp_tool_def tool_defs[] = {
+    {"install_packages", "Install Python packages into a sandbox",
+     "Install Python packages from the server's package index into one sandbox, with pip. The "
+     "sandbox must have been created with create_sandbox {\"network\": \"packages\"}: its code "
+     "then reaches the package index (and nothing else) through the server's proxy. Packages "
+     "import right away in run_code, without a restart, and stay for the sandbox's life; other "
+     "sandboxes and the server are not changed. Give requirement strings such as numpy or "
+     "requests==2.31.0 (no pip options, paths or URLs). Only prebuilt wheels are installed "
+     "unless the server allows source builds.",
+     "{\"type\":\"object\",\"properties\":{\"packages\":{\"type\":\"array\",\"items\":{\"type\":"
+     "\"string\",\"minLength\":1,\"maxLength\":200},\"minItems\":1,\"maxItems\":32,"
+     "\"description\":\"Requirement strings, e.g. [\\\"numpy\\\", \\\"requests==2.31.0\\\"]\"},"
+     "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"A sandbox created "
+     "with network: packages; omit it to use your default sandbox\"}},\"required\":["
+     "\"packages\"],\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"success\":{"
+     "\"type\":\"boolean\"},\"installed\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+     "\"properties\":{\"name\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"
+     "\"requested\":{\"type\":\"boolean\"}}}},\"packages\":{\"type\":\"array\",\"items\":{"
+     "\"type\":\"object\"}},\"output\":{\"type\":\"string\"},\"error\":{\"type\":[\"string\","
+     "\"null\"]},\"duration_ms\":{\"type\":\"number\"},\"timed_out\":{\"type\":\"boolean\"}},"
+     "\"required\":[\"sandbox_id\",\"success\",\"installed\",\"packages\",\"output\","
+     "\"duration_ms\",\"timed_out\"]}",
+     false, false, true, true, t_install_packages},
+};
+
+int tools_packages_register(struct sandbox_service *svc, struct sbx_err *err)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(tool_defs); i++)
+        if (mcp_server_add_tool(svc->srv, &tool_defs[i], svc, err) < 0)
+            return -1;
+    return 0;
+}
