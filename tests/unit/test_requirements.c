@@ -1,0 +1,236 @@
+/* install_packages' requirement strings: what passes, what is refused and why, PEP 503 names,
+ * packages.allowed; and the pip command line, report and environment built around them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "config.h"
+#include "service/packages.h"
+#include "service/requirements.h"
+#include "util.h"
+
+static void accepts_names_extras_and_specifiers(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "numpy",
+        "requests==2.31.0",
+        "pandas[excel]>=2,<3",
+        "Django ~= 4.2",
+        "zope.interface",
+        "sbx_mixed.Case",
+        "a",
+        "x[a, b]==1.*",
+        "pkg!=1.0.post1",
+        "pkg===1.0",
+        "  numpy  ",
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct requirement r;
+        struct sbx_err err = {0};
+        if (requirement_parse(ok[i], &r, &err) != 0)
+            fail_msg("'%s' refused: %s", ok[i], err.msg);
+    }
+    struct requirement r;
+    assert_int_equal(requirement_parse("Requests==2.31.0", &r, NULL), 0);
+    assert_string_equal(r.name, "Requests");
+    assert_string_equal(r.normalized, "requests");
+    assert_true(r.pinned);
+    assert_int_equal(requirement_parse("requests>=2", &r, NULL), 0);
+    assert_false(r.pinned);
+    assert_int_equal(requirement_parse("requests==2.*", &r, NULL), 0);
+    assert_false(r.pinned);
+}
+
+static void refuses_options_paths_urls_and_markers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"--index-url=http://evil/simple", "pip option"},
+        {"-e", "pip option"},
+        {"-r requirements.txt", "pip option"},
+        {"--extra-index-url", "pip option"},
+        {"./local", "path"},
+        {"/tmp/x.whl", "path"},
+        {"..\\x", "path"},
+        {"~/pkg", "path"},
+        {"http://evil/x.whl", "URL"},
+        {"git+https://github.com/x/y", "URL"},
+        {"pkg @ https://evil/pkg.whl", "URL"},
+        {"pkg@1.0", "direct reference"},
+        {"pkg; python_version<'3'", "markers"},
+        {"", "empty"},
+        {"numpy-", "not a package name"},
+        {"_numpy", "not a package name"},
+        {"num py", "version specifier"},
+        {"numpy==", "must follow"},
+        {"numpy>=1.*", "'*'"},
+        {"numpy==1.*.2", "'*'"},
+        {"numpy 1.0", "version specifier"},
+        {"numpy==1.0 2.0", "unexpected"},
+        {"x[a,]", "extras"},
+        {"x[a", "extras"},
+        {"pkg==1.0\n--index-url=x", "printable"},
+        {"pkg$(id)", "not a package name"},
+        {"pkg==`id`", "must follow"},
+        {"pk\xc3\xa9", "printable"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct requirement r;
+        struct sbx_err err = {0};
+        if (requirement_parse(bad[i].text, &r, &err) == 0)
+            fail_msg("'%s' accepted", bad[i].text);
+        if (!strstr(err.msg, bad[i].why))
+            fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err.msg, bad[i].why);
+    }
+    char longname[300];
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    struct requirement r;
+    assert_int_equal(requirement_parse(longname, &r, NULL), -1);
+}
+
+static void names_normalise_as_pep_503_and_match_the_allow_list(void **state)
+{
+    (void)state;
+    char out[64];
+    requirement_normalize("Sbx_Mixed.Case", out, sizeof(out));
+    assert_string_equal(out, "sbx-mixed-case");
+    requirement_normalize("a--b__c..d", out, sizeof(out));
+    assert_string_equal(out, "a-b-c-d");
+    requirement_normalize("NumPy", out, sizeof(out));
+    assert_string_equal(out, "numpy");
+
+    char *items[] = {"NumPy", "sbx_mixed.case"};
+    struct string_list allowed = {items, 2};
+    assert_true(requirement_allowed(&allowed, "numpy"));
+    assert_true(requirement_allowed(&allowed, "sbx-mixed-case"));
+    assert_false(requirement_allowed(&allowed, "requests"));
+    struct string_list empty = {NULL, 0};
+    assert_true(requirement_allowed(&empty, "anything"));
+}
+
+static bool argv_has(const json_t *argv, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(argv, i, v)
+    {
+        if (strcmp(json_string_value(v), s) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void the_pip_command_line_is_fixed_around_the_requirements(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    config_init_defaults(&cfg);
+    struct sbx_err err = {0};
+    assert_int_equal(
+        config_set(&cfg, "packages.index_url", "http://127.0.0.1:9/simple", CONFIG_SRC_FLAG, &err),
+        0);
+    assert_int_equal(config_set(&cfg, "packages.extra_index_urls", "http://mirror:8/simple",
+                                CONFIG_SRC_FLAG, &err),
+                     0);
+    const char *reqs[] = {"numpy", "requests==2.31.0"};
+    json_t *argv = packages_pip_argv(&cfg, reqs, 2, "/tmp/r.json");
+    assert_string_equal(json_string_value(json_array_get(argv, 0)), "/usr/bin/python3");
+    assert_true(argv_has(argv, "--only-binary=:all:"));
+    assert_true(argv_has(argv, "--target=" PACKAGES_DIR));
+    assert_true(argv_has(argv, "--index-url=http://127.0.0.1:9/simple"));
+    assert_true(argv_has(argv, "--extra-index-url=http://mirror:8/simple"));
+    assert_true(argv_has(argv, "/tmp/r.json"));
+    size_t n = json_array_size(argv);
+    assert_string_equal(json_string_value(json_array_get(argv, n - 1)), "requests==2.31.0");
+    assert_string_equal(json_string_value(json_array_get(argv, n - 2)), "numpy");
+    json_decref(argv);
+
+    assert_int_equal(config_set(&cfg, "packages.only_binary", "false", CONFIG_SRC_FLAG, &err), 0);
+    argv = packages_pip_argv(&cfg, reqs, 1, "/tmp/r.json");
+    assert_false(argv_has(argv, "--only-binary=:all:"));
+    json_decref(argv);
+
+    char **env = packages_sandbox_env(&cfg, 3128);
+    bool proxy = false, index = false, extra = false, path = false;
+    for (char **e = env; *e; e++) {
+        proxy |= strcmp(*e, "HTTPS_PROXY=http://127.0.0.1:3128") == 0;
+        index |= strcmp(*e, "PIP_INDEX_URL=http://127.0.0.1:9/simple") == 0;
+        extra |= strcmp(*e, "PIP_EXTRA_INDEX_URL=http://mirror:8/simple") == 0;
+        path |= strcmp(*e, "PYTHONPATH=" PACKAGES_DIR) == 0;
+    }
+    assert_true(proxy && index && extra && path);
+    packages_env_free(env);
+    config_free(&cfg);
+}
+
+static void pip_reports_and_failures_are_read(void **state)
+{
+    (void)state;
+    const char *report = "{\"version\":\"1\",\"install\":[{\"metadata\":{\"name\":\"sbxapp\","
+                         "\"version\":\"1.0\"},\"requested\":true},{\"metadata\":{\"name\":"
+                         "\"sbxdemo\",\"version\":\"2.0\"},\"requested\":false},{\"metadata\":{"
+                         "\"name\":7}},{\"nothing\":1}]}";
+    json_t *installed = NULL;
+    assert_int_equal(packages_parse_report(report, strlen(report), &installed, NULL), 0);
+    assert_int_equal(json_array_size(installed), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(installed, 1), "name")),
+                        "sbxdemo");
+    assert_true(json_is_true(json_object_get(json_array_get(installed, 0), "requested")));
+    json_t *bad = NULL;
+    assert_int_equal(packages_parse_report("[1]", 3, &bad, NULL), -1);
+    assert_int_equal(packages_parse_report("{", 1, &bad, NULL), -1);
+
+    json_t *list = json_pack("[{s:s, s:s}]", "name", "SbxDemo", "version", "1.0");
+    packages_merge(list, installed);
+    assert_int_equal(json_array_size(list), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "version")),
+                        "2.0");
+    json_decref(list);
+    json_decref(installed);
+
+    const char *out = "Looking in indexes: x\nERROR: Could not find a version that satisfies the "
+                      "requirement sbxsrc\nERROR: No matching distribution found for sbxsrc\n";
+    char *why = packages_failure_reason(out, strlen(out));
+    assert_string_equal(why, "ERROR: Could not find a version that satisfies the requirement "
+                             "sbxsrc\nERROR: No matching distribution found for sbxsrc");
+    free(why);
+    why = packages_failure_reason("Killed\n", 7);
+    assert_string_equal(why, "Killed");
+    free(why);
+}
+
+static void utf8_scrub_keeps_valid_characters(void **state)
+{
+    (void)state;
+    char a[] = "caf\xc3\xa9 \xe2\x82\xac ok";
+    assert_int_equal(utf8_scrub(a, strlen(a)), 0);
+    char b[] = "x\xff\xc3y\xe2\x82";
+    assert_int_equal(utf8_scrub(b, strlen(b)), 4);
+    assert_string_equal(b, "x??y??");
+    char c[] = "\xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80";
+    utf8_scrub(c, strlen(c));
+    assert_null(strchr(c, '\xed'));
+    json_t *j = json_string(c);
+    assert_non_null(j);
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(accepts_names_extras_and_specifiers),
+        cmocka_unit_test(refuses_options_paths_urls_and_markers),
+        cmocka_unit_test(names_normalise_as_pep_503_and_match_the_allow_list),
+        cmocka_unit_test(the_pip_command_line_is_fixed_around_the_requirements),
+        cmocka_unit_test(pip_reports_and_failures_are_read),
+        cmocka_unit_test(utf8_scrub_keeps_valid_characters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
