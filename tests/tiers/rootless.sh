@@ -18,7 +18,7 @@ NODE=$PWD/tests/e2e/node_modules/.bin/node22
 (cd tests/e2e && HOME=$work TMPDIR=$work SBX_TEST_BIN=$PWD/../../$BUILD/mcp-sandbox \
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
     "$NODE" --test --test-reporter=tap --test-concurrency=1 --test-timeout=120000 \
-    ./tools.test.mjs) | sed -E 's/^(not )?ok ([0-9]+) - /\1ok \2 - rootless: /'
+    ./tools.test.mjs ./packages.test.mjs) | sed -E 's/^(not )?ok ([0-9]+) - /\1ok \2 - rootless: /'
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 rm -rf "$work"
 exit $rc

@@ -1,0 +1,307 @@
+// install_packages and network: packages, end to end: the real binary over stdio with the
+// official SDK, real sandboxes, real pip, and a local PEP 503 index (wheels built by
+// pkgindex.py) served on 127.0.0.1. The egress proxy is checked from inside the sandbox: what
+// it lets through, and each way it refuses.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, normalize } from 'node:path';
+import { connect, cleanup } from './helpers.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-packages-'));
+chmodSync(dir, 0o755);
+const indexDir = join(dir, 'index');
+const requests = [];
+let index, secret, indexPort, secretPort;
+
+// The index: static files, except a project whose page never comes (for the install timeout).
+function serveIndex(req, res) {
+  requests.push(req.url);
+  if (req.url.startsWith('/simple/sbxslow')) return; // hangs until the client gives up
+  const path = normalize(join(indexDir, decodeURIComponent(req.url.split('?')[0])));
+  const file = path.endsWith('/') ? join(path, 'index.html') : path;
+  if (!file.startsWith(indexDir) || !existsSync(file)) {
+    res.writeHead(404).end('not found');
+    return;
+  }
+  res.writeHead(200, { 'Content-Type': file.endsWith('.html') ? 'text/html' : 'application/octet-stream' });
+  res.end(readFileSync(file));
+}
+
+const listen = (srv) => new Promise((res) => srv.listen(0, '127.0.0.1', () => res(srv.address().port)));
+
+before(async () => {
+  execFileSync('/usr/bin/python3', [new URL('./pkgindex.py', import.meta.url).pathname, indexDir]);
+  index = createServer(serveIndex);
+  indexPort = await listen(index);
+  // Another service on the host's loopback that no sandbox may reach.
+  secret = createServer((req, res) => res.end('host secret'));
+  secretPort = await listen(secret);
+});
+
+after(async () => {
+  await cleanup();
+  index.closeAllConnections();
+  index.close();
+  secret.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+let n = 0;
+async function server(extraToml = '', logLevel = 'warning') {
+  const cfg = join(dir, `config-${++n}.toml`);
+  writeFileSync(cfg, `[packages]
+index_url = "http://127.0.0.1:${indexPort}/simple"
+proxy_allow = ["localhost:${indexPort}"]
+allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow"]
+${extraToml}
+`);
+  const { client, transport } = await connect(['--config', cfg, '--state-dir', join(dir, 'state'),
+    '--log-level', logLevel]);
+  return { client, transport };
+}
+
+async function call(client, name, args = {}) {
+  const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 120000 });
+  const text = (r.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+  return { r, sc: r.structuredContent, text };
+}
+
+async function sandbox(client, network) {
+  const { sc } = await call(client, 'create_sandbox', { network });
+  assert.equal(sc.network, network);
+  return sc.sandbox_id;
+}
+
+async function py(client, id, code) {
+  const { r, sc } = await call(client, 'run_code', { sandbox_id: id, code });
+  assert.equal(r.isError, false, JSON.stringify(sc));
+  return sc.stdout + (sc.result ?? '');
+}
+
+// Raw requests to the proxy from inside the sandbox: the status line and body it answered.
+const ASK = `
+import socket
+def ask(head, port=3128):
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall(head.encode())
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+        if data.startswith(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n"):
+            break
+    s.close()
+    return data.decode("latin-1")
+`;
+
+let main;
+test('install a package, import it in the same sandbox, and not see it in another', async () => {
+  main = await server();
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  const inst = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxapp'] });
+  assert.equal(inst.r.isError, false, inst.text);
+  assert.deepEqual(inst.sc.installed.map((p) => `${p.name} ${p.version} ${p.requested}`).sort(),
+    ['sbxapp 1.0 true', 'sbxdemo 2.0 false']);
+  assert.match(inst.text, /sbxapp 1\.0/);
+  // the running interpreter imports it at once: no restart, earlier state kept
+  await py(c, a, 'kept = 42');
+  assert.equal(await py(c, a, 'import sbxapp, sbxdemo\n(kept, sbxapp.READY, sbxdemo.VERSION)'), "(42, True, '2.0')");
+  // and so does python3 run by hand in the sandbox
+  const cmd = await call(c, 'execute_command', { sandbox_id: a, command: 'python3 -c "import sbxdemo; print(sbxdemo.hello())"' });
+  assert.equal(cmd.sc.stdout, 'hello from sbxdemo\n');
+  // status and history know
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.deepEqual(st.sc.installed_packages.map((p) => p.name).sort(), ['sbxapp', 'sbxdemo']);
+  assert.equal(st.sc.network.mode, 'packages');
+  assert.ok(st.sc.network.connections_allowed >= 2, JSON.stringify(st.sc.network));
+  const h = await call(c, 'get_execution_history', { sandbox_id: a });
+  assert.deepEqual(h.sc.installed_packages.map((p) => p.name).sort(), ['sbxapp', 'sbxdemo']);
+  const rec = h.sc.records.find((x) => x.language === 'pip');
+  assert.ok(rec && rec.success && /pip install sbxapp/.test(rec.code_preview), JSON.stringify(h.sc.records));
+  // another sandbox, of either network, has none of it
+  for (const net of ['packages', 'none']) {
+    const b = await sandbox(c, net);
+    const r = await call(c, 'run_code', { sandbox_id: b, code: 'import sbxdemo' });
+    assert.equal(r.r.isError, true);
+    assert.equal(r.sc.error.type, 'ModuleNotFoundError');
+  }
+});
+
+test('a version pin is honoured, and a later install replaces it', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  let inst = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxdemo==1.0'] });
+  assert.equal(inst.r.isError, false, inst.text);
+  assert.deepEqual(inst.sc.installed, [{ name: 'sbxdemo', version: '1.0', requested: true }]);
+  assert.equal(await py(c, a, 'import sbxdemo\nsbxdemo.VERSION'), "'1.0'");
+  inst = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxdemo>1.0', 'Sbx-Mixed-Case'] });
+  assert.equal(inst.r.isError, false, inst.text);
+  assert.equal(await py(c, a, 'import importlib, sbxdemo, sbx_mixed_case\nimportlib.reload(sbxdemo).VERSION'), "'2.0'");
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.deepEqual(st.sc.installed_packages.map((p) => `${p.name} ${p.version}`).sort(),
+    ['Sbx_Mixed.Case 0.1', 'sbxdemo 2.0']);
+});
+
+test('packages outside packages.allowed, and smuggled options, are refused before pip runs', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  const before = requests.length;
+  let r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxdemo', 'sbxother'] });
+  assert.equal(r.r.isError, true);
+  assert.match(r.text, /'sbxother' is not on this server's list of installable packages \(packages\.allowed\)/);
+  for (const [bad, why] of [
+    ['--index-url=http://evil.example/simple', /pip option/],
+    ['-e', /pip option/],
+    ['-r/etc/passwd', /pip option/],
+    ['./sbxdemo', /path/],
+    ['/workspace/x.whl', /path/],
+    ['http://127.0.0.1/sbxdemo-1.0-py3-none-any.whl', /URL/],
+    ['sbxdemo @ http://evil.example/x.whl', /URL/],
+    ['sbxdemo; python_version > "3"', /markers/],
+    ['sbxdemo==1.0 --pre', /version specifier|unexpected/],
+  ]) {
+    r = await call(c, 'install_packages', { sandbox_id: a, packages: [bad] });
+    assert.equal(r.r.isError, true, bad);
+    assert.match(r.text, why, bad);
+  }
+  assert.equal(requests.length, before, 'pip never ran: ' + requests.slice(before).join(' '));
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.deepEqual(st.sc.installed_packages, []);
+});
+
+test('wheels only: a project with only an sdist is refused with pip\'s reason, and no setup.py runs', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  const r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxsrc'] });
+  assert.equal(r.r.isError, true);
+  assert.equal(r.sc.success, false);
+  assert.match(r.sc.error, /pip failed \(exit code 1\): ERROR: Could not find a version that satisfies the requirement sbxsrc/);
+  assert.ok(!requests.some((u) => u.includes('sbxsrc-1.0.tar.gz')), 'the sdist was never fetched');
+  const h = await call(c, 'get_execution_history', { sandbox_id: a });
+  assert.ok(h.sc.records.some((x) => x.language === 'pip' && !x.success));
+});
+
+test('the proxy lets the index through and refuses other hosts, ports and forbidden addresses', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  const out = await py(c, a, ASK + `
+import json
+print(json.dumps({
+  "index": ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"),
+  "other_host": ask("GET http://example.invalid/ HTTP/1.1\\r\\nHost: example.invalid\\r\\n\\r\\n"),
+  "connect_other_host": ask("CONNECT pypi.org:443 HTTP/1.1\\r\\n\\r\\n"),
+  "other_port": ask("CONNECT 127.0.0.1:${secretPort} HTTP/1.1\\r\\n\\r\\n"),
+  "other_port_get": ask("GET http://127.0.0.1:${secretPort}/ HTTP/1.1\\r\\n\\r\\n"),
+  "name_to_loopback": ask("GET http://localhost:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\n"),
+  "garbage": ask("\\x16\\x03\\x01 hello"),
+  "origin_form": ask("GET /simple/ HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n"),
+}))
+`);
+  const got = JSON.parse(out);
+  assert.match(got.index, /^HTTP\/1\.[01] 200/);
+  assert.match(got.index, /sbxdemo/);
+  for (const k of ['other_host', 'connect_other_host']) {
+    assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
+    assert.match(got[k], /refused by the sandbox's network policy \(network: packages\): the host is not on the list/, k);
+    assert.match(got[k], new RegExp(`Allowed: 127\\.0\\.0\\.1:${indexPort}`), k);
+  }
+  for (const k of ['other_port', 'other_port_get']) {
+    assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
+    assert.match(got[k], /the port is not allowed for this host/, k);
+    assert.doesNotMatch(got[k], /host secret/, k);
+  }
+  assert.match(got.name_to_loopback, /^HTTP\/1\.1 403 Forbidden/);
+  assert.match(got.name_to_loopback, /localhost resolves to a loopback address \(127\.0\.0\.1\)/);
+  assert.match(got.garbage, /^HTTP\/1\.1 400 Bad Request/);
+  assert.match(got.origin_form, /^HTTP\/1\.1 400 .*absolute http:\/\/ URL/s);
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.ok(st.sc.network.connections_denied >= 5, JSON.stringify(st.sc.network));
+});
+
+test('sandbox code has no route around the proxy: no host loopback, no raw sockets; network none has no proxy', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  const probe = (port) => `
+import socket, json
+def reach(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return "connected"
+    except OSError as e:
+        return type(e).__name__
+def raw():
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        return "opened"
+    except OSError as e:
+        return type(e).__name__
+print(json.dumps({"proxy": reach(3128), "index": reach(${indexPort}), "secret": reach(${secretPort}), "raw": raw()}))
+`;
+  const withProxy = JSON.parse(await py(c, a, probe()));
+  assert.deepEqual(withProxy, { proxy: 'connected', index: 'ConnectionRefusedError',
+    secret: 'ConnectionRefusedError', raw: 'PermissionError' });
+  const b = await sandbox(c, 'none');
+  const without = JSON.parse(await py(c, b, probe()));
+  assert.deepEqual(without, { proxy: 'ConnectionRefusedError', index: 'ConnectionRefusedError',
+    secret: 'ConnectionRefusedError', raw: 'PermissionError' });
+  const env = await call(c, 'execute_command', { sandbox_id: b, command: 'env | grep -ci proxy || true' });
+  assert.equal(env.sc.stdout.trim(), '0');
+  const r = await call(c, 'install_packages', { sandbox_id: b, packages: ['sbxdemo'] });
+  assert.equal(r.r.isError, true);
+  assert.match(r.text, /has no network \(network: none\).*create_sandbox \{"network": "packages"\}/s);
+  // the default sandbox follows its profile: none unless configured otherwise
+  const d = await call(c, 'install_packages', { packages: ['sbxdemo'] });
+  assert.equal(d.r.isError, true);
+  assert.match(d.text, /\[profiles\.standard\]/);
+});
+
+test('an install that runs too long is stopped; limits on proxy connections, idle time and bytes hold; every decision is logged', async () => {
+  const { client: c, transport } = await server(`max_install_seconds = 3
+proxy_max_connections = 3
+proxy_idle_timeout_s = 2
+proxy_max_bytes = "1M"
+`, 'info');
+  let log = '';
+  transport.stderr.on('data', (d) => { log += d.toString(); });
+  const a = await sandbox(c, 'packages');
+  const t0 = Date.now();
+  const r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxslow'] });
+  assert.equal(r.r.isError, true);
+  assert.equal(r.sc.timed_out, true);
+  assert.match(r.sc.error, /timed out after 3 s \(packages\.max_install_seconds\)/);
+  assert.ok(Date.now() - t0 < 30000);
+  assert.equal(await py(c, a, '1 + 1'), '2', 'the sandbox serves the next call');
+
+  const out = JSON.parse(await py(c, a, ASK + `
+import json, time
+held = [socket.create_connection(("127.0.0.1", 3128), timeout=10) for _ in range(3)]
+over = ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\n")
+t = time.time()
+held[0].settimeout(10)
+idle = held[0].recv(4096).decode()
+waited = time.time() - t
+for s in held:
+    s.close()
+time.sleep(0.5)
+big = ask("GET http://127.0.0.1:${indexPort}/files/big.bin HTTP/1.1\\r\\n\\r\\n")
+after_budget = ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\n")
+print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big), "after": after_budget}))
+`));
+  assert.match(out.over, /^HTTP\/1\.1 429 .*proxy_max_connections = 3/s);
+  assert.match(out.idle, /^HTTP\/1\.1 408/);
+  assert.ok(out.waited > 0.5 && out.waited < 8, `idle close after ${out.waited} s`);
+  assert.ok(out.big < 2 * 1024 * 1024, `the byte budget cut the download at ${out.big} bytes`);
+  assert.match(out.after, /^HTTP\/1\.1 403 .*byte budget/s);
+
+  await new Promise((res) => setTimeout(res, 300));
+  assert.match(log, new RegExp(`"msg":"egress allowed","sandbox":"${a}","method":"GET","target":"127\\.0\\.0\\.1:${indexPort}"`));
+  assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"status":"429"`));
+  assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"reason":"the sandbox's egress byte budget is used up"`));
+});
