@@ -292,6 +292,33 @@ static bool hop_by_hop(const char *name, size_t len)
     return false;
 }
 
+static bool header_is(const char *name, size_t len, const char *want)
+{
+    return strlen(want) == len && strncasecmp(name, want, len) == 0;
+}
+
+/* A Content-Length value (digits, optional spaces around); a second one must agree. */
+static int content_length(const char *v, const char *end, uint64_t *out, bool *seen)
+{
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (v == end || end - v > 15)
+        return -1;
+    uint64_t n = 0;
+    for (; v < end; v++) {
+        if (!isdigit((unsigned char)*v))
+            return -1;
+        n = n * 10 + (uint64_t)(*v - '0');
+    }
+    if (*seen && n != *out)
+        return -1;
+    *out = n;
+    *seen = true;
+    return 0;
+}
+
 static const char *find_crlf(const char *s, const char *end)
 {
     for (const char *p = s; p + 1 < end; p++)
@@ -415,6 +442,7 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
         o += (size_t)snprintf(up + o, cap - o, " HTTP/1.1\r\n");
     }
     int count = 0;
+    bool have_length = false;
     for (const char *line = eol + 2; line < blank + 2;) {
         const char *lend = find_crlf(line, blank + 2);
         const char *colon = memchr(line, ':', (size_t)(lend - line));
@@ -432,6 +460,17 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
         /* Host always names the URL's host: a different one would let a shared front end
          * (a CDN) route the request to a site that is not on the list. */
         bool is_host = nlen == 4 && strncasecmp(line, "host", 4) == 0;
+        if (up && header_is(line, nlen, "transfer-encoding")) {
+            free(up);
+            *why = "request bodies with Transfer-Encoding are not supported (send Content-Length)";
+            return -1;
+        }
+        if (up && header_is(line, nlen, "content-length") &&
+            content_length(colon + 1, lend, &req->body_len, &have_length) < 0) {
+            free(up);
+            *why = "malformed or conflicting Content-Length";
+            return -1;
+        }
         if (up && !is_host && !hop_by_hop(line, nlen)) {
             memcpy(up + o, line, (size_t)(lend - line) + 2);
             o += (size_t)(lend - line) + 2;

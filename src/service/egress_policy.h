@@ -69,6 +69,9 @@ struct egress_request {
      * dropped, "Connection: close" added); malloc'd, upstream_len bytes. */
     char *upstream;
     size_t upstream_len;
+    /* EGRESS_FORWARD: the request body that follows the head (Content-Length); nothing after
+     * it is forwarded, so one request goes upstream per connection. */
+    uint64_t body_len;
 };
 
 /* Parses the head of one proxy request at buf. Returns 1 when a whole head was parsed (req

@@ -45,7 +45,9 @@ struct conn {
     bool policy_refusal;
     struct relay_buf up, down;       /* client -> upstream, upstream -> client */
     bool client_eof, upstream_eof;   /* read side ended */
+    uint64_t body_left;              /* forwarded requests: body bytes still to pass upstream */
     bool upstream_shut, client_shut; /* write side shut after the other side's EOF */
+    bool upstream_hup;               /* the upstream hung up: its fd is watched only to drain it */
     uint64_t last_active_ms;
     struct ev_timer *idle;
     struct conn *next;
@@ -169,6 +171,8 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
 
 /* ---- relaying ---- */
 
+static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
 static void update_interest(struct conn *c)
 {
     uint32_t ce = 0, ue = 0;
@@ -181,6 +185,18 @@ static void update_interest(struct conn *c)
     if (c->up.len > c->up.off)
         ue |= EPOLLOUT;
     ev_watch_modify(c->cw, ce);
+    /* A hung-up upstream reports EPOLLHUP whatever is asked: watch it only while its
+     * remaining bytes are wanted, or the loop would spin on it while the client drains. */
+    if (c->upstream_hup && !(ue & EPOLLIN)) {
+        ev_unwatch(c->uw);
+        c->uw = NULL;
+        return;
+    }
+    if (!c->uw) {
+        struct sbx_err err = {0};
+        c->uw = ev_watch(c->px->loop, c->ufd, ue, on_upstream, c, &err);
+        return; /* on failure the idle timer ends the connection */
+    }
     ev_watch_modify(c->uw, ue);
 }
 
@@ -191,16 +207,16 @@ static bool charge(struct conn *c, size_t n)
     return px->stats.bytes <= px->limits.max_bytes;
 }
 
-/* Moves what fits from fd into b (when b is empty). Returns 1 on data, 0 on EOF, -1 on error
- * or nothing to read now (*again). */
-static int fill(int fd, struct relay_buf *b, bool *again)
+/* Moves what fits (at most max bytes, if max) from fd into b (when b is empty). Returns 1 on
+ * data, 0 on EOF, -1 on error or nothing to read now (*again). */
+static int fill(int fd, struct relay_buf *b, size_t max, bool *again)
 {
     *again = false;
     if (!b->data) {
         b->cap = RELAY_BUF;
         b->data = xmalloc(b->cap);
     }
-    ssize_t n = read(fd, b->data, b->cap);
+    ssize_t n = read(fd, b->data, max && max < b->cap ? max : b->cap);
     if (n > 0) {
         b->len = (size_t)n;
         b->off = 0;
@@ -229,7 +245,9 @@ static int drain(int fd, struct relay_buf *b, bool *again)
 static void finish_if_done(struct conn *c)
 {
     bool up_empty = c->up.len == c->up.off, down_empty = c->down.len == c->down.off;
-    if (c->client_eof && up_empty && !c->upstream_shut) {
+    /* A forwarded request is not half-closed: Connection: close ends it, and some servers
+     * drop a request whose client shut its side early. */
+    if (c->client_eof && up_empty && !c->upstream_shut && c->req.kind == EGRESS_CONNECT) {
         shutdown(c->ufd, SHUT_WR);
         c->upstream_shut = true;
     }
@@ -257,6 +275,13 @@ static void relay(struct conn *c, bool from_client, uint32_t events)
     struct relay_buf *out = from_client ? &c->down : &c->up;
     bool *eof = from_client ? &c->client_eof : &c->upstream_eof;
     bool again;
+    /* A reset, or a client gone both ways: nothing more can be delivered. */
+    if ((events & EPOLLERR) || (from_client && (events & EPOLLHUP))) {
+        conn_free(c);
+        return;
+    }
+    if (!from_client && (events & EPOLLHUP))
+        c->upstream_hup = true;
     if ((events & EPOLLOUT) && out->len > out->off) {
         if (drain(fd, out, &again) < 0 && !again) {
             conn_free(c);
@@ -265,9 +290,14 @@ static void relay(struct conn *c, bool from_client, uint32_t events)
         touch(c);
     }
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !*eof && in->len == 0) {
-        int r = fill(fd, in, &again);
+        size_t want = from_client && c->req.kind == EGRESS_FORWARD ? (size_t)c->body_left : 0;
+        int r = fill(fd, in, want, &again);
         if (r > 0) {
             touch(c);
+            if (want) {
+                c->body_left -= in->len;
+                c->client_eof = c->body_left == 0;
+            }
             if (!charge(c, in->len)) {
                 log_emit(LOG_LVL_NOTICE, "egress byte budget exhausted", "sandbox",
                          c->px->sandbox_id, "target", c->target, NULL);
@@ -284,10 +314,6 @@ static void relay(struct conn *c, bool from_client, uint32_t events)
     finish_if_done(c);
 }
 
-static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data);
-
-static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *data);
-
 static void start_relay(struct conn *c)
 {
     struct egress_proxy *px = c->px;
@@ -295,8 +321,15 @@ static void start_relay(struct conn *c)
     setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     c->down.cap = RELAY_BUF;
     c->down.data = xmalloc(c->down.cap);
-    /* Bytes the client sent after its head (a request body, a TLS hello) follow it. */
+    /* Bytes the client sent after its head (a request body, a TLS hello) follow it; a
+     * forwarded request takes its body and nothing more. */
     size_t extra = c->head_len - c->req.head_len;
+    if (c->req.kind == EGRESS_FORWARD) {
+        if (extra > c->req.body_len)
+            extra = (size_t)c->req.body_len;
+        c->body_left = c->req.body_len - extra;
+        c->client_eof = c->body_left == 0; /* nothing more is read from the client */
+    }
     const char *first = c->req.kind == EGRESS_FORWARD ? c->req.upstream : NULL;
     size_t first_len = first ? c->req.upstream_len : 0;
     c->up.cap = first_len + extra > RELAY_BUF ? first_len + extra : RELAY_BUF;

@@ -98,6 +98,21 @@ def ask(head, port=3128):
             break
     s.close()
     return data.decode("latin-1")
+
+def tunnel(target, inner):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(("CONNECT %s HTTP/1.1\\r\\n\\r\\n" % target).encode())
+    data = b""
+    while b"\\r\\n\\r\\n" not in data:
+        data += s.recv(4096)
+    s.sendall(inner.encode())
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    return data.decode("latin-1")
 `;
 
 let main;
@@ -195,6 +210,8 @@ test('the proxy lets the index through and refuses other hosts, ports and forbid
 import json
 print(json.dumps({
   "index": ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"),
+  "tunnel": tunnel("127.0.0.1:${indexPort}", "GET /simple/sbxapp/ HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n"),
+  "pipelined": ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\nGET http://127.0.0.1:${indexPort}/second-request HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n"),
   "other_host": ask("GET http://example.invalid/ HTTP/1.1\\r\\nHost: example.invalid\\r\\n\\r\\n"),
   "connect_other_host": ask("CONNECT pypi.org:443 HTTP/1.1\\r\\n\\r\\n"),
   "other_port": ask("CONNECT 127.0.0.1:${secretPort} HTTP/1.1\\r\\n\\r\\n"),
@@ -207,6 +224,11 @@ print(json.dumps({
   const got = JSON.parse(out);
   assert.match(got.index, /^HTTP\/1\.[01] 200/);
   assert.match(got.index, /sbxdemo/);
+  assert.match(got.tunnel, /^HTTP\/1\.1 200 Connection established\r\n\r\nHTTP\/1\.1 200 OK/);
+  assert.match(got.tunnel, /sbxapp-1\.0-py3-none-any\.whl/);
+  // one request per forwarded connection: a second one riding along never reaches anyone
+  assert.equal(got.pipelined.match(/HTTP\/1\.1 \d{3}/g).length, 1, got.pipelined);
+  assert.ok(!requests.some((u) => u.includes('second-request')));
   for (const k of ['other_host', 'connect_other_host']) {
     assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
     assert.match(got[k], /refused by the sandbox's network policy \(network: packages\): the host is not on the list/, k);

@@ -197,6 +197,12 @@ static void forwarded_heads_are_rewritten(void **state)
     free(up);
     free(req.upstream);
 
+    h = "POST http://h/upload HTTP/1.1\r\nContent-Length: 5\r\ncontent-length:5\r\n\r\nhello";
+    assert_int_equal(egress_parse_request(h, strlen(h), &req, &why), 1);
+    assert_int_equal(req.body_len, 5);
+    assert_int_equal(req.head_len, strlen(h) - 5);
+    free(req.upstream);
+
     h = "HEAD http://h HTTP/1.0\r\n\r\n";
     assert_int_equal(egress_parse_request(h, strlen(h), &req, &why), 1);
     assert_int_equal(req.port, 80);
@@ -223,6 +229,10 @@ static void malformed_heads_are_refused_with_a_reason(void **state)
         {"GET http://h:x/ HTTP/1.1\r\n\r\n", "host"},
         {"GET http://a!b/ HTTP/1.1\r\n\r\n", "host"},
         {"\x16\x03\x01\x02", "not an HTTP request"},
+        {"POST http://h/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "Transfer-Encoding"},
+        {"POST http://h/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+         "Content-Length"},
+        {"POST http://h/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "Content-Length"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct egress_request req;
