@@ -593,7 +593,8 @@ static const struct mcp_tool_def tool_defs[] = {
      "(matplotlib) come back as images, and new or changed files in /workspace as links. Output "
      "is capped per stream (head and tail kept, the rest saved to a file). On timeout the "
      "execution is interrupted (state kept); if it will not stop, the interpreter is restarted "
-     "and variables are lost, but files stay. No network.",
+     "and variables are lost, but files stay. No network, except the package index for "
+     "sandboxes created with network: packages (see install_packages).",
      "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"minLength\":1,"
      "\"description\":\"The code to run\"},\"language\":{\"type\":\"string\",\"enum\":[\"python\","
      "\"bash\"],\"description\":\"python (default) or bash\"}," SANDBOX_ID_ARG "," TIMEOUT_ARG
@@ -615,7 +616,9 @@ static const struct mcp_tool_def tool_defs[] = {
      "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":64},"
      "\"profile\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"Resource profile: "
      "standard (default) or tight (smaller limits and a static code guard)\"},\"network\":{"
-     "\"type\":\"string\",\"enum\":[\"none\",\"packages\"],\"description\":\"none (default)\"}},"
+     "\"type\":\"string\",\"enum\":[\"none\",\"packages\"],\"description\":\"none (the default: "
+     "loopback only) or packages (the package index, through the server's proxy, for "
+     "install_packages)\"}},"
      "\"additionalProperties\":false}",
      "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"name\":{"
      "\"type\":[\"string\",\"null\"]},\"profile\":{\"type\":\"string\"},\"network\":{\"type\":"
