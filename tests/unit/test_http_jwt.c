@@ -115,6 +115,14 @@ static json_t *claims(const char *sub)
                      (json_int_t)NOW + 300, "iat", (json_int_t)NOW);
 }
 
+static char *claims_text(const char *sub)
+{
+    json_t *c = claims(sub);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    return text;
+}
+
 static json_t *with(json_t *c, const char *name, json_t *value)
 {
     if (value)
@@ -307,9 +315,7 @@ static void key_choice(void **state)
 static char *unsigned_token(const char *header_json, const char *sig)
 {
     json_t *h = jose_b64_enc(header_json, strlen(header_json));
-    json_t *cl = claims("a");
-    char *c = json_dumps(cl, JSON_COMPACT);
-    json_decref(cl);
+    char *c = claims_text("a");
     json_t *pl = jose_b64_enc(c, strlen(c));
     char *tok = xasprintf("%s.%s.%s", json_string_value(h), json_string_value(pl), sig);
     json_decref(h);
@@ -336,7 +342,7 @@ static void alg_none_and_hmac_confusion_are_refused(void **state)
     json_t *oct =
         json_pack("{s:s, s:o}", "kty", "oct", "k", jose_b64_enc(pub_text, strlen(pub_text)));
     free(pub_text);
-    char *text = json_dumps(claims("a"), JSON_COMPACT);
+    char *text = claims_text("a");
     tok = sign_raw(oct, json_pack("{s:s, s:s}", "alg", "HS256", "kid", "rsa-1"), text);
     assert_int_equal(check(v, tok, p), HTTP_JWT_ALG_NOT_ALLOWED);
     free(tok);
@@ -358,7 +364,7 @@ static void header_rules(void **state)
     (void)state;
     struct http_jwt *v = verifier();
     char p[HTTP_JWT_PRINCIPAL_MAX];
-    char *text = json_dumps(claims("a"), JSON_COMPACT);
+    char *text = claims_text("a");
     char *tok = sign_raw(rsa_key,
                          json_pack("{s:s, s:s, s:[s], s:i}", "alg", "RS256", "kid", "rsa-1", "crit",
                                    "exp", "exp", 1),
