@@ -1,6 +1,9 @@
 /* JWT access tokens (see http_jwt.h). Signatures are verified by latchset's José library
- * (libjose, Debian's libjose-dev): it is built on jansson, which the server already uses for
- * all its JSON, and verifies RS, PS and ES signatures against a JWK with OpenSSL underneath.
+ * (libjose, Debian's libjose-dev): it works on jansson values, which the server already uses for
+ * all its JSON, and verifies RS, PS and ES signatures against a JWK with OpenSSL underneath
+ * (Debian 12's libjwt takes PEM keys, not JWKs; cjose imports JWKs one by one into its own
+ * types).
+ *
  * José picks the algorithm from the token's header and, for single keys, does not reliably
  * refuse a header alg that differs from the key's own "alg"; so the choice of key, and
  * whether an alg may be used with it at all, is made here from the tables below, and José
