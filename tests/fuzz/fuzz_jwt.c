@@ -76,8 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct sbx_err err;
         http_auth_load_text(&a, "static:a.b.c\n", "fuzz", &err);
         const char *why = NULL;
-        const char *p = http_auth_principal(&a, v, header, AUDIENCE, NOW, principal,
-                                            sizeof(principal), &why);
+        const char *p =
+            http_auth_principal(&a, v, header, AUDIENCE, NOW, principal, sizeof(principal), &why);
         if (p && strcmp(p, "static") != 0)
             abort();
         http_auth_free(&a);
