@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_PKGS=(gcc make pkg-config binutils libc6-dev libjansson-dev libseccomp-dev
-            libmicrohttpd-dev nettle-dev libsqlite3-dev python3 python3-pip python3-numpy python3-matplotlib
-            ca-certificates)
+            libmicrohttpd-dev nettle-dev libsqlite3-dev libjose-dev libssl-dev python3 python3-pip
+            python3-numpy python3-matplotlib ca-certificates)
 TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iproute2
            nodejs npm git procps bubblewrap)
 

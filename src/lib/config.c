@@ -76,6 +76,12 @@ static const struct key_def global_keys[] = {
     G("http.auth_tokens_file", KT_STRING, auth_tokens_file, 0, 0),
     G("http.auth_token_hashes", KT_LIST, auth_token_hashes, 0, 0),
     G("http.authorization_server", KT_STRING, authorization_server, 0, 0),
+    G("http.jwt_jwks_file", KT_STRING, jwt_jwks_file, 0, 0),
+    G("http.jwt_issuer", KT_STRING, jwt_issuer, 0, 0),
+    G("http.jwt_audience", KT_STRING, jwt_audience, 0, 0),
+    G("http.jwt_principal_claim", KT_STRING, jwt_principal_claim, 0, 0),
+    G("http.jwt_algorithms", KT_LIST, jwt_algorithms, 0, 0),
+    G("http.jwt_leeway_s", KT_U32, jwt_leeway_s, 0, 600),
     G("http.max_body_bytes", KT_SIZE, http_max_body_bytes, 1024, 1ull << 30),
     G("http.max_connections", KT_U32, http_max_connections, 1, 1000000),
     G("http.max_sessions", KT_U32, http_max_sessions, 1, 1000000),
@@ -151,6 +157,8 @@ static const char *const default_guard_attributes[] = {
     "cr_frame",       "co_code",     "tb_frame",     "f_back",
 };
 
+static const char *const default_jwt_algorithms[] = {"RS256", "ES256"};
+
 static void list_defaults(struct string_list *l, const char *const *items, size_t n)
 {
     l->items = xcalloc(n, sizeof(char *));
@@ -188,6 +196,8 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->http_max_connections = 1024;
     cfg->http_max_sessions = 256;
     cfg->http_session_idle_s = 3600;
+    cfg->jwt_principal_claim = xstrdup("sub");
+    cfg->jwt_leeway_s = 60;
     profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 64, 512, false, 2);
     profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 32, 64, true, 0);
     cfg->n_profiles = 2;
@@ -195,6 +205,7 @@ void config_init_defaults(struct sbx_config *cfg)
     list_defaults(&cfg->guard_calls, default_guard_calls, ARRAY_SIZE(default_guard_calls));
     list_defaults(&cfg->guard_attributes, default_guard_attributes,
                   ARRAY_SIZE(default_guard_attributes));
+    list_defaults(&cfg->jwt_algorithms, default_jwt_algorithms, ARRAY_SIZE(default_jwt_algorithms));
 }
 
 static void string_list_free(struct string_list *l)

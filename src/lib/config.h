@@ -96,6 +96,13 @@ struct sbx_config {
     char *auth_tokens_file;
     struct string_list auth_token_hashes; /* "sha256:<hex>" */
     char *authorization_server;
+    /* JWT access tokens, checked against the keys of a JWKS file (see transport/http_jwt.h) */
+    char *jwt_jwks_file;
+    char *jwt_issuer;
+    char *jwt_audience; /* empty: the resource URL, "http://<Host>/mcp" */
+    char *jwt_principal_claim;
+    struct string_list jwt_algorithms;
+    uint32_t jwt_leeway_s;
     uint64_t http_max_body_bytes;
     uint32_t http_max_connections;
     uint32_t http_max_sessions;

@@ -5,6 +5,7 @@
 #include "http.h"
 
 #include "http_auth.h"
+#include "http_jwt.h"
 #include "http_links.h"
 #include "http_policy.h"
 #include "http_replay.h"
@@ -82,6 +83,7 @@ struct http_transport {
     struct ev_watch *w;
     struct ev_timer *timer, *kick, *sweeper;
     struct http_auth auth;
+    struct http_jwt *jwt; /* NULL: no JWT validation */
     bool auth_on;
     uint16_t port;
     struct http_session *sessions;
@@ -186,8 +188,10 @@ static void add_cors(struct http_transport *t, struct MHD_Connection *c, struct 
         }
 }
 
-static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c, unsigned status,
-                             const char *ctype, const char *body, const char *session_id)
+/* auth_error: for a 401 to a token that was presented, why it was refused (RFC 6750 3). */
+static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *c, unsigned status,
+                               const char *ctype, const char *body, const char *session_id,
+                               const char *auth_error)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -199,8 +203,13 @@ static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c,
         MHD_add_response_header(r, "Mcp-Session-Id", session_id);
     add_cors(t, c, r);
     if (status == MHD_HTTP_UNAUTHORIZED) {
-        char *hdr = xasprintf(
-            "Bearer resource_metadata=\"%s/.well-known/oauth-protected-resource\"", base_url(t, c));
+        char *err = auth_error ? xasprintf("error=\"invalid_token\", error_description=\"%s\", ",
+                                           auth_error)
+                               : xstrdup("");
+        char *hdr =
+            xasprintf("Bearer %sresource_metadata=\"%s/.well-known/oauth-protected-resource\"", err,
+                      base_url(t, c));
+        free(err);
         MHD_add_response_header(r, "WWW-Authenticate", hdr);
         free(hdr);
     }
@@ -212,17 +221,47 @@ static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c,
     return ok;
 }
 
-/* An HTTP-level refusal with a JSON-RPC error body, as MCP clients expect. */
-static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c, unsigned status,
-                              int code, const char *message)
+static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c, unsigned status,
+                             const char *ctype, const char *body, const char *session_id)
+{
+    return respond(t, c, status, ctype, body, session_id, NULL);
+}
+
+static enum MHD_Result refuse_why(struct http_transport *t, struct MHD_Connection *c,
+                                  unsigned status, int code, const char *message,
+                                  const char *auth_error)
 {
     json_t *e = json_pack("{s:s, s:{s:i, s:s}, s:n}", "jsonrpc", "2.0", "error", "code", code,
                           "message", message, "id");
     char *body = json_dumps(e, JSON_COMPACT);
     json_decref(e);
-    enum MHD_Result r = reply(t, c, status, "application/json", body, NULL);
+    enum MHD_Result r = respond(t, c, status, "application/json", body, NULL, auth_error);
     free(body);
     return r;
+}
+
+/* An HTTP-level refusal with a JSON-RPC error body, as MCP clients expect. */
+static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c, unsigned status,
+                              int code, const char *message)
+{
+    return refuse_why(t, c, status, code, message, NULL);
+}
+
+/* The caller's principal from its Authorization header (see http_auth_principal), written to
+ * buf when it comes from a JWT. A JWT's audience is http.jwt_audience, else the resource URL
+ * that /.well-known/oauth-protected-resource names for this Host. */
+static const char *authenticate(struct http_transport *t, struct MHD_Connection *c, char *buf,
+                                size_t cap, const char **why)
+{
+    char resource[320];
+    const char *aud = t->cfg->jwt_audience;
+    if (!aud || !*aud) {
+        snprintf(resource, sizeof(resource), "%s/mcp", base_url(t, c));
+        aud = resource;
+    }
+    return http_auth_principal(&t->auth, t->jwt,
+                               MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                               aud, (int64_t)(wall_ms() / 1000), buf, cap, why);
 }
 
 /* ---- sessions and streams ---- */
@@ -830,12 +869,10 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
         allowed = http_link_verify(t->link_key, sandbox_id, rel, strtoull(exp, NULL, 10), sig,
                                    wall_ms() / 1000);
     if (sb && !allowed) {
-        const char *owner = NULL;
+        const char *owner = NULL, *why = NULL;
+        char jwt_principal[HTTP_JWT_PRINCIPAL_MAX];
         if (t->auth_on) {
-            size_t len = 0;
-            const char *tok = http_auth_bearer(
-                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), &len);
-            owner = tok ? http_auth_check(&t->auth, tok, len) : NULL;
+            owner = authenticate(t, c, jwt_principal, sizeof(jwt_principal), &why);
         } else {
             const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
             struct http_session *s = sid ? find_session(t, sid) : NULL;
@@ -1156,9 +1193,13 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         char *res = xasprintf("%s/mcp", base_url(t, c));
         json_object_set_new(doc, "resource", json_string(res));
         free(res);
-        if (cfg->authorization_server && *cfg->authorization_server)
-            json_object_set_new(doc, "authorization_servers",
-                                json_pack("[s]", cfg->authorization_server));
+        /* With JWTs, their issuer is the authorization server unless one is named (RFC 8414
+         * 2: an authorization server's identifier is its issuer). */
+        const char *as = cfg->authorization_server && *cfg->authorization_server
+                             ? cfg->authorization_server
+                             : (t->jwt ? cfg->jwt_issuer : NULL);
+        if (as)
+            json_object_set_new(doc, "authorization_servers", json_pack("[s]", as));
         char *body = json_dumps(doc, JSON_COMPACT);
         json_decref(doc);
         enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "application/json", body, NULL);
@@ -1212,19 +1253,17 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         count(MHD_HTTP_NO_CONTENT);
         return ok;
     }
-    const char *principal = NULL;
+    const char *principal = NULL, *why = NULL;
+    char jwt_principal[HTTP_JWT_PRINCIPAL_MAX];
     if (in_query(c, "access_token") || in_query(c, "token"))
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
                       "tokens are never accepted in the query string: send "
                       "Authorization: Bearer");
     if (t->auth_on) {
-        size_t len = 0;
-        const char *tok = http_auth_bearer(
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), &len);
-        principal = tok ? http_auth_check(&t->auth, tok, len) : NULL;
+        principal = authenticate(t, c, jwt_principal, sizeof(jwt_principal), &why);
         if (!principal)
-            return refuse(t, c, MHD_HTTP_UNAUTHORIZED, -32001,
-                          tok ? "invalid bearer token" : "a bearer token is required");
+            return refuse_why(t, c, MHD_HTTP_UNAUTHORIZED, -32001,
+                              why ? why : "a bearer token is required", why);
     }
     if (rest_tool)
         return strcmp(method, "POST") == 0
@@ -1358,28 +1397,6 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
     return 0;
 }
 
-static int load_auth(struct http_transport *t, struct sbx_err *err)
-{
-    const struct sbx_config *cfg = t->cfg;
-    for (size_t i = 0; i < cfg->auth_token_hashes.len; i++) {
-        char principal[32];
-        snprintf(principal, sizeof(principal), "token-%zu", i + 1);
-        if (http_auth_add_hash(&t->auth, principal, cfg->auth_token_hashes.items[i], err) < 0)
-            return -1;
-    }
-    if (cfg->auth_tokens_file && *cfg->auth_tokens_file) {
-        char *text = NULL;
-        if (read_file_max(cfg->auth_tokens_file, 1 << 20, &text, NULL) < 0)
-            return sbx_fail_errno(err, errno, "http.auth_tokens_file %s", cfg->auth_tokens_file);
-        int r = http_auth_load_text(&t->auth, text, cfg->auth_tokens_file, err);
-        free(text);
-        if (r < 0)
-            return -1;
-    }
-    t->auth_on = t->auth.len > 0;
-    return 0;
-}
-
 int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
                          const char *listen, struct http_transport **out, struct sbx_err *err)
 {
@@ -1390,13 +1407,15 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char host[64];
-    if (parse_listen(listen, &ss, &sl, host, sizeof(host), err) < 0 || load_auth(t, err) < 0)
+    if (parse_listen(listen, &ss, &sl, host, sizeof(host), err) < 0 ||
+        http_auth_setup(cfg, &t->auth, &t->jwt, err) < 0)
         goto fail;
+    t->auth_on = t->auth.len > 0 || t->jwt;
     if (!http_listen_is_loopback(host) && !t->auth_on) {
         sbx_fail(err, EPERM,
                  "--http %s reaches the network but no tokens are configured: anyone could run "
-                 "code here. Set http.auth_token_hashes or http.auth_tokens_file, or listen on "
-                 "127.0.0.1",
+                 "code here. Set http.auth_token_hashes, http.auth_tokens_file or "
+                 "http.jwt_jwks_file, or listen on 127.0.0.1",
                  listen);
         goto fail;
     }
@@ -1427,8 +1446,9 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     run_mhd(t);
     char port[8];
     snprintf(port, sizeof(port), "%u", t->port);
-    log_emit(LOG_LVL_INFO, "http listening", "address", host, "port", port, "auth",
-             t->auth_on ? "bearer" : "none", NULL);
+    const char *auth =
+        t->jwt ? (t->auth.len ? "bearer+jwt" : "jwt") : (t->auth_on ? "bearer" : "none");
+    log_emit(LOG_LVL_INFO, "http listening", "address", host, "port", port, "auth", auth, NULL);
     *out = t;
     return 0;
 fail:
@@ -1468,5 +1488,6 @@ void http_transport_stop(struct http_transport *t)
     if (t->sweeper)
         ev_timer_cancel(t->sweeper);
     http_auth_free(&t->auth);
+    http_jwt_free(t->jwt);
     free(t);
 }

@@ -1,5 +1,6 @@
 /* The Streamable HTTP transport (MCP 2025-11-25): POST/GET/DELETE on /mcp, sessions, SSE
- * streams with resumable event ids, DNS-rebinding checks, bearer tokens, health and metrics.
+ * streams with resumable event ids, DNS-rebinding checks, bearer tokens and JWT access tokens,
+ * health and metrics.
  * libmicrohttpd runs inside the server's one event loop (its epoll fd is watched there); the
  * protocol layer is the same one stdio uses. */
 #ifndef SBX_TRANSPORT_HTTP_H
@@ -15,7 +16,7 @@ struct mcp_server;
 struct http_transport;
 
 /* listen: "127.0.0.1:8080", "[::1]:8080", port 0 picks a free one. A non-loopback address
- * without configured tokens is refused. */
+ * without configured tokens or JWT validation is refused. */
 int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,
                          const char *listen, struct http_transport **out, struct sbx_err *err);
 uint16_t http_transport_port(const struct http_transport *t);

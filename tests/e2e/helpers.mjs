@@ -67,3 +67,30 @@ export const INIT = (id, version = '2025-11-25') => JSON.stringify({
   jsonrpc: '2.0', id, method: 'initialize',
   params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
 }) + '\n';
+
+// `serve --http` on a free port (loopback unless `listen` says otherwise); resolves once the
+// server logs where it listens. Stopped by stopHttp() with SIGTERM, so that it removes its
+// cgroups on the way out.
+const httpServers = [];
+export function startHttp(stateDir, extra = [], listen = '127.0.0.1:0') {
+  const child = spawn(BIN, ['serve', '--http', listen, '--state-dir', stateDir, ...extra],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  httpServers.push(child);
+  return new Promise((resolve, reject) => {
+    let log = '';
+    child.stderr.on('data', (d) => {
+      log += d;
+      const m = log.match(/"msg":"http listening".*?"port":"(\d+)"/);
+      if (m) resolve({ child, port: Number(m[1]), url: `http://127.0.0.1:${m[1]}/mcp`, log: () => log });
+    });
+    child.on('close', (code) => reject(new Error(`server exited ${code}: ${log}`)));
+  });
+}
+
+export async function stopHttp() {
+  await Promise.all(httpServers.splice(0).map((c) => new Promise((res) => {
+    if (c.exitCode !== null || c.signalCode !== null) return res();
+    c.once('exit', res);
+    c.kill('SIGTERM');
+  })));
+}

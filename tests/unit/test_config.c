@@ -132,6 +132,40 @@ static void precedence_default_file_env_flag(void **state)
     config_free(&cfg);
 }
 
+static void jwt_keys(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    config_init_defaults(&cfg);
+    assert_null(cfg.jwt_jwks_file);
+    assert_string_equal(cfg.jwt_principal_claim, "sub");
+    assert_int_equal(cfg.jwt_algorithms.len, 2);
+    assert_string_equal(cfg.jwt_algorithms.items[0], "RS256");
+    assert_string_equal(cfg.jwt_algorithms.items[1], "ES256");
+    assert_int_equal(cfg.jwt_leeway_s, 60);
+    config_free(&cfg);
+    assert_int_equal(
+        load_text(&cfg,
+                  "[http]\njwt_jwks_file = \"/etc/k.json\"\njwt_issuer = \"https://i\"\n"
+                  "jwt_algorithms = [\"PS256\"]\n",
+                  &err),
+        0);
+    char *env[] = {"MCP_SANDBOX_HTTP_JWT_LEEWAY_S=5", "MCP_SANDBOX_HTTP_JWT_AUDIENCE=urn:mcp",
+                   NULL};
+    assert_int_equal(config_load_env(&cfg, env, &err), 0);
+    assert_string_equal(cfg.jwt_jwks_file, "/etc/k.json");
+    assert_string_equal(cfg.jwt_issuer, "https://i");
+    assert_string_equal(cfg.jwt_audience, "urn:mcp");
+    assert_int_equal(cfg.jwt_algorithms.len, 1);
+    assert_string_equal(cfg.jwt_algorithms.items[0], "PS256");
+    assert_int_equal(cfg.jwt_leeway_s, 5);
+    assert_int_equal(config_set(&cfg, "http.jwt_leeway_s", "600", CONFIG_SRC_FLAG, &err), 0);
+    assert_int_equal(config_set(&cfg, "http.jwt_leeway_s", "601", CONFIG_SRC_FLAG, &err), -1);
+    assert_int_equal(cfg.jwt_leeway_s, 600);
+    config_free(&cfg);
+}
+
 static void print_round_trips(void **state)
 {
     (void)state;
@@ -179,6 +213,7 @@ int main(void)
         cmocka_unit_test(accepts_the_subset),
         cmocka_unit_test(refuses_with_line_and_column),
         cmocka_unit_test(precedence_default_file_env_flag),
+        cmocka_unit_test(jwt_keys),
         cmocka_unit_test(print_round_trips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,145 @@
+// JWT access tokens over Streamable HTTP: keys made here with node:crypto, their public halves
+// written as a JWKS file, tokens signed by hand; the real binary checks them.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startHttp, stopHttp } from './helpers.mjs';
+
+const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-jwt-'));
+chmodSync(dir, 0o755);
+const state = join(dir, 'state');
+after(async () => {
+  await stopHttp();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const ISSUER = 'https://login.example.test';
+const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const jwks = {
+  keys: [
+    { ...rsa.publicKey.export({ format: 'jwk' }), kid: 'rsa-1', alg: 'RS256', use: 'sig' },
+    { ...ec.publicKey.export({ format: 'jwk' }), kid: 'ec-1' },
+  ],
+};
+const jwksFile = join(dir, 'jwks.json');
+writeFileSync(jwksFile, JSON.stringify(jwks));
+const config = join(dir, 'jwt.toml');
+writeFileSync(config, `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\n`);
+
+const b64u = (x) => Buffer.from(x).toString('base64url');
+// A compact JWS: RS256 (PKCS#1 v1.5) or ES256 (r||s, as JWS wants, not DER).
+function jwt(claims, { alg = 'RS256', kid = alg === 'RS256' ? 'rsa-1' : 'ec-1', key } = {}) {
+  const input = `${b64u(JSON.stringify({ alg, typ: 'at+jwt', kid }))}.${b64u(JSON.stringify(claims))}`;
+  const k = key || (alg === 'RS256' ? rsa.privateKey : ec.privateKey);
+  const sig = sign('sha256', Buffer.from(input), alg === 'ES256' ? { key: k, dsaEncoding: 'ieee-p1363' } : k);
+  return `${input}.${b64u(sig)}`;
+}
+const now = () => Math.floor(Date.now() / 1000);
+const claimsFor = (sub, aud, extra = {}) => ({ iss: ISSUER, aud, sub, iat: now(), exp: now() + 600, ...extra });
+
+const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+const post = (url, body, headers = {}) => fetch(url, {
+  method: 'POST',
+  headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+  body: JSON.stringify(body),
+});
+
+async function sdkClient(url, token) {
+  const client = new Client({ name: 'e2e-jwt', version: '1' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  return client;
+}
+
+test('JWTs from a JWKS: the SDK works with a valid token, each failure is a 401 that says why, principals are isolated', async () => {
+  const { url, port } = await startHttp(state, ['--config', config]);
+  const aud = `http://127.0.0.1:${port}/mcp`; // by default the audience is the resource URL
+
+  const meta = await (await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource`)).json();
+  assert.equal(meta.resource, aud);
+  assert.deepEqual(meta.authorization_servers, [ISSUER], 'the issuer is named when no authorization_server is set');
+
+  const alice = await sdkClient(url, jwt(claimsFor('alice', aud)));
+  const { tools } = await alice.listTools();
+  assert.ok(tools.some((t) => t.name === 'run_code'));
+  const created = await alice.callTool({ name: 'create_sandbox', arguments: { name: 'mine' } });
+  const id = created.structuredContent.sandbox_id;
+  const mine = await alice.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '6*7' } });
+  assert.equal(mine.structuredContent.result, '42');
+
+  // Another principal (ES256 this time) sees neither the sandbox nor the session.
+  const bob = await sdkClient(url, jwt(claimsFor('bob', [aud, 'https://other.example']), { alg: 'ES256' }));
+  const theirs = await bob.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '6*7' } });
+  assert.equal(theirs.isError, true);
+  assert.match(theirs.content[0].text, /unknown sandbox_id/);
+  const listed = await bob.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.ok(!JSON.stringify(listed.structuredContent).includes(id));
+  const bobToken = jwt(claimsFor('bob', aud), { alg: 'ES256' });
+  const r404 = await post(url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { Authorization: `Bearer ${bobToken}`, 'Mcp-Session-Id': alice.transport.sessionId, 'MCP-Protocol-Version': '2025-11-25' });
+  assert.equal(r404.status, 404);
+
+  // The principal is the subject, not the token: a fresh token for alice reaches her sandbox.
+  const alice2 = await sdkClient(url, jwt(claimsFor('alice', aud, { jti: 'second' })));
+  const again = await alice2.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1+1' } });
+  assert.equal(again.structuredContent.result, '2');
+
+  // Refusals: 401, error="invalid_token", the reason, the metadata URL, never the token.
+  const refused = async (token, reason) => {
+    const r = await post(url, INIT, { Authorization: `Bearer ${token}` });
+    assert.equal(r.status, 401, reason);
+    const h = r.headers.get('www-authenticate');
+    assert.equal(h, `Bearer error="invalid_token", error_description="${reason}", resource_metadata="http://127.0.0.1:${port}/.well-known/oauth-protected-resource"`);
+    const body = await r.text();
+    const payload = token.split('.')[1];
+    assert.ok(!body.includes(payload) && !h.includes(payload), 'no part of the token is echoed');
+  };
+  await refused(jwt(claimsFor('alice', aud, { exp: now() - 3600 })), 'token expired');
+  await refused(jwt(claimsFor('alice', 'http://127.0.0.1:1/mcp')), 'wrong audience');
+  await refused(jwt(claimsFor('alice', aud, { iss: 'https://evil.example' })), 'wrong issuer');
+  await refused(jwt(claimsFor('alice', aud), { key: stranger.privateKey }), 'bad signature');
+  await refused(jwt(claimsFor('alice', aud), { kid: 'rsa-9' }), 'unknown kid');
+  const t = jwt(claimsFor('alice', aud)).split('.');
+  await refused(`${b64u('{"alg":"none","kid":"rsa-1"}')}.${t[1]}.`, 'signature algorithm not allowed');
+  await refused(`${t[0]}.${b64u(JSON.stringify(claimsFor('mallory', aud)))}.${t[2]}`, 'bad signature');
+
+  // No token at all: the challenge carries no error code (RFC 6750 3.1).
+  const none = await post(url, INIT);
+  assert.equal(none.status, 401);
+  assert.match(none.headers.get('www-authenticate'), /^Bearer resource_metadata="/);
+
+  // A valid JWT in the query string is never accepted.
+  const valid = jwt(claimsFor('alice', aud));
+  for (const q of ['access_token', 'token']) {
+    const r = await post(`${url}?${q}=${valid}`, INIT);
+    assert.equal(r.status, 400, q);
+  }
+  assert.equal((await post(url, INIT, { Authorization: `Bearer ${valid}` })).status, 200, 'the same token works in the header');
+
+  await alice.close();
+  await alice2.close();
+  await bob.close();
+});
+
+test('JWT validation counts as auth for a non-loopback address; a JWKS that cannot work stops startup', async () => {
+  const { log } = await startHttp(state, ['--config', config], '0.0.0.0:0');
+  assert.match(log(), /"msg":"http listening".*"auth":"jwt"/);
+  await stopHttp();
+
+  const bad = join(dir, 'bad.toml');
+  const hmacOnly = join(dir, 'hmac.json');
+  writeFileSync(hmacOnly, JSON.stringify({ keys: [{ kty: 'oct', k: b64u('secret'), kid: 'h' }] }));
+  writeFileSync(bad, `[http]\njwt_jwks_file = "${hmacOnly}"\njwt_issuer = "${ISSUER}"\n`);
+  await assert.rejects(startHttp(state, ['--config', bad]), /no usable signing key/);
+  writeFileSync(bad, `[http]\njwt_jwks_file = "${join(dir, 'missing.json')}"\njwt_issuer = "${ISSUER}"\n`);
+  await assert.rejects(startHttp(state, ['--config', bad]), /http\.jwt_jwks_file .*missing\.json: No such file/);
+  writeFileSync(bad, `[http]\njwt_jwks_file = "${jwksFile}"\n`);
+  await assert.rejects(startHttp(state, ['--config', bad]), /http\.jwt_issuer is not/);
+  writeFileSync(bad, `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\njwt_algorithms = ["HS256"]\n`);
+  await assert.rejects(startHttp(state, ['--config', bad]), /"HS256" is not accepted/);
+});

@@ -1,0 +1,620 @@
+/* JWT access tokens: keys are generated and tokens signed here with the same library the
+ * server verifies with, then every rule is checked where it accepts and where it refuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jose/jose.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+#include "transport/http_auth.h"
+#include "transport/http_jwt.h"
+
+#define ISS "https://login.example.test"
+#define AUD "http://127.0.0.1:8080/mcp"
+#define NOW 1700000000
+
+static json_t *rsa_key, *ec_key, *rsa_other; /* private JWKs */
+static char *jwks_text;                      /* public: kid "rsa-1" and "ec-1" */
+
+static const char *const default_algs[] = {"RS256", "ES256"};
+
+static json_t *generate(const char *alg)
+{
+    json_t *k = json_pack("{s:s}", "alg", alg);
+    assert_true(jose_jwk_gen(NULL, k));
+    return k;
+}
+
+static json_t *public_of(const json_t *priv, const char *kid)
+{
+    json_t *p = json_deep_copy(priv);
+    assert_true(jose_jwk_pub(NULL, p));
+    json_object_set_new(p, "kid", json_string(kid));
+    return p;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    rsa_key = generate("RS256");
+    ec_key = generate("ES256");
+    rsa_other = generate("RS256");
+    json_t *jwks =
+        json_pack("{s:[o, o]}", "keys", public_of(rsa_key, "rsa-1"), public_of(ec_key, "ec-1"));
+    jwks_text = json_dumps(jwks, JSON_COMPACT);
+    json_decref(jwks);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    json_decref(rsa_key);
+    json_decref(ec_key);
+    json_decref(rsa_other);
+    free(jwks_text);
+    return 0;
+}
+
+static struct http_jwt *verifier_with(const char *const *algs, size_t n, const char *claim,
+                                      const char *jwks)
+{
+    struct http_jwt_config c = {
+        .issuer = ISS,
+        .principal_claim = claim,
+        .algorithms = algs,
+        .n_algorithms = n,
+        .leeway_s = 60,
+    };
+    struct http_jwt *v = NULL;
+    struct sbx_err err = {0};
+    assert_int_equal(http_jwt_new(&c, jwks, strlen(jwks), "test.jwks", &v, &err), 0);
+    return v;
+}
+
+static struct http_jwt *verifier(void)
+{
+    return verifier_with(default_algs, 2, "sub", jwks_text);
+}
+
+/* protected "." payload "." signature, signed by the library over exactly those bytes. */
+static char *sign_raw(const json_t *key, json_t *header, const char *payload_text)
+{
+    json_t *jws = json_pack("{s:o}", "payload", jose_b64_enc(payload_text, strlen(payload_text)));
+    json_t *sig = json_pack("{s:o}", "protected", header);
+    assert_true(jose_jws_sig(NULL, jws, sig, key));
+    json_decref(sig);
+    char *out = xasprintf("%s.%s.%s", json_string_value(json_object_get(jws, "protected")),
+                          json_string_value(json_object_get(jws, "payload")),
+                          json_string_value(json_object_get(jws, "signature")));
+    json_decref(jws);
+    return out;
+}
+
+static char *sign(const json_t *key, const char *alg, const char *kid, json_t *claims)
+{
+    json_t *hdr = kid ? json_pack("{s:s, s:s, s:s}", "alg", alg, "typ", "at+jwt", "kid", kid)
+                      : json_pack("{s:s, s:s}", "alg", alg, "typ", "at+jwt");
+    char *text = json_dumps(claims, JSON_COMPACT);
+    json_decref(claims);
+    char *tok = sign_raw(key, hdr, text);
+    free(text);
+    return tok;
+}
+
+/* Claims that pass, for principal `sub`. */
+static json_t *claims(const char *sub)
+{
+    return json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", ISS, "aud", AUD, "sub", sub, "exp",
+                     (json_int_t)NOW + 300, "iat", (json_int_t)NOW);
+}
+
+static char *claims_text(const char *sub)
+{
+    json_t *c = claims(sub);
+    char *text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    return text;
+}
+
+static json_t *with(json_t *c, const char *name, json_t *value)
+{
+    if (value)
+        json_object_set_new(c, name, value);
+    else
+        json_object_del(c, name);
+    return c;
+}
+
+static enum http_jwt_status check(const struct http_jwt *v, const char *tok, char *principal)
+{
+    return http_jwt_verify(v, tok, strlen(tok), AUD, NOW, principal, HTTP_JWT_PRINCIPAL_MAX);
+}
+
+/* Signs `c` with the RSA key (kid rsa-1) and checks it. */
+static enum http_jwt_status rs(const struct http_jwt *v, json_t *c)
+{
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok = sign(rsa_key, "RS256", "rsa-1", c);
+    enum http_jwt_status st = check(v, tok, p);
+    free(tok);
+    return st;
+}
+
+static void valid_rs256_and_es256_yield_the_principal(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    assert_int_equal(http_jwt_key_count(v), 2);
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok = sign(rsa_key, "RS256", "rsa-1", claims("alice"));
+    assert_true(http_jwt_is_compact(tok, strlen(tok)));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    assert_string_equal(p, "jwt:alice");
+    free(tok);
+    tok = sign(ec_key, "ES256", "ec-1", claims("auth0|bob@example.test"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    assert_string_equal(p, "jwt:auth0|bob@example.test");
+    free(tok);
+    /* Without a kid, the key that fits the alg is found. */
+    tok = sign(ec_key, "ES256", NULL, claims("carol"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    assert_string_equal(p, "jwt:carol");
+    free(tok);
+    http_jwt_free(v);
+}
+
+static void expiry_with_leeway(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    assert_int_equal(rs(v, with(claims("a"), "exp", json_integer(NOW - 61))), HTTP_JWT_EXPIRED);
+    assert_int_equal(rs(v, with(claims("a"), "exp", json_integer(NOW - 60))), HTTP_JWT_EXPIRED);
+    assert_int_equal(rs(v, with(claims("a"), "exp", json_integer(NOW - 30))), HTTP_JWT_OK);
+    assert_int_equal(rs(v, with(claims("a"), "exp", json_real(NOW + 0.5))), HTTP_JWT_OK);
+    assert_int_equal(rs(v, with(claims("a"), "exp", NULL)), HTTP_JWT_NO_EXP);
+    assert_int_equal(rs(v, with(claims("a"), "exp", json_string("2099"))), HTTP_JWT_BAD_CLAIM);
+    http_jwt_free(v);
+}
+
+static void not_yet_valid_and_issued_in_the_future(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    assert_int_equal(rs(v, with(claims("a"), "nbf", json_integer(NOW + 61))),
+                     HTTP_JWT_NOT_YET_VALID);
+    assert_int_equal(rs(v, with(claims("a"), "nbf", json_integer(NOW + 59))), HTTP_JWT_OK);
+    assert_int_equal(rs(v, with(claims("a"), "nbf", json_integer(NOW - 10))), HTTP_JWT_OK);
+    assert_int_equal(rs(v, with(claims("a"), "iat", json_integer(NOW + 120))),
+                     HTTP_JWT_ISSUED_IN_FUTURE);
+    assert_int_equal(rs(v, with(claims("a"), "iat", json_integer(NOW + 30))), HTTP_JWT_OK);
+    assert_int_equal(rs(v, with(claims("a"), "nbf", json_true())), HTTP_JWT_BAD_CLAIM);
+    http_jwt_free(v);
+}
+
+static void issuer_must_match(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    assert_int_equal(rs(v, with(claims("a"), "iss", json_string(ISS "/other"))),
+                     HTTP_JWT_WRONG_ISSUER);
+    assert_int_equal(rs(v, with(claims("a"), "iss", NULL)), HTTP_JWT_WRONG_ISSUER);
+    assert_int_equal(rs(v, with(claims("a"), "iss", json_integer(1))), HTTP_JWT_BAD_CLAIM);
+    http_jwt_free(v);
+}
+
+static void audience_string_or_member(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    assert_int_equal(rs(v, with(claims("a"), "aud", json_string("https://other.test/mcp"))),
+                     HTTP_JWT_WRONG_AUDIENCE);
+    assert_int_equal(rs(v, with(claims("a"), "aud", json_pack("[s, s]", "x", AUD))), HTTP_JWT_OK);
+    assert_int_equal(rs(v, with(claims("a"), "aud", json_pack("[s, i]", "x", 1))),
+                     HTTP_JWT_WRONG_AUDIENCE);
+    assert_int_equal(rs(v, with(claims("a"), "aud", json_array())), HTTP_JWT_WRONG_AUDIENCE);
+    assert_int_equal(rs(v, with(claims("a"), "aud", NULL)), HTTP_JWT_WRONG_AUDIENCE);
+    /* No audience from the caller: nothing can match. */
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok = sign(rsa_key, "RS256", "rsa-1", claims("a"));
+    assert_int_equal(http_jwt_verify(v, tok, strlen(tok), NULL, NOW, p, sizeof(p)),
+                     HTTP_JWT_WRONG_AUDIENCE);
+    free(tok);
+    http_jwt_free(v);
+}
+
+static void bad_signature_and_tampered_payload(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    /* Another key under the right kid. */
+    char *tok = sign(rsa_other, "RS256", "rsa-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_SIGNATURE);
+    free(tok);
+    /* One signature character changed. */
+    tok = sign(ec_key, "ES256", "ec-1", claims("a"));
+    char *sig = strrchr(tok, '.') + 1;
+    sig[0] = sig[0] == 'A' ? 'B' : 'A';
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_SIGNATURE);
+    free(tok);
+    /* The payload of another token spliced in under a valid signature. */
+    char *alice = sign(rsa_key, "RS256", "rsa-1", claims("alice"));
+    char *mallory = sign(rsa_key, "RS256", "rsa-1", claims("mallory"));
+    assert_int_equal(check(v, alice, p), HTTP_JWT_OK);
+    char *a1 = strchr(alice, '.'), *a2 = strrchr(alice, '.');
+    char *m1 = strchr(mallory, '.'), *m2 = strrchr(mallory, '.');
+    char *spliced = xasprintf("%.*s%.*s%s", (int)(a1 - alice), alice, (int)(m2 - m1), m1, a2);
+    assert_int_equal(check(v, spliced, p), HTTP_JWT_BAD_SIGNATURE);
+    free(spliced);
+    free(alice);
+    free(mallory);
+    /* No signature at all. */
+    tok = sign(rsa_key, "RS256", "rsa-1", claims("a"));
+    *(strrchr(tok, '.') + 1) = '\0';
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_SIGNATURE);
+    free(tok);
+    http_jwt_free(v);
+}
+
+static void key_choice(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok = sign(rsa_key, "RS256", "rsa-2", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_UNKNOWN_KID);
+    free(tok);
+    /* An RSA signature presented under the EC key's kid. */
+    tok = sign(rsa_key, "RS256", "ec-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_KEY_MISMATCH);
+    free(tok);
+    /* Without a kid and without a key of the alg's type. */
+    json_t *only_ec = json_pack("{s:[o]}", "keys", public_of(ec_key, "ec-1"));
+    char *text = json_dumps(only_ec, JSON_COMPACT);
+    json_decref(only_ec);
+    struct http_jwt *ec_only = verifier_with(default_algs, 2, "sub", text);
+    free(text);
+    tok = sign(rsa_key, "RS256", NULL, claims("a"));
+    assert_int_equal(check(ec_only, tok, p), HTTP_JWT_NO_KEY);
+    free(tok);
+    http_jwt_free(ec_only);
+    /* A key's own "alg" pins it; without one, an ES alg still needs its own curve. */
+    json_t *unpinned = public_of(ec_key, "ec-free");
+    json_object_del(unpinned, "alg");
+    json_t *keys = json_pack("{s:[o, o]}", "keys", public_of(rsa_key, "rsa-1"), unpinned);
+    text = json_dumps(keys, JSON_COMPACT);
+    json_decref(keys);
+    static const char *const more[] = {"RS256", "PS256", "ES256", "ES384"};
+    struct http_jwt *wide = verifier_with(more, 4, "sub", text);
+    free(text);
+    json_t *any_rsa = json_deep_copy(rsa_key); /* José signs only the key's own alg */
+    json_object_del(any_rsa, "alg");
+    tok = sign(any_rsa, "PS256", "rsa-1", claims("a"));
+    json_decref(any_rsa);
+    assert_int_equal(check(wide, tok, p), HTTP_JWT_KEY_MISMATCH);
+    free(tok);
+    json_t *p384 = generate("ES384");
+    tok = sign(p384, "ES384", "ec-free", claims("a"));
+    json_decref(p384);
+    assert_int_equal(check(wide, tok, p), HTTP_JWT_KEY_MISMATCH);
+    free(tok);
+    tok = sign(ec_key, "ES256", "ec-free", claims("a"));
+    assert_int_equal(check(wide, tok, p), HTTP_JWT_OK);
+    free(tok);
+    http_jwt_free(wide);
+    http_jwt_free(v);
+}
+
+static char *unsigned_token(const char *header_json, const char *sig)
+{
+    json_t *h = jose_b64_enc(header_json, strlen(header_json));
+    char *c = claims_text("a");
+    json_t *pl = jose_b64_enc(c, strlen(c));
+    char *tok = xasprintf("%s.%s.%s", json_string_value(h), json_string_value(pl), sig);
+    json_decref(h);
+    json_decref(pl);
+    free(c);
+    return tok;
+}
+
+static void alg_none_and_hmac_confusion_are_refused(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok = unsigned_token("{\"alg\":\"none\"}", "");
+    assert_int_equal(check(v, tok, p), HTTP_JWT_ALG_NOT_ALLOWED);
+    free(tok);
+    tok = unsigned_token("{\"typ\":\"JWT\"}", "");
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_HEADER);
+    free(tok);
+    /* HS256 keyed with the bytes of the published RSA key, as a confused verifier would. */
+    json_t *pub = public_of(rsa_key, "rsa-1");
+    char *pub_text = json_dumps(pub, JSON_COMPACT);
+    json_decref(pub);
+    json_t *oct =
+        json_pack("{s:s, s:o}", "kty", "oct", "k", jose_b64_enc(pub_text, strlen(pub_text)));
+    free(pub_text);
+    char *text = claims_text("a");
+    tok = sign_raw(oct, json_pack("{s:s, s:s}", "alg", "HS256", "kid", "rsa-1"), text);
+    assert_int_equal(check(v, tok, p), HTTP_JWT_ALG_NOT_ALLOWED);
+    free(tok);
+    free(text);
+    json_decref(oct);
+    /* An allowed alg that this verifier does not list. */
+    static const char *const rs_only[] = {"RS256"};
+    struct http_jwt *strict = verifier_with(rs_only, 1, "sub", jwks_text);
+    tok = sign(ec_key, "ES256", "ec-1", claims("a"));
+    assert_int_equal(check(strict, tok, p), HTTP_JWT_ALG_NOT_ALLOWED);
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    free(tok);
+    http_jwt_free(strict);
+    http_jwt_free(v);
+}
+
+static void header_rules(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *text = claims_text("a");
+    char *tok = sign_raw(rsa_key,
+                         json_pack("{s:s, s:s, s:[s], s:i}", "alg", "RS256", "kid", "rsa-1", "crit",
+                                   "exp", "exp", 1),
+                         text);
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_HEADER);
+    free(tok);
+    tok = sign_raw(rsa_key, json_pack("{s:s, s:i}", "alg", "RS256", "kid", 7), text);
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_HEADER);
+    free(tok);
+    tok = sign_raw(rsa_key, json_pack("{s:s, s:s}", "alg", "RS256", "kid", "rsa-1"), text);
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    free(tok);
+    free(text);
+    /* Duplicate names: which "sub" would count is up to the parser, so neither does. */
+    tok = sign_raw(rsa_key, json_pack("{s:s, s:s}", "alg", "RS256", "kid", "rsa-1"),
+                   "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"exp\":1700000300,"
+                   "\"sub\":\"alice\",\"sub\":\"admin\"}");
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_JSON);
+    free(tok);
+    tok = unsigned_token("{\"alg\":\"RS256\",\"alg\":\"none\"}", "AAAA");
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_JSON);
+    free(tok);
+    tok = unsigned_token("[\"RS256\"]", "AAAA");
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_JSON);
+    free(tok);
+    http_jwt_free(v);
+}
+
+static void malformed_shapes(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *good = sign(rsa_key, "RS256", "rsa-1", claims("a"));
+    size_t n = strlen(good);
+    assert_int_equal(check(v, good, p), HTTP_JWT_OK);
+    /* Not base64url: '+', '/', padding, a stray length, a bit set past the end. */
+    char *bad = xstrdup(good);
+    bad[2] = '+';
+    assert_int_equal(check(v, bad, p), HTTP_JWT_BAD_BASE64);
+    bad[2] = '/';
+    assert_int_equal(check(v, bad, p), HTTP_JWT_BAD_BASE64);
+    free(bad);
+    bad = xasprintf("%s=", good);
+    assert_int_equal(check(v, bad, p), HTTP_JWT_BAD_BASE64);
+    free(bad);
+    assert_int_equal(check(v, "e30.e30.A", p), HTTP_JWT_BAD_BASE64); /* 4k+1 characters */
+    /* "e30" is "{}"; "e31" has the same value but non-zero trailing bits. */
+    bad = xasprintf("e31%s", strchr(good, '.'));
+    assert_int_equal(check(v, bad, p), HTTP_JWT_BAD_BASE64);
+    free(bad);
+    bad = xasprintf("e30%s", strchr(good, '.'));
+    assert_int_equal(check(v, bad, p), HTTP_JWT_BAD_HEADER);
+    free(bad);
+    /* Parts. */
+    bad = xasprintf("%s.AAAA", good);
+    assert_false(http_jwt_is_compact(bad, strlen(bad)));
+    assert_int_equal(check(v, bad, p), HTTP_JWT_NOT_COMPACT);
+    free(bad);
+    bad = xstrndup(good, (size_t)(strrchr(good, '.') - good));
+    assert_int_equal(check(v, bad, p), HTTP_JWT_NOT_COMPACT);
+    free(bad);
+    assert_int_equal(check(v, "", p), HTTP_JWT_NOT_COMPACT);
+    assert_int_equal(check(v, "..", p), HTTP_JWT_BAD_JSON);
+    /* Size: the limit is on the whole token, before any decoding. */
+    char *big = xmalloc(HTTP_JWT_MAX_BYTES + 2);
+    memset(big, 'A', HTTP_JWT_MAX_BYTES + 1);
+    big[HTTP_JWT_MAX_BYTES + 1] = '\0';
+    memcpy(big, good, n);
+    assert_int_equal(check(v, big, p), HTTP_JWT_TOO_LARGE);
+    big[HTTP_JWT_MAX_BYTES] = '\0';
+    assert_int_not_equal(check(v, big, p), HTTP_JWT_TOO_LARGE);
+    assert_int_not_equal(check(v, big, p), HTTP_JWT_OK);
+    free(big);
+    free(good);
+    http_jwt_free(v);
+}
+
+static void principal_claim_rules(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    assert_int_equal(rs(v, claims("has space")), HTTP_JWT_BAD_PRINCIPAL);
+    assert_int_equal(rs(v, claims("quote\"")), HTTP_JWT_BAD_PRINCIPAL);
+    assert_int_equal(rs(v, claims("caf\xc3\xa9")), HTTP_JWT_BAD_PRINCIPAL);
+    assert_int_equal(rs(v, claims("")), HTTP_JWT_BAD_PRINCIPAL);
+    assert_int_equal(rs(v, with(claims("a"), "sub", NULL)), HTTP_JWT_BAD_PRINCIPAL);
+    assert_int_equal(rs(v, with(claims("a"), "sub", json_integer(42))), HTTP_JWT_BAD_PRINCIPAL);
+    char name[HTTP_JWT_CLAIM_MAX + 2];
+    memset(name, 'x', sizeof(name) - 1);
+    name[HTTP_JWT_CLAIM_MAX + 1] = '\0';
+    assert_int_equal(rs(v, claims(name)), HTTP_JWT_BAD_PRINCIPAL);
+    name[HTTP_JWT_CLAIM_MAX] = '\0';
+    assert_int_equal(rs(v, claims(name)), HTTP_JWT_OK);
+    assert_int_equal(rs(v, claims("0b6f1e3a-4c1d-4a8e-9f3b-2a1c5d7e9f01")), HTTP_JWT_OK);
+    http_jwt_free(v);
+    /* Another claim names the principal when configured. */
+    v = verifier_with(default_algs, 2, "email", jwks_text);
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok =
+        sign(rsa_key, "RS256", "rsa-1", with(claims("a"), "email", json_string("d@e.test")));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    assert_string_equal(p, "jwt:d@e.test");
+    free(tok);
+    assert_int_equal(rs(v, claims("a")), HTTP_JWT_BAD_PRINCIPAL);
+    http_jwt_free(v);
+}
+
+static int load(const char *const *algs, size_t n, const char *jwks, struct sbx_err *err)
+{
+    struct http_jwt_config c = {
+        .issuer = ISS, .principal_claim = "sub", .algorithms = algs, .n_algorithms = n};
+    struct http_jwt *v = NULL;
+    int r = http_jwt_new(&c, jwks, strlen(jwks), "f.jwks", &v, err);
+    http_jwt_free(v);
+    return r;
+}
+
+static void loading_keys(void **state)
+{
+    (void)state;
+    struct sbx_err err = {0};
+    assert_int_equal(load(default_algs, 2, jwks_text, &err), 0);
+    /* Never none, never HMAC, nothing unknown; and something must be allowed. */
+    static const char *const hs[] = {"RS256", "HS256"}, *const none[] = {"none"};
+    assert_int_equal(load(hs, 2, jwks_text, &err), -1);
+    assert_non_null(strstr(err.msg, "\"HS256\" is not accepted"));
+    assert_int_equal(load(none, 1, jwks_text, &err), -1);
+    assert_int_equal(load(default_algs, 0, jwks_text, &err), -1);
+    assert_int_equal(load(default_algs, 2, "not json", &err), -1);
+    assert_non_null(strstr(err.msg, "f.jwks: not a JWKS"));
+    assert_int_equal(load(default_algs, 2, "{\"keys\":{}}", &err), -1);
+    /* Keys that cannot verify here are skipped; with none left, the server must not start. */
+    json_t *enc = public_of(rsa_key, "enc-1");
+    json_object_set_new(enc, "use", json_string("enc"));
+    json_object_del(enc, "key_ops");
+    json_t *oct = json_pack("{s:s, s:s, s:s}", "kty", "oct", "k", "c2VjcmV0", "kid", "h");
+    json_t *es_only = public_of(ec_key, "ec-1"); /* "alg": "ES256" */
+    json_t *doc = json_pack("{s:[O, O, O]}", "keys", enc, oct, es_only);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    static const char *const rs_only[] = {"RS256"};
+    assert_int_equal(load(rs_only, 1, text, &err), -1);
+    assert_non_null(strstr(err.msg, "no usable signing key among 3"));
+    assert_int_equal(load(default_algs, 2, text, &err), 0);
+    free(text);
+    json_decref(doc);
+    /* A broken key, a key on another curve, and a signing key on a key_ops list without
+     * "verify". */
+    json_t *broken = json_deep_copy(es_only);
+    json_object_set_new(broken, "x", json_string("AAAA"));
+    json_t *k256 = json_deep_copy(es_only);
+    json_object_set_new(k256, "crv", json_string("secp256k1"));
+    json_object_del(k256, "alg");
+    json_t *signonly = public_of(rsa_key, "s");
+    json_object_set_new(signonly, "key_ops", json_pack("[s]", "sign"));
+    doc = json_pack("{s:[o, o, o]}", "keys", broken, k256, signonly);
+    text = json_dumps(doc, JSON_COMPACT);
+    assert_int_equal(load(default_algs, 2, text, &err), -1);
+    free(text);
+    json_decref(doc);
+    /* Two keys under one kid would make the choice ambiguous. */
+    doc = json_pack("{s:[o, O]}", "keys", public_of(rsa_other, "ec-1"), es_only);
+    text = json_dumps(doc, JSON_COMPACT);
+    assert_int_equal(load(default_algs, 2, text, &err), -1);
+    assert_non_null(strstr(err.msg, "two keys have kid \"ec-1\""));
+    free(text);
+    json_decref(doc);
+    json_decref(enc);
+    json_decref(oct);
+    json_decref(es_only);
+    /* The issuer and the principal claim are required. */
+    struct http_jwt_config c = {
+        .principal_claim = "sub", .algorithms = default_algs, .n_algorithms = 2};
+    struct http_jwt *v = NULL;
+    assert_int_equal(http_jwt_new(&c, jwks_text, strlen(jwks_text), "f", &v, &err), -1);
+    c.issuer = ISS;
+    c.principal_claim = "";
+    assert_int_equal(http_jwt_new(&c, jwks_text, strlen(jwks_text), "f", &v, &err), -1);
+    assert_null(v);
+}
+
+static void static_tokens_and_jwts_side_by_side(void **state)
+{
+    (void)state;
+    struct http_jwt *v = verifier();
+    struct http_auth a = {0};
+    struct sbx_err err = {0};
+    assert_int_equal(http_auth_load_text(&a, "alice:tok-a\nodd:x.y.z\n", "tokens", &err), 0);
+    char buf[HTTP_JWT_PRINCIPAL_MAX];
+    const char *why = "unset";
+    assert_string_equal(
+        http_auth_principal(&a, v, "Bearer tok-a", AUD, NOW, buf, sizeof(buf), &why), "alice");
+    /* A configured static token keeps working even when it is shaped like a JWS. */
+    assert_string_equal(
+        http_auth_principal(&a, v, "Bearer x.y.z", AUD, NOW, buf, sizeof(buf), &why), "odd");
+    char *tok = sign(rsa_key, "RS256", "rsa-1", claims("alice"));
+    char *hdr = xasprintf("Bearer %s", tok);
+    assert_ptr_equal(http_auth_principal(&a, v, hdr, AUD, NOW, buf, sizeof(buf), &why), buf);
+    assert_string_equal(buf, "jwt:alice");
+    assert_null(http_auth_principal(&a, v, hdr, AUD, NOW + 3600, buf, sizeof(buf), &why));
+    assert_string_equal(why, "token expired");
+    assert_null(
+        http_auth_principal(&a, v, hdr, "http://elsewhere/mcp", NOW, buf, sizeof(buf), &why));
+    assert_string_equal(why, "wrong audience");
+    /* Without JWT validation, a JWT is just an unknown token. */
+    assert_null(http_auth_principal(&a, NULL, hdr, AUD, NOW, buf, sizeof(buf), &why));
+    assert_string_equal(why, "unknown bearer token");
+    assert_null(http_auth_principal(&a, v, "Bearer nope", AUD, NOW, buf, sizeof(buf), &why));
+    assert_string_equal(why, "unknown bearer token");
+    assert_null(http_auth_principal(&a, v, NULL, AUD, NOW, buf, sizeof(buf), &why));
+    assert_null(why);
+    assert_null(http_auth_principal(&a, v, "Basic dTpw", AUD, NOW, buf, sizeof(buf), &why));
+    assert_null(why);
+    free(hdr);
+    free(tok);
+    http_auth_free(&a);
+    http_jwt_free(v);
+}
+
+static void reasons_never_echo_the_token(void **state)
+{
+    (void)state;
+    for (int s = HTTP_JWT_OK; s <= HTTP_JWT_BAD_PRINCIPAL; s++) {
+        const char *t = http_jwt_status_text((enum http_jwt_status)s);
+        assert_non_null(t);
+        assert_true(strlen(t) > 0);
+        /* Safe inside a quoted-string of WWW-Authenticate (RFC 6750 3: %x20-21 / %x23-5B /
+         * %x5D-7E). */
+        for (const char *c = t; *c; c++)
+            assert_true(*c >= 0x20 && *c <= 0x7e && *c != '"' && *c != '\\');
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_rs256_and_es256_yield_the_principal),
+        cmocka_unit_test(expiry_with_leeway),
+        cmocka_unit_test(not_yet_valid_and_issued_in_the_future),
+        cmocka_unit_test(issuer_must_match),
+        cmocka_unit_test(audience_string_or_member),
+        cmocka_unit_test(bad_signature_and_tampered_payload),
+        cmocka_unit_test(key_choice),
+        cmocka_unit_test(alg_none_and_hmac_confusion_are_refused),
+        cmocka_unit_test(header_rules),
+        cmocka_unit_test(malformed_shapes),
+        cmocka_unit_test(principal_claim_rules),
+        cmocka_unit_test(loading_keys),
+        cmocka_unit_test(static_tokens_and_jwts_side_by_side),
+        cmocka_unit_test(reasons_never_echo_the_token),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
