@@ -9,7 +9,9 @@ import { createServer } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync, chmodSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, normalize } from 'node:path';
-import { connect, cleanup } from './helpers.mjs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { connect, cleanup, startHttp, stopHttp } from './helpers.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-packages-'));
 chmodSync(dir, 0o755);
@@ -44,6 +46,7 @@ before(async () => {
 
 after(async () => {
   await cleanup();
+  await stopHttp();
   index.closeAllConnections();
   index.close();
   secret.close();
@@ -51,7 +54,7 @@ after(async () => {
 });
 
 let n = 0;
-async function server(extraToml = '', logLevel = 'warning') {
+function configFile(extraToml = '') {
   const cfg = join(dir, `config-${++n}.toml`);
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
@@ -59,6 +62,11 @@ proxy_allow = ["localhost:${indexPort}"]
 allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow"]
 ${extraToml}
 `);
+  return cfg;
+}
+
+async function server(extraToml = '', logLevel = 'warning') {
+  const cfg = configFile(extraToml);
   const { client, transport } = await connect(['--config', cfg, '--state-dir', join(dir, 'state'),
     '--log-level', logLevel]);
   return { client, transport };
@@ -326,4 +334,22 @@ print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big),
   assert.match(log, new RegExp(`"msg":"egress allowed","sandbox":"${a}","method":"GET","target":"127\\.0\\.0\\.1:${indexPort}"`));
   assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"status":"429"`));
   assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"reason":"the sandbox's egress byte budget is used up"`));
+});
+
+test('over Streamable HTTP: install and import, and /metrics counts the proxy\'s decisions', async () => {
+  const { url, port } = await startHttp(join(dir, 'state-http'), ['--config', configFile()]);
+  const client = new Client({ name: 'e2e-packages-http', version: '1' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  const a = await sandbox(client, 'packages');
+  const inst = await call(client, 'install_packages', { sandbox_id: a, packages: ['sbxdemo==1.0'] });
+  assert.equal(inst.r.isError, false, inst.text);
+  assert.equal(await py(client, a, 'import sbxdemo\nsbxdemo.VERSION'), "'1.0'");
+  const denied = await py(client, a, ASK + 'print(ask("CONNECT evil.example:443 HTTP/1.1\\r\\n\\r\\n").split("\\r\\n")[0])');
+  assert.equal(denied.trim(), 'HTTP/1.1 403 Forbidden');
+  const m = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const count = (d) => Number((m.match(new RegExp(`^mcp_proxy_connections_total\\{decision="${d}"\\} (\\d+)`, 'm')) || [])[1]);
+  assert.ok(count('allowed') >= 2, m);
+  assert.ok(count('denied') >= 1, m);
+  assert.match(m, /^mcp_package_installs_total\{outcome="ok"\} 1$/m);
+  await client.close();
 });
