@@ -215,7 +215,8 @@ static void add_degraded(struct jail *j, const char *layer)
     snprintf(j->degraded + len, sizeof(j->degraded) - len, "%s%s", len ? "," : "", layer);
 }
 
-static void build_plan(const struct jail_spec *spec, struct jail_child_plan *plan)
+/* Fails (-E2BIG) only when extra_env does not fit the plan's fixed environment space. */
+static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan)
 {
     const struct sbx_profile *p = spec->profile;
     uint32_t uid = spec->cfg->sandbox_uid;
@@ -265,16 +266,16 @@ static void build_plan(const struct jail_spec *spec, struct jail_child_plan *pla
     for (size_t i = 0; i < ARRAY_SIZE(base_env); i++) {
         plan->envp[n++] = (char *)base_env[i];
     }
-    for (size_t i = 0; spec->extra_env && spec->extra_env[i] && n + 1 < ARRAY_SIZE(plan->envp);
-         i++) {
+    for (size_t i = 0; spec->extra_env && spec->extra_env[i]; i++) {
         size_t len = strlen(spec->extra_env[i]) + 1;
-        if (off + len > sizeof(plan->env_store))
-            break;
+        if (off + len > sizeof(plan->env_store) || n + 1 >= ARRAY_SIZE(plan->envp))
+            return -E2BIG;
         memcpy(plan->env_store + off, spec->extra_env[i], len);
         plan->envp[n++] = plan->env_store + off;
         off += len;
     }
     plan->envp[n] = NULL;
+    return 0;
 }
 
 static int fail_layer(struct sbx_err *err, const char *layer, const char *hint)
@@ -325,7 +326,11 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     struct sbx_err sub = {0};
     int rc = -1;
 
-    build_plan(spec, &plan);
+    if (build_plan(spec, &plan) < 0) {
+        sbx_fail(err, E2BIG, "the sandbox's environment does not fit (%zu bytes at most)",
+                 sizeof(plan.env_store));
+        goto out;
+    }
 
     const struct seccomp_program *prog = NULL;
     if (seccomp_program_get(&prog, &sub) < 0) {
