@@ -121,24 +121,16 @@ int egress_policy_build(const struct sbx_config *cfg, struct egress_policy *out,
     struct egress_policy p = {0};
     char host[EGRESS_HOST_MAX + 1];
     uint16_t port;
-    if (cfg->index_url && *cfg->index_url) {
-        if (egress_parse_url(cfg->index_url, host, sizeof(host), &port) < 0) {
-            egress_policy_free(&p);
-            return sbx_fail(err, EINVAL,
-                            "packages.index_url: '%s' is not an http:// or https:// URL with a "
-                            "host",
-                            cfg->index_url);
-        }
-        add_rule(&p, host, port);
-    }
-    for (size_t i = 0; i < cfg->extra_index_urls.len; i++) {
-        const char *u = cfg->extra_index_urls.items[i];
+    /* The index URLs first, then the extra ones: each names a host and port to reach. */
+    size_t n_urls = cfg->extra_index_urls.len + 1;
+    for (size_t i = 0; i < n_urls; i++) {
+        const char *u = i == 0 ? cfg->index_url : cfg->extra_index_urls.items[i - 1];
+        if (i == 0 && (!u || !*u))
+            continue;
         if (egress_parse_url(u, host, sizeof(host), &port) < 0) {
             egress_policy_free(&p);
-            return sbx_fail(err, EINVAL,
-                            "packages.extra_index_urls: '%s' is not an http:// or https:// URL "
-                            "with a host",
-                            u);
+            return sbx_fail(err, EINVAL, "%s: '%s' is not an http:// or https:// URL with a host",
+                            i == 0 ? "packages.index_url" : "packages.extra_index_urls", u);
         }
         add_rule(&p, host, port);
     }

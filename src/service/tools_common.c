@@ -7,6 +7,15 @@
 
 #include <stdlib.h>
 
+int tool_register(struct sandbox_service *svc, const struct mcp_tool_def *defs, size_t n,
+                  struct sbx_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (mcp_server_add_tool(svc->srv, &defs[i], svc, err) < 0)
+            return -1;
+    return 0;
+}
+
 const char *tool_arg_str(const json_t *args, const char *key)
 {
     return json_string_value(json_object_get(args, key));

@@ -6,9 +6,14 @@
 #include <jansson.h>
 
 struct mcp_call;
+struct mcp_tool_def;
 struct sandbox;
+struct sbx_err;
 struct sandbox_service;
 
+/* Registers a table of tool definitions, each handled with svc as its data. */
+int tool_register(struct sandbox_service *svc, const struct mcp_tool_def *defs, size_t n,
+                  struct sbx_err *err);
 const char *tool_arg_str(const json_t *args, const char *key);
 /* The caller's sandbox named by args.sandbox_id (its default one when absent); on failure the
  * call is failed with the reason and NULL returned. */

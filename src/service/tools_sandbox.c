@@ -678,8 +678,5 @@ static const struct mcp_tool_def tool_defs[] = {
 
 int tools_sandbox_register(struct sandbox_service *svc, struct sbx_err *err)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(tool_defs); i++)
-        if (mcp_server_add_tool(svc->srv, &tool_defs[i], svc, err) < 0)
-            return -1;
-    return 0;
+    return tool_register(svc, tool_defs, ARRAY_SIZE(tool_defs), err);
 }
