@@ -44,7 +44,22 @@ $(BUILD)/runtime/%.o: runtime/%
 	@mkdir -p $(dir $@)
 	ld -r -z noexecstack -b binary -o $@ $<
 
-$(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS)
+# The seccomp policy is compiled with libseccomp at build time and embedded (see
+# src/jail/seccomp.c): the generator links the table, the compiler and libseccomp; the binaries
+# that run sandboxes get only the finished program.
+SECCOMP_GEN_OBJS := $(addprefix $(BUILD)/src/,jail/seccomp_table.o jail/seccomp_policy.o \
+                                               lib/err.o lib/util.o)
+$(BUILD)/tools/seccomp_gen: $(BUILD)/tools/seccomp_gen.o $(SECCOMP_GEN_OBJS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs libseccomp 2>/dev/null)
+
+$(BUILD)/gen/seccomp_filter.c: $(BUILD)/tools/seccomp_gen
+	@mkdir -p $(dir $@)
+	$< $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS) $(BUILD)/gen/seccomp_filter.o
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -103,4 +118,4 @@ clean:
 	rm -rf build build-* 
 
 .PHONY: all run test bench fuzz fuzz-build format format-check clean
--include $(LIB_OBJS:.o=.d) $(BUILD)/src/main.d
+-include $(LIB_OBJS:.o=.d) $(BUILD)/src/main.d $(BUILD)/tools/seccomp_gen.d

@@ -300,15 +300,15 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
 
     build_plan(spec, &plan);
 
-    const struct seccomp_program *prog = NULL;
-    if (seccomp_program_get(&prog, &sub) < 0) {
+    if (seccomp_filter_available(&sub) == 0) {
+        plan.seccomp = seccomp_program();
+    } else {
         if (!degraded_ok) {
             fail_layer(err, "seccomp", sub.msg);
             goto out;
         }
         add_degraded(j, "seccomp");
     }
-    plan.seccomp = prog;
 
     plan.want_landlock = landlock_abi_version() > 0;
     if (!plan.want_landlock) {
