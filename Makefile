@@ -63,7 +63,16 @@ $(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS) $(BUILD)/gen/seccomp_filter.o
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/mcp-sandbox: $(BUILD)/src/main.o $(BUILD)/libmcpsbx.a
+# Two executables from one library (src/front/serve_exec.c says why). mcp-sandbox is what hosts
+# and users start: run, doctor and config, and serve by exec'ing mcp-sandbox-server from its own
+# directory. It links libc and jansson only: its serve_exec.o satisfies cmd_serve, so the
+# archive's server objects never come in, and a heavy library reaching the run path fails here.
+FRONT_LIBS := $(shell pkg-config --libs jansson 2>/dev/null)
+$(BUILD)/mcp-sandbox: $(BUILD)/src/main.o $(BUILD)/src/front/serve_exec.o $(BUILD)/libmcpsbx.a \
+                      $(BUILD)/mcp-sandbox-server
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(FRONT_LIBS)
+
+$(BUILD)/mcp-sandbox-server: $(BUILD)/src/main.o $(BUILD)/libmcpsbx.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # The probe is static so that it runs inside a sandbox with nothing but itself.
@@ -118,4 +127,4 @@ clean:
 	rm -rf build build-* 
 
 .PHONY: all run test bench fuzz fuzz-build format format-check clean
--include $(LIB_OBJS:.o=.d) $(BUILD)/src/main.d $(BUILD)/tools/seccomp_gen.d
+-include $(LIB_OBJS:.o=.d) $(BUILD)/src/main.d $(BUILD)/src/front/serve_exec.d $(BUILD)/tools/seccomp_gen.d
