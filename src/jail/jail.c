@@ -108,9 +108,9 @@ static void child_main(const struct jail_child_plan *plan)
     int r = loopback_up();
     if (r < 0)
         jail_child_fail(plan, STEP_LOOPBACK, -r);
+    /* First byte: the id maps are written. */
     if (read(plan->sync_fd, &c, 1) != 1)
         _exit(127); /* the server went away before we were set up */
-    close(plan->sync_fd);
     /* Become the sandbox uid at once: new inodes (the generated /etc, mount points) need a
      * mapped fsuid, and host root is deliberately unmapped. Capabilities in the new user
      * namespace survive, because uid 0 was never mapped there; they are dropped below. */
@@ -119,13 +119,21 @@ static void child_main(const struct jail_child_plan *plan)
     if (setresgid(plan->gid, plan->gid, plan->gid) < 0 ||
         setresuid(plan->uid, plan->uid, plan->uid) < 0)
         jail_child_fail(plan, STEP_IDS, errno);
+    r = jail_setup_rootfs(plan, &step);
+    if (r < 0)
+        jail_child_fail(plan, step, -r);
+    /* Second byte: we are in our cgroup. The server moves us while we build the root: on
+     * cgroup v1 that move waits for an RCU grace period (the cgroup_threadgroup_rwsem taken
+     * for writing), about a millisecond that would otherwise come before all of the above.
+     * Nothing of the sandbox's has run yet, and nothing runs before this point but this
+     * code. */
+    if (read(plan->sync_fd, &c, 1) != 1)
+        _exit(127);
+    close(plan->sync_fd);
     /* Unshared only now, after the server moved us into our cgroup, so the sandbox sees its
      * own cgroup as the root of the hierarchy. */
     if (unshare(CLONE_NEWCGROUP) < 0)
         jail_child_fail(plan, STEP_CGROUP_NS, errno);
-    r = jail_setup_rootfs(plan, &step);
-    if (r < 0)
-        jail_child_fail(plan, step, -r);
     /* No controlling terminal, so TIOCSTI has nothing to reach. */
     if (setsid() < 0)
         jail_child_fail(plan, STEP_IDS, errno);
@@ -377,11 +385,15 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
         sbx_fail_errno(err, -r, "user namespace: writing the uid/gid map");
         goto out;
     }
+    if (write(sync_pipe[1], "m", 1) != 1) {
+        sbx_fail_errno(err, errno, "starting the sandbox");
+        goto out;
+    }
     if (j->cg && cgroup_attach(j->cg, j->pid, err) < 0) {
         sbx_err_wrap(err, "cgroup limits");
         goto out;
     }
-    if (write(sync_pipe[1], "x", 1) != 1) {
+    if (write(sync_pipe[1], "c", 1) != 1) {
         sbx_fail_errno(err, errno, "starting the sandbox");
         goto out;
     }

@@ -45,7 +45,7 @@ struct jail_child_plan {
     int stdio[3];
     const int *pass_fds;
     size_t n_pass_fds;
-    int sync_fd;     /* parent writes one byte when maps and cgroup are in place */
+    int sync_fd;     /* parent writes a byte when the id maps, then one when the cgroup, is set */
     int err_fd;      /* cloexec: EOF at exec means success */
     int status_fd;   /* init reports the workload's wait status (a socket when persistent) */
     bool persistent; /* init outlives the workload and can start it again */
