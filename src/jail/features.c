@@ -38,6 +38,8 @@ static void set(enum feature_id id, const char *name, bool ok, bool required, co
     f->name = name;
     f->available = ok;
     f->required = required;
+    /* The jail can leave out exactly these two (jail_spawn); namespaces it cannot. */
+    f->degradable = id == FEAT_SECCOMP || id == FEAT_LANDLOCK;
     snprintf(f->detail, sizeof(f->detail), "%s", detail ? detail : "");
     snprintf(f->hint, sizeof(f->hint), "%s", ok || !hint ? "" : hint);
 }
@@ -106,7 +108,8 @@ const struct feature_status *features_probe(void)
     int abi = landlock_abi_version();
     snprintf(detail, sizeof(detail), abi ? "ABI %d" : "not enabled", abi);
     set(FEAT_LANDLOCK, "Landlock", abi > 0, true, detail,
-        "Linux 5.13+ with landlock in the lsm= boot parameter");
+        "Linux 5.13+ with landlock in the lsm= boot parameter, not inside a sandbox that blocks "
+        "landlock_create_ruleset");
 
     long r = syscall(SYS_openat2, -1, NULL, 0);
     bool has_openat2 = !(r < 0 && errno == ENOSYS);
