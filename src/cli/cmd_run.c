@@ -178,8 +178,6 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         perror("mcp-sandbox: pipe");
         return 1;
     }
-    char name[64];
-    snprintf(name, sizeof(name), "run-%d", (int)getpid());
     struct jail_spec spec = {
         .profile = &o.profile,
         .cfg = &ctx->cfg,
@@ -187,7 +185,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         .stdin_fd = in_pipe[0],
         .stdout_fd = out_pipe[1],
         .stderr_fd = err_pipe[1],
-        .name = name,
+        .name = NULL, /* this process's only sandbox: its cgroup is mcp-sandbox.<pid> */
     };
     struct sbx_err err = {0};
     struct jail *j = NULL;

@@ -285,6 +285,22 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
     cg->peak_fd = -1;
     cg->kind = kind;
     for (int c = 0; c < nctrl(kind); c++) {
+        if (!name) {
+            /* The process's only sandbox: its group is the per-process one itself, which
+             * saves a level of mkdir and rmdir in every hierarchy. */
+            if (state.parent_made[c]) {
+                sbx_fail(err, EEXIST, "this process's cgroup already holds sandboxes");
+                goto fail;
+            }
+            cg->dir[c] = xstrdup(state.parent[c]);
+            if (mkdir(cg->dir[c], 0755) < 0) {
+                sbx_fail_errno(err, errno, "creating %s", cg->dir[c]);
+                free(cg->dir[c]);
+                cg->dir[c] = NULL;
+                goto fail;
+            }
+            continue;
+        }
         if (ensure_parent(c, err) < 0)
             goto fail;
         cg->dir[c] = xasprintf("%s/%s", state.parent[c], name);

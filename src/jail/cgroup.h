@@ -35,7 +35,9 @@ struct sbx_cgroup;
 /* Which backend is usable by this process (probed once). why gets a hint when NONE. */
 enum cgroup_backend_kind cgroup_backend(const char **why);
 
-/* Create a group named name (unique per sandbox) with lim applied. */
+/* Create a group named name (unique per sandbox) with lim applied, beneath this process's
+ * mcp-sandbox.<pid>. name NULL: a process that runs one sandbox only (`run`) uses
+ * mcp-sandbox.<pid> itself. */
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_cgroup **out,
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */

@@ -22,7 +22,7 @@ struct jail_spec {
     int stderr_fd;
     const int *pass_fds; /* handed in on purpose, renumbered from 3 */
     size_t n_pass_fds;
-    const char *name; /* unique per sandbox: names its cgroup */
+    const char *name; /* unique per sandbox: names its cgroup; NULL: the process's only one */
     /* Init outlives the workload: the sandbox (mounts, files, cgroup) stays until destroyed,
      * and the workload can be killed and started again (a crashed interpreter). */
     bool persistent;

@@ -43,7 +43,6 @@ static const char nsswitch_text[] = "passwd: files\ngroup: files\nhosts: files\n
 
 /* Why each row exists is the point of the table: read it top to bottom as the view. */
 static const struct mount_row rootfs_plan[] = {
-    {MK_DIR, NULL, "usr", false, NULL},
     {MK_BIND_RO, "/usr", "usr", false, NULL},
     /* Debian 12 is merged-usr: these are symlinks into /usr, recreated as such. */
     {MK_LINK_OR_BIND, "/bin", "bin", true, NULL},
