@@ -84,9 +84,10 @@ static const struct mount_row rootfs_plan[] = {
     {MK_COVER_DIR, NULL, "proc/irq", true, NULL},
     {MK_COVER_DIR, NULL, "proc/bus", true, NULL},
     {MK_COVER_DIR, NULL, "proc/fs", true, NULL},
-    /* A minimal /dev: the harmless character devices and a private /dev/shm. */
+    /* A minimal /dev: the harmless character devices and a private /dev/shm. A directory of
+     * the root, so read-only with it: a tmpfs of its own would be one more superblock to make
+     * and to kill for nothing writable. */
     {MK_DIR, NULL, "dev", false, NULL},
-    {MK_TMPFS, NULL, "dev", false, "dev"},
     {MK_DEV_NODE, "/dev/null", "dev/null", false, NULL},
     {MK_DEV_NODE, "/dev/zero", "dev/zero", false, NULL},
     {MK_DEV_NODE, "/dev/full", "dev/full", false, NULL},
@@ -188,10 +189,6 @@ static const char *tmpfs_options(const struct jail_child_plan *plan, const char 
                                  unsigned long *flags)
 {
     *flags = MS_NOSUID | MS_NODEV;
-    if (strcmp(which, "dev") == 0) {
-        *flags |= MS_NOEXEC;
-        return "mode=0755,size=64k,nr_inodes=64";
-    }
     if (strcmp(which, "shm") == 0) {
         *flags |= MS_NOEXEC;
         return plan->shm_opts;
