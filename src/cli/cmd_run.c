@@ -277,8 +277,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         }
     }
     uint64_t duration_ns = now_ns() - t0;
-    struct jail_usage usage;
-    jail_read_usage(j, &usage);
+    /* Without --json only the OOM verdict is needed. */
+    struct jail_usage usage = {0};
+    if (o.json)
+        jail_read_usage(j, &usage);
+    else
+        usage.oom_killed = jail_oom_killed(j);
     bool oom = usage.oom_killed && !timed_out;
 
     int status;

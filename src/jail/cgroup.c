@@ -395,6 +395,13 @@ int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
     return 0;
 }
 
+bool cgroup_oom_killed(struct sbx_cgroup *cg)
+{
+    if (cg->kind == CGROUP_BACKEND_V2)
+        return read_keyed(cg->dir[0], "memory.events", "oom_kill") > 0;
+    return read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill") > 0;
+}
+
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
 {
     memset(u, 0, sizeof(*u));
@@ -405,14 +412,14 @@ int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
         if (!u->memory_peak_bytes)
             u->memory_peak_bytes = u->memory_current_bytes;
         u->cpu_usage_ns = read_keyed(d, "cpu.stat", "usage_usec") * 1000;
-        u->oom_killed = read_keyed(d, "memory.events", "oom_kill") > 0;
+        u->oom_killed = cgroup_oom_killed(cg);
         u->pids_current = (uint32_t)read_u64(d, "pids.current");
         return 0;
     }
     u->memory_current_bytes = read_u64(cg->dir[V1_MEMORY], "memory.usage_in_bytes");
     u->memory_peak_bytes = read_u64(cg->dir[V1_MEMORY], "memory.max_usage_in_bytes");
     u->cpu_usage_ns = read_u64(cg->dir[V1_CPUACCT], "cpuacct.usage");
-    u->oom_killed = read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill") > 0;
+    u->oom_killed = cgroup_oom_killed(cg);
     u->pids_current = (uint32_t)read_u64(cg->dir[V1_PIDS], "pids.current");
     return 0;
 }

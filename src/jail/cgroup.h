@@ -45,6 +45,8 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* Open an fd of the v2 group directory for clone3(CLONE_INTO_CGROUP), or -1 on v1. */
 int cgroup_dirfd(struct sbx_cgroup *cg);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
+/* Whether the OOM killer fired inside the group (one file read). */
+bool cgroup_oom_killed(struct sbx_cgroup *cg);
 /* Just the memory high-water mark, cheaply (after every execution). */
 int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out);
 /* Kill every process in the group (v2 cgroup.kill; v1 freeze then SIGKILL each listed pid). */

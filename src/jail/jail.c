@@ -565,6 +565,11 @@ int jail_read_usage(struct jail *j, struct jail_usage *u)
     return 0;
 }
 
+bool jail_oom_killed(struct jail *j)
+{
+    return j->cg && cgroup_oom_killed(j->cg);
+}
+
 int jail_read_memory_peak(struct jail *j, uint64_t *out)
 {
     if (!j->cg)

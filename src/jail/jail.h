@@ -76,6 +76,8 @@ void jail_kill(struct jail *j);
 int jail_try_reap(struct jail *j, int *exit_code, int *term_signal);
 
 int jail_read_usage(struct jail *j, struct jail_usage *u);
+/* Just usage.oom_killed, for callers that need nothing else (one file read, not five). */
+bool jail_oom_killed(struct jail *j);
 /* The sandbox's memory high-water mark, cheap enough for every execution; -ENOTSUP without a
  * cgroup. */
 int jail_read_memory_peak(struct jail *j, uint64_t *out);
