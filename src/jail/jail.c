@@ -341,7 +341,9 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
     plan.want_landlock = landlock_abi_version() > 0;
     if (!plan.want_landlock) {
         if (!degraded_ok) {
-            fail_layer(err, "Landlock", "boot with lsm=...,landlock (Linux 5.13 or later)");
+            fail_layer(err, "Landlock",
+                       "boot Linux 5.13+ with landlock in lsm=..., not inside a sandbox that "
+                       "blocks landlock_create_ruleset");
             goto out;
         }
         add_degraded(j, "landlock");
