@@ -116,10 +116,23 @@ def write_md(res, path):
              f"Machine: {res['machine']['cpus']} CPUs, kernel {res['machine']['kernel']}, "
              f"load average at start {res['machine']['loadavg_start']}, at end "
              f"{res['machine']['loadavg_end']}. Mode: {res['mode']}. Generated from latest.json.",
-             "", "## 1. Cold one-shot: `print(1)` in a fresh isolated process", "",
+             ""]
+    if res.get("only"):
+        lines += [f"Only these scenarios ran: {', '.join(res['only'])}.", ""]
+    if "cold_one_shot" in res:
+        lines += cold_md(res["cold_one_shot"])
+    lines += mcp_scenarios.write_md(res)
+    lines += ["Warm execution over HTTP (scenario 2's HTTP row) and cold create_run_close per "
+              "second (scenario 4's second half) are not in this harness yet.", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def cold_md(cold):
+    lines = ["## 1. Cold one-shot: `print(1)` in a fresh isolated process", "",
              "| peer | median ms | p99 ms | min ms | max ms | ratio to bare python (median of "
              "pairwise ratios) | isolates |", "|---|---|---|---|---|---|---|"]
-    for p in res["cold_one_shot"]["peers"]:
+    for p in cold["peers"]:
         if "not_run" in p:
             lines.append(f"| {p['name']} | - | - | - | - | not run: {p['not_run']} | "
                          f"{p['isolates']} |")
@@ -127,16 +140,12 @@ def write_md(res, path):
             lines.append(f"| {p['name']} | {p['median_ms']:.2f} | {p['p99_ms']:.2f} | "
                          f"{p['min_ms']:.2f} | {p['max_ms']:.2f} | {p['ratio_median']:.3f} | "
                          f"{p['isolates']} |")
-    s = res["cold_one_shot"]["engine_setup_us"]
+    s = cold["engine_setup_us"]
     lines += ["", f"Engine setup (clone until the exec of the command, measured inside the "
               f"program): median {s['median']:.0f} us, min {s['min']:.0f}, p99 {s['p99']:.0f}, "
               f"max {s['max']:.0f} (n={s['n']}).", "",
               ""]
-    lines += mcp_scenarios.write_md(res)
-    lines += ["Warm execution over HTTP (scenario 2's HTTP row) and cold create_run_close per "
-              "second (scenario 4's second half) are not in this harness yet.", ""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return lines
 
 
 def chart(res, path):
@@ -145,6 +154,8 @@ def chart(res, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return False
+    if "cold_one_shot" not in res:
         return False
     ps = [p for p in res["cold_one_shot"]["peers"] if "not_run" not in p]
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(ps) + 1.5))
@@ -160,25 +171,41 @@ def chart(res, path):
     return True
 
 
+SCENARIOS = {
+    "cold_one_shot": lambda binary, quick: cold_one_shot(binary, 12 if quick else 100),
+    "warm_execution": mcp_scenarios.warm_execution,
+    "time_to_ready": mcp_scenarios.time_to_ready,
+    "density": mcp_scenarios.density,
+    "http_throughput": mcp_scenarios.http_throughput,
+    "floods": mcp_scenarios.floods,
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--only", default="",
+                    help="comma-separated scenarios to run (default: all): " + ", ".join(SCENARIOS))
     a = ap.parse_args()
+    only = [s for s in a.only.split(",") if s]
+    unknown = [s for s in only if s not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     os.makedirs(a.out, exist_ok=True)
     load0 = open("/proc/loadavg").read().split()[:3]
     res = {"mode": "quick" if a.quick else "full",
            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                        "loadavg_start": " ".join(load0)}}
     binary = os.path.abspath(a.bin)
-    res["cold_one_shot"] = cold_one_shot(binary, 12 if a.quick else 100)
-    res["warm_execution"] = mcp_scenarios.warm_execution(binary, a.quick)
-    res["time_to_ready"] = mcp_scenarios.time_to_ready(binary, a.quick)
-    # Density first: the teardown of the throughput run would still be returning memory.
-    res["density"] = mcp_scenarios.density(binary, a.quick)
-    res["http_throughput"] = mcp_scenarios.http_throughput(binary, a.quick)
-    res["floods"] = mcp_scenarios.floods(binary, a.quick)
+    if only:
+        res["only"] = only
+    # In this order: density before the HTTP load, whose teardown would still be returning
+    # memory.
+    for name, fn in SCENARIOS.items():
+        if not only or name in only:
+            res[name] = fn(binary, a.quick)
     res["machine"]["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump(res, f, indent=2)

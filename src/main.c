@@ -73,6 +73,7 @@ static const char *flag_value(const char *flag, int argc, char **argv, int *i, b
 int main(int argc, char **argv)
 {
     static struct cli_ctx ctx;
+    ctx.argv = argv;
     const struct subcommand *cmd = NULL;
     char **rest = xcalloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0;

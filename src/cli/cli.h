@@ -10,6 +10,7 @@
 struct cli_ctx {
     struct sbx_config cfg; /* defaults + file + env + global flags already applied */
     const char *config_path;
+    char **argv; /* main's argv, untouched (global flags included) */
 };
 
 /* Print "mcp-sandbox: MSG" and a hint to stderr; returns EXIT_USAGE. */

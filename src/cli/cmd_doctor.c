@@ -32,13 +32,25 @@ int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx)
 
     const struct feature_status *f = features_probe();
     bool ok = true;
+    char degraded[128] = "";
     json_t *rows = json_array();
+    json_t *deg = json_array();
     if (!json)
         printf("%-20s %-9s %s\n", "layer", "verdict", "detail / hint");
     for (int i = 0; i < FEAT__COUNT; i++) {
         const char *verdict = f[i].available ? "ok" : f[i].required ? "missing" : "fallback";
-        if (!f[i].available && f[i].required && !ctx->cfg.allow_degraded)
-            ok = false;
+        /* A missing required layer stops the default profile, unless it is one the jail may
+         * leave out and the configuration allows that: then sandboxes run, reported degraded. */
+        if (!f[i].available && f[i].required) {
+            if (f[i].degradable && ctx->cfg.allow_degraded) {
+                size_t len = strlen(degraded);
+                snprintf(degraded + len, sizeof(degraded) - len, "%s%s", len ? ", " : "",
+                         f[i].name);
+                json_array_append_new(deg, json_string(f[i].name));
+            } else {
+                ok = false;
+            }
+        }
         if (json) {
             json_array_append_new(rows, json_pack("{s:s, s:s, s:b, s:s, s:s}", "layer", f[i].name,
                                                   "verdict", verdict, "required", f[i].required,
@@ -50,17 +62,21 @@ int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx)
     }
     const char *mode = geteuid() == 0 ? "root" : "rootless";
     if (json) {
-        json_t *o =
-            json_pack("{s:o, s:s, s:b, s:b}", "layers", rows, "mode", mode, "default_profile_runs",
-                      ok, "allow_degraded", ctx->cfg.allow_degraded);
+        json_t *o = json_pack("{s:o, s:s, s:b, s:o, s:b}", "layers", rows, "mode", mode,
+                              "default_profile_runs", ok, "degraded", deg, "allow_degraded",
+                              ctx->cfg.allow_degraded);
         char *s = json_dumps(o, JSON_INDENT(2));
         puts(s);
         free(s);
         json_decref(o);
     } else {
         json_decref(rows);
-        printf("\nmode: %s; default profile '%s': %s\n", mode, ctx->cfg.default_profile,
-               ok ? "can run" : "CANNOT run (see the hints above)");
+        json_decref(deg);
+        printf("\nmode: %s; default profile '%s': %s%s%s\n", mode, ctx->cfg.default_profile,
+               !ok           ? "CANNOT run (see the hints above)"
+               : degraded[0] ? "can run DEGRADED, without "
+                             : "can run",
+               ok ? degraded : "", ok && degraded[0] ? " (isolation.allow_degraded)" : "");
     }
     return ok ? 0 : 1;
 }

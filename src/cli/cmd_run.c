@@ -178,8 +178,6 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         perror("mcp-sandbox: pipe");
         return 1;
     }
-    char name[64];
-    snprintf(name, sizeof(name), "run-%d", (int)getpid());
     struct jail_spec spec = {
         .profile = &o.profile,
         .cfg = &ctx->cfg,
@@ -187,7 +185,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         .stdin_fd = in_pipe[0],
         .stdout_fd = out_pipe[1],
         .stderr_fd = err_pipe[1],
-        .name = name,
+        .name = NULL, /* this process's only sandbox: its cgroup is mcp-sandbox.<pid> */
     };
     struct sbx_err err = {0};
     struct jail *j = NULL;
@@ -279,8 +277,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         }
     }
     uint64_t duration_ns = now_ns() - t0;
-    struct jail_usage usage;
-    jail_read_usage(j, &usage);
+    /* Without --json only the OOM verdict is needed. */
+    struct jail_usage usage = {0};
+    if (o.json)
+        jail_read_usage(j, &usage);
+    else
+        usage.oom_killed = jail_oom_killed(j);
     bool oom = usage.oom_killed && !timed_out;
 
     int status;

@@ -37,61 +37,76 @@ struct sbx_cgroup {
     int peak_fd;          /* memory high-water file, opened on first use (-1 before) */
 };
 
-/* Find the mount point of a v1 hierarchy carrying ctrl, from /proc/self/mountinfo. */
-static char *v1_mount_of(const char *ctrl)
+/* The probe reads /proc/self/cgroup and /proc/self/mountinfo once each: it runs in every `run`
+ * process, where a pass over each file per controller cost ~0.4 ms. */
+struct proc_text {
+    char *buf;
+    size_t len;
+};
+
+/* Whether the comma-separated list [s, s+n) holds word. */
+static bool list_has(const char *s, size_t n, const char *word)
 {
-    cleanup_file FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return NULL;
-    char line[1024];
-    while (fgets(line, sizeof(line), f)) {
-        char *sep = strstr(line, " - ");
-        if (!sep || strncmp(sep, " - cgroup ", 10) != 0)
-            continue;
-        /* super options are the last field: "rw,memory" */
-        char *opts = strrchr(sep, ' ');
-        if (!opts)
-            continue;
-        opts++;
-        opts[strcspn(opts, "\n")] = '\0';
-        bool has = false;
-        char *save = NULL;
-        for (char *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            if (strcmp(t, ctrl) == 0)
-                has = true;
-        if (!has)
-            continue;
-        char mnt[512];
-        if (sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1)
-            return xstrdup(mnt);
+    size_t wl = strlen(word);
+    for (const char *p = s, *end = s + n; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        if (len == wl && memcmp(p, word, wl) == 0)
+            return true;
+        p += len + 1;
+    }
+    return false;
+}
+
+/* The server's own path in hierarchy ctrl, from /proc/self/cgroup lines "ID:CTRLS:PATH"; ctrl
+ * "" is the v2 line "0::PATH". Returns a pointer into t (up to the newline) and its length. */
+static const char *own_path(const struct proc_text *t, const char *ctrl, size_t *len)
+{
+    for (const char *line = t->buf; *line;) {
+        const char *nl = strchr(line, '\n');
+        const char *end = nl ? nl : line + strlen(line);
+        const char *c1 = memchr(line, ':', (size_t)(end - line));
+        const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+        if (c2) {
+            size_t n = (size_t)(c2 - c1 - 1);
+            if (ctrl[0] ? list_has(c1 + 1, n, ctrl) : n == 0) {
+                *len = (size_t)(end - c2 - 1);
+                return c2 + 1;
+            }
+        }
+        line = nl ? nl + 1 : end;
     }
     return NULL;
 }
 
-/* The server's own path in hierarchy ctrl ("" for v2's "0::" line). */
-static char *own_path(const char *ctrl)
+/* The mount point of the v1 hierarchy carrying ctrl: a mountinfo line whose filesystem type
+ * is "cgroup" and whose super options (the last field) name ctrl. Returns a pointer into t. */
+static const char *v1_mount_of(const struct proc_text *t, const char *ctrl, size_t *len)
 {
-    cleanup_file FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return NULL;
-    char line[1024];
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = '\0';
-        const char *ctrls = c1 + 1;
-        if (ctrl[0] == '\0' ? ctrls[0] == '\0' : false) {
-            return xstrdup(c2 + 1);
+    for (const char *line = t->buf; *line;) {
+        const char *nl = strchr(line, '\n');
+        const char *end = nl ? nl : line + strlen(line);
+        const char *sep = strstr(line, " - cgroup ");
+        if (sep && sep < end) {
+            const char *opts = end;
+            while (opts > sep && opts[-1] != ' ')
+                opts--;
+            if (list_has(opts, (size_t)(end - opts), ctrl)) {
+                /* Fields: ID PARENT MAJ:MIN ROOT MOUNTPOINT ...; the fifth is the mount point
+                 * (octal escapes for spaces never occur under /sys/fs/cgroup). */
+                const char *f = line;
+                for (int k = 0; k < 4 && f; k++) {
+                    f = memchr(f, ' ', (size_t)(end - f));
+                    f = f ? f + 1 : NULL;
+                }
+                const char *fe = f ? memchr(f, ' ', (size_t)(end - f)) : NULL;
+                if (fe) {
+                    *len = (size_t)(fe - f);
+                    return f;
+                }
+            }
         }
-        char buf[256];
-        snprintf(buf, sizeof(buf), "%s", ctrls);
-        char *save = NULL;
-        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            if (ctrl[0] && strcmp(t, ctrl) == 0)
-                return xstrdup(c2 + 1);
+        line = nl ? nl + 1 : end;
     }
     return NULL;
 }
@@ -119,15 +134,17 @@ static bool file_has_words(const char *path, const char *const *words, size_t n)
     return ok;
 }
 
-static bool probe_v2(void)
+static bool probe_v2(const struct proc_text *self_cg)
 {
     struct statfs sf;
     if (statfs("/sys/fs/cgroup", &sf) < 0 || sf.f_type != CGROUP2_MAGIC)
         return false;
-    cleanup_free char *own = own_path("");
+    size_t n = 0;
+    const char *own = own_path(self_cg, "", &n);
     if (!own)
         return false;
-    cleanup_free char *dir = xasprintf("/sys/fs/cgroup%s", strcmp(own, "/") ? own : "");
+    bool root = n == 1 && own[0] == '/';
+    cleanup_free char *dir = xasprintf("/sys/fs/cgroup%.*s", root ? 0 : (int)n, own);
     static const char *const need[] = {"memory", "pids", "cpu"};
     cleanup_free char *ctl = xasprintf("%s/cgroup.subtree_control", dir);
     if (!file_has_words(ctl, need, ARRAY_SIZE(need)) || access(dir, W_OK) < 0)
@@ -136,14 +153,22 @@ static bool probe_v2(void)
     return true;
 }
 
-static bool probe_v1(void)
+static bool probe_v1(const struct proc_text *self_cg)
 {
+    cleanup_free char *text = NULL;
+    struct proc_text mounts = {0};
+    /* Hosts running many containers have thousands of mounts. */
+    if (read_file_max("/proc/self/mountinfo", 8 << 20, &text, &mounts.len) < 0)
+        return false;
+    mounts.buf = text;
     for (int c = 0; c < V1__COUNT; c++) {
-        cleanup_free char *mnt = v1_mount_of(v1_names[c]);
-        cleanup_free char *own = own_path(v1_names[c]);
+        size_t mn = 0, on = 0;
+        const char *mnt = v1_mount_of(&mounts, v1_names[c], &mn);
+        const char *own = own_path(self_cg, v1_names[c], &on);
         if (!mnt || !own)
             return false;
-        cleanup_free char *dir = xasprintf("%s%s", mnt, strcmp(own, "/") ? own : "");
+        bool root = on == 1 && own[0] == '/';
+        cleanup_free char *dir = xasprintf("%.*s%.*s", (int)mn, mnt, root ? 0 : (int)on, own);
         if (access(dir, W_OK) < 0)
             return false;
         state.parent[c] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
@@ -155,9 +180,13 @@ enum cgroup_backend_kind cgroup_backend(const char **why)
 {
     if (!state.probed) {
         state.probed = true;
-        if (probe_v2()) {
+        cleanup_free char *text = NULL;
+        struct proc_text self_cg = {0};
+        bool have_self = read_file_max("/proc/self/cgroup", 1 << 20, &text, &self_cg.len) == 0;
+        self_cg.buf = text;
+        if (have_self && probe_v2(&self_cg)) {
             state.kind = CGROUP_BACKEND_V2;
-        } else if (probe_v1()) {
+        } else if (have_self && probe_v1(&self_cg)) {
             state.kind = CGROUP_BACKEND_V1;
         } else {
             for (int c = 0; c < V1__COUNT; c++) {
@@ -256,6 +285,22 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
     cg->peak_fd = -1;
     cg->kind = kind;
     for (int c = 0; c < nctrl(kind); c++) {
+        if (!name) {
+            /* The process's only sandbox: its group is the per-process one itself, which
+             * saves a level of mkdir and rmdir in every hierarchy. */
+            if (state.parent_made[c]) {
+                sbx_fail(err, EEXIST, "this process's cgroup already holds sandboxes");
+                goto fail;
+            }
+            cg->dir[c] = xstrdup(state.parent[c]);
+            if (mkdir(cg->dir[c], 0755) < 0) {
+                sbx_fail_errno(err, errno, "creating %s", cg->dir[c]);
+                free(cg->dir[c]);
+                cg->dir[c] = NULL;
+                goto fail;
+            }
+            continue;
+        }
         if (ensure_parent(c, err) < 0)
             goto fail;
         cg->dir[c] = xasprintf("%s/%s", state.parent[c], name);
@@ -350,6 +395,13 @@ int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
     return 0;
 }
 
+bool cgroup_oom_killed(struct sbx_cgroup *cg)
+{
+    if (cg->kind == CGROUP_BACKEND_V2)
+        return read_keyed(cg->dir[0], "memory.events", "oom_kill") > 0;
+    return read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill") > 0;
+}
+
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
 {
     memset(u, 0, sizeof(*u));
@@ -360,14 +412,14 @@ int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
         if (!u->memory_peak_bytes)
             u->memory_peak_bytes = u->memory_current_bytes;
         u->cpu_usage_ns = read_keyed(d, "cpu.stat", "usage_usec") * 1000;
-        u->oom_killed = read_keyed(d, "memory.events", "oom_kill") > 0;
+        u->oom_killed = cgroup_oom_killed(cg);
         u->pids_current = (uint32_t)read_u64(d, "pids.current");
         return 0;
     }
     u->memory_current_bytes = read_u64(cg->dir[V1_MEMORY], "memory.usage_in_bytes");
     u->memory_peak_bytes = read_u64(cg->dir[V1_MEMORY], "memory.max_usage_in_bytes");
     u->cpu_usage_ns = read_u64(cg->dir[V1_CPUACCT], "cpuacct.usage");
-    u->oom_killed = read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill") > 0;
+    u->oom_killed = cgroup_oom_killed(cg);
     u->pids_current = (uint32_t)read_u64(cg->dir[V1_PIDS], "pids.current");
     return 0;
 }

@@ -35,7 +35,9 @@ struct sbx_cgroup;
 /* Which backend is usable by this process (probed once). why gets a hint when NONE. */
 enum cgroup_backend_kind cgroup_backend(const char **why);
 
-/* Create a group named name (unique per sandbox) with lim applied. */
+/* Create a group named name (unique per sandbox) with lim applied, beneath this process's
+ * mcp-sandbox.<pid>. name NULL: a process that runs one sandbox only (`run`) uses
+ * mcp-sandbox.<pid> itself. */
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_cgroup **out,
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */
@@ -43,6 +45,8 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* Open an fd of the v2 group directory for clone3(CLONE_INTO_CGROUP), or -1 on v1. */
 int cgroup_dirfd(struct sbx_cgroup *cg);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
+/* Whether the OOM killer fired inside the group (one file read). */
+bool cgroup_oom_killed(struct sbx_cgroup *cg);
 /* Just the memory high-water mark, cheaply (after every execution). */
 int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out);
 /* Kill every process in the group (v2 cgroup.kill; v1 freeze then SIGKILL each listed pid). */

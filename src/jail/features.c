@@ -38,6 +38,8 @@ static void set(enum feature_id id, const char *name, bool ok, bool required, co
     f->name = name;
     f->available = ok;
     f->required = required;
+    /* The jail can leave out exactly these two (jail_spawn); namespaces it cannot. */
+    f->degradable = id == FEAT_SECCOMP || id == FEAT_LANDLOCK;
     snprintf(f->detail, sizeof(f->detail), "%s", detail ? detail : "");
     snprintf(f->hint, sizeof(f->hint), "%s", ok || !hint ? "" : hint);
 }
@@ -79,25 +81,20 @@ const struct feature_status *features_probe(void)
     done = true;
     probe_namespaces();
 
+    /* The same probe the jail uses, so doctor and a refused sandbox always agree. */
     struct sbx_err err = {0};
-    const struct seccomp_program *prog = NULL;
-    char *actions = NULL;
-    read_file_max("/proc/sys/kernel/seccomp/actions_avail", 512, &actions, NULL);
-    if (actions)
-        actions[strcspn(actions, "\n")] = '\0';
-    bool sc = seccomp_program_get(&prog, &err) == 0 && actions && strstr(actions, "errno") &&
-              strstr(actions, "kill_process");
+    bool sc = seccomp_filter_available(&err) == 0;
     char detail[160];
     size_t nrules = 0;
     seccomp_denied_table(&nrules);
     if (sc)
-        snprintf(detail, sizeof(detail), "%zu denied calls, %u BPF instructions; actions: %s",
-                 nrules, (unsigned)prog->prog.len, actions);
+        snprintf(detail, sizeof(detail), "%zu denied calls, %u BPF instructions (built in)", nrules,
+                 (unsigned)seccomp_program()->prog.len);
     else
-        snprintf(detail, sizeof(detail), "%.150s", err.msg[0] ? err.msg : "needed actions missing");
+        snprintf(detail, sizeof(detail), "%.150s", err.msg);
     set(FEAT_SECCOMP, "seccomp-bpf", sc, true, detail,
-        "kernel built without CONFIG_SECCOMP_FILTER, or libseccomp failed");
-    free(actions);
+        "a kernel with CONFIG_SECCOMP_FILTER (Linux 4.14+), not inside a sandbox that blocks "
+        "seccomp(2)");
 
     const char *why = NULL;
     enum cgroup_backend_kind cg = cgroup_backend(&why);
@@ -111,7 +108,8 @@ const struct feature_status *features_probe(void)
     int abi = landlock_abi_version();
     snprintf(detail, sizeof(detail), abi ? "ABI %d" : "not enabled", abi);
     set(FEAT_LANDLOCK, "Landlock", abi > 0, true, detail,
-        "Linux 5.13+ with landlock in the lsm= boot parameter");
+        "Linux 5.13+ with landlock in the lsm= boot parameter, not inside a sandbox that blocks "
+        "landlock_create_ruleset");
 
     long r = syscall(SYS_openat2, -1, NULL, 0);
     bool has_openat2 = !(r < 0 && errno == ENOSYS);

@@ -26,6 +26,7 @@ struct feature_status {
     const char *name; /* "user namespaces", "seccomp-bpf", ... */
     bool available;
     bool required;    /* the default profile needs it */
+    bool degradable;  /* isolation.allow_degraded lets a sandbox run without it */
     char detail[160]; /* "ABI 7", "v1: memory pids cpu cpuacct writable", ... */
     char hint[200];   /* how to enable it when missing */
 };

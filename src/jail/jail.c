@@ -134,9 +134,9 @@ static void child_main(const struct jail_child_plan *plan)
         if (r < 0)
             jail_child_fail(plan, STEP_PROXY_SOCKET, -r);
     }
+    /* First byte: the id maps are written. */
     if (read(plan->sync_fd, &c, 1) != 1)
         _exit(127); /* the server went away before we were set up */
-    close(plan->sync_fd);
     /* Become the sandbox uid at once: new inodes (the generated /etc, mount points) need a
      * mapped fsuid, and host root is deliberately unmapped. Capabilities in the new user
      * namespace survive, because uid 0 was never mapped there; they are dropped below. */
@@ -145,13 +145,22 @@ static void child_main(const struct jail_child_plan *plan)
     if (setresgid(plan->gid, plan->gid, plan->gid) < 0 ||
         setresuid(plan->uid, plan->uid, plan->uid) < 0)
         jail_child_fail(plan, STEP_IDS, errno);
+    r = jail_setup_rootfs(plan, &step);
+    if (r < 0)
+        jail_child_fail(plan, step, -r);
+    /* Second byte: we are in our cgroup. The server moves us while we build the root: on
+     * cgroup v1 that move waits for an RCU grace period (the cgroup_threadgroup_rwsem taken
+     * for writing), about a millisecond that would otherwise come before all of the above.
+     * Nothing of the sandbox's has run yet, and nothing runs before this point but this
+     * code. */
+    if (read(plan->sync_fd, &c, 1) != 1)
+        _exit(127);
+    close(plan->sync_fd);
     /* Unshared only now, after the server moved us into our cgroup, so the sandbox sees its
      * own cgroup as the root of the hierarchy. */
     if (unshare(CLONE_NEWCGROUP) < 0)
         jail_child_fail(plan, STEP_CGROUP_NS, errno);
-    r = jail_setup_rootfs(plan, &step);
-    if (r < 0)
-        jail_child_fail(plan, step, -r);
+    /* No controlling terminal, so TIOCSTI has nothing to reach. */
     if (setsid() < 0)
         jail_child_fail(plan, STEP_IDS, errno);
     r = jail_drop_caps(plan->cap_last);
@@ -215,6 +224,31 @@ static void add_degraded(struct jail *j, const char *layer)
     snprintf(j->degraded + len, sizeof(j->degraded) - len, "%s%s", len ? "," : "", layer);
 }
 
+/* Signals this process ignores: SIG_IGN survives exec, so the workload must get them back at
+ * SIG_DFL. The kernel's summary (SigIgn in /proc/self/status) is one read; asking signal by
+ * signal took 64 rt_sigaction calls on every spawn. */
+static void ignored_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    char *status = NULL;
+    const char *line = NULL;
+    if (read_file_max("/proc/self/status", 1 << 16, &status, NULL) == 0)
+        line = strstr(status, "\nSigIgn:\t");
+    if (line) {
+        unsigned long long mask = strtoull(line + 9, NULL, 16);
+        for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+            if (mask & (1ull << (sig - 1)))
+                sigaddset(set, sig);
+    } else {
+        for (int sig = 1; sig < NSIG; sig++) {
+            struct sigaction sa;
+            if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+                sigaddset(set, sig);
+        }
+    }
+    free(status);
+}
+
 /* Fails (-E2BIG) only when extra_env does not fit the plan's fixed environment space. */
 static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan)
 {
@@ -233,12 +267,7 @@ static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan
     plan->persistent = spec->persistent;
     plan->proxy_port = spec->persistent ? spec->proxy_port : 0;
     plan->cap_last = cap_last_cap();
-    sigemptyset(&plan->ignored);
-    for (int sig = 1; sig < NSIG; sig++) {
-        struct sigaction sa;
-        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
-            sigaddset(&plan->ignored, sig);
-    }
+    ignored_signals(&plan->ignored);
     snprintf(plan->workspace_opts, sizeof(plan->workspace_opts),
              "mode=0700,uid=%u,gid=%u,size=%llu,nr_inodes=%llu", uid, uid,
              (unsigned long long)p->workspace_bytes, (unsigned long long)p->workspace_inodes);
@@ -332,20 +361,22 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
         goto out;
     }
 
-    const struct seccomp_program *prog = NULL;
-    if (seccomp_program_get(&prog, &sub) < 0) {
+    if (seccomp_filter_available(&sub) == 0) {
+        plan.seccomp = seccomp_program();
+    } else {
         if (!degraded_ok) {
             fail_layer(err, "seccomp", sub.msg);
             goto out;
         }
         add_degraded(j, "seccomp");
     }
-    plan.seccomp = prog;
 
     plan.want_landlock = landlock_abi_version() > 0;
     if (!plan.want_landlock) {
         if (!degraded_ok) {
-            fail_layer(err, "Landlock", "boot with lsm=...,landlock (Linux 5.13 or later)");
+            fail_layer(err, "Landlock",
+                       "boot Linux 5.13+ with landlock in lsm=..., not inside a sandbox that "
+                       "blocks landlock_create_ruleset");
             goto out;
         }
         add_degraded(j, "landlock");
@@ -409,11 +440,15 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
         sbx_fail_errno(err, -r, "user namespace: writing the uid/gid map");
         goto out;
     }
+    if (write(sync_pipe[1], "m", 1) != 1) {
+        sbx_fail_errno(err, errno, "starting the sandbox");
+        goto out;
+    }
     if (j->cg && cgroup_attach(j->cg, j->pid, err) < 0) {
         sbx_err_wrap(err, "cgroup limits");
         goto out;
     }
-    if (write(sync_pipe[1], "x", 1) != 1) {
+    if (write(sync_pipe[1], "c", 1) != 1) {
         sbx_fail_errno(err, errno, "starting the sandbox");
         goto out;
     }
@@ -570,6 +605,11 @@ int jail_read_usage(struct jail *j, struct jail_usage *u)
             1000000000ull +
         ((uint64_t)j->rusage.ru_utime.tv_usec + (uint64_t)j->rusage.ru_stime.tv_usec) * 1000ull;
     return 0;
+}
+
+bool jail_oom_killed(struct jail *j)
+{
+    return j->cg && cgroup_oom_killed(j->cg);
 }
 
 int jail_read_memory_peak(struct jail *j, uint64_t *out)

@@ -22,7 +22,7 @@ struct jail_spec {
     int stderr_fd;
     const int *pass_fds; /* handed in on purpose, renumbered from 3 */
     size_t n_pass_fds;
-    const char *name; /* unique per sandbox: names its cgroup */
+    const char *name; /* unique per sandbox: names its cgroup; NULL: the process's only one */
     /* Init outlives the workload: the sandbox (mounts, files, cgroup) stays until destroyed,
      * and the workload can be killed and started again (a crashed interpreter). */
     bool persistent;
@@ -81,6 +81,8 @@ void jail_kill(struct jail *j);
 int jail_try_reap(struct jail *j, int *exit_code, int *term_signal);
 
 int jail_read_usage(struct jail *j, struct jail_usage *u);
+/* Just usage.oom_killed, for callers that need nothing else (one file read, not five). */
+bool jail_oom_killed(struct jail *j);
 /* The sandbox's memory high-water mark, cheap enough for every execution; -ENOTSUP without a
  * cgroup. */
 int jail_read_memory_peak(struct jail *j, uint64_t *out);

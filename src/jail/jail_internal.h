@@ -46,10 +46,10 @@ struct jail_child_plan {
     int stdio[3];
     const int *pass_fds;
     size_t n_pass_fds;
-    int sync_fd;         /* parent writes one byte when maps and cgroup are in place */
-    int err_fd;          /* cloexec: EOF at exec means success */
-    int status_fd;       /* init reports the workload's wait status (a socket when persistent) */
-    bool persistent;     /* init outlives the workload and can start it again */
+    int sync_fd;     /* parent writes a byte when the id maps, then one when the cgroup, is set */
+    int err_fd;      /* cloexec: EOF at exec means success */
+    int status_fd;   /* init reports the workload's wait status (a socket when persistent) */
+    bool persistent; /* init outlives the workload and can start it again */
     uint16_t proxy_port; /* listen here in the new network namespace; 0: no listener */
     int cap_last;
     sigset_t ignored; /* signals the server ignores: SIG_IGN would survive exec */

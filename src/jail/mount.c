@@ -24,7 +24,7 @@ enum mount_kind {
     MK_FILE,         /* dst gets generated content */
     MK_PROC,         /* fresh procfs for the sandbox's pid namespace */
     MK_COVER_FILE,   /* bind /dev/null over dst */
-    MK_COVER_DIR,    /* empty read-only tmpfs over dst */
+    MK_COVER_DIR,    /* empty read-only tmpfs over dst (one, bound over the others) */
     MK_DEV_NODE,     /* bind host device src onto an empty file dst */
     MK_TMPFS,        /* tmpfs with options from the plan (data names which) */
     MK_SYMLINK,      /* dst -> src */
@@ -43,7 +43,6 @@ static const char nsswitch_text[] = "passwd: files\ngroup: files\nhosts: files\n
 
 /* Why each row exists is the point of the table: read it top to bottom as the view. */
 static const struct mount_row rootfs_plan[] = {
-    {MK_DIR, NULL, "usr", false, NULL},
     {MK_BIND_RO, "/usr", "usr", false, NULL},
     /* Debian 12 is merged-usr: these are symlinks into /usr, recreated as such. */
     {MK_LINK_OR_BIND, "/bin", "bin", true, NULL},
@@ -85,9 +84,10 @@ static const struct mount_row rootfs_plan[] = {
     {MK_COVER_DIR, NULL, "proc/irq", true, NULL},
     {MK_COVER_DIR, NULL, "proc/bus", true, NULL},
     {MK_COVER_DIR, NULL, "proc/fs", true, NULL},
-    /* A minimal /dev: the harmless character devices and a private /dev/shm. */
+    /* A minimal /dev: the harmless character devices and a private /dev/shm. A directory of
+     * the root, so read-only with it: a tmpfs of its own would be one more superblock to make
+     * and to kill for nothing writable. */
     {MK_DIR, NULL, "dev", false, NULL},
-    {MK_TMPFS, NULL, "dev", false, "dev"},
     {MK_DEV_NODE, "/dev/null", "dev/null", false, NULL},
     {MK_DEV_NODE, "/dev/zero", "dev/zero", false, NULL},
     {MK_DEV_NODE, "/dev/full", "dev/full", false, NULL},
@@ -150,12 +150,16 @@ static int write_text(const char *path, const char *text)
     return r;
 }
 
-static int bind_ro(const char *src, const char *dst)
+/* src_st: src's stat if the caller already has it (following links), else NULL. */
+static int bind_ro(const char *src, const char *dst, const struct stat *src_st)
 {
     struct stat st;
-    if (stat(src, &st) < 0)
-        return -errno;
-    if (S_ISDIR(st.st_mode)) {
+    if (!src_st) {
+        if (stat(src, &st) < 0)
+            return -errno;
+        src_st = &st;
+    }
+    if (S_ISDIR(src_st->st_mode)) {
         if (mkdir(dst, 0755) < 0 && errno != EEXIST)
             return -errno;
     } else {
@@ -185,10 +189,6 @@ static const char *tmpfs_options(const struct jail_child_plan *plan, const char 
                                  unsigned long *flags)
 {
     *flags = MS_NOSUID | MS_NODEV;
-    if (strcmp(which, "dev") == 0) {
-        *flags |= MS_NOEXEC;
-        return "mode=0755,size=64k,nr_inodes=64";
-    }
     if (strcmp(which, "shm") == 0) {
         *flags |= MS_NOEXEC;
         return plan->shm_opts;
@@ -198,21 +198,32 @@ static const char *tmpfs_options(const struct jail_child_plan *plan, const char 
     return plan->workspace_opts;
 }
 
-static int apply_row(const struct jail_child_plan *plan, const struct mount_row *row)
+struct rootfs_state {
+    const char *cover_dir; /* the first MK_COVER_DIR mounted, bound over the later ones */
+};
+
+static int apply_row(const struct jail_child_plan *plan, const struct mount_row *row,
+                     struct rootfs_state *state)
 {
     struct stat st;
+    bool have_st = false;
     unsigned long fl;
-    if (row->src && row->optional && row->kind != MK_SYMLINK && lstat(row->src, &st) < 0)
-        return 0;
+    if (row->src && row->optional && row->kind != MK_SYMLINK) {
+        if (lstat(row->src, &st) < 0)
+            return 0;
+        have_st = true;
+    }
     switch (row->kind) {
     case MK_DIR:
         return mkdir(row->dst, 0755) < 0 && errno != EEXIST ? -errno : 0;
     case MK_BIND_RO:
-        return bind_ro(row->src, row->dst);
+        /* An lstat of anything but a link is the stat bind_ro needs. */
+        return bind_ro(row->src, row->dst, have_st && !S_ISLNK(st.st_mode) ? &st : NULL);
     case MK_LINK_OR_BIND:
-        if (lstat(row->src, &st) < 0)
+        if (!have_st && lstat(row->src, &st) < 0)
             return -errno;
-        return S_ISLNK(st.st_mode) ? copy_link(row->src, row->dst) : bind_ro(row->src, row->dst);
+        return S_ISLNK(st.st_mode) ? copy_link(row->src, row->dst)
+                                   : bind_ro(row->src, row->dst, &st);
     case MK_COPY_LINK:
         return copy_link(row->src, row->dst);
     case MK_FILE:
@@ -231,10 +242,15 @@ static int apply_row(const struct jail_child_plan *plan, const struct mount_row 
     case MK_COVER_DIR:
         if (lstat(row->dst, &st) < 0)
             return row->optional ? 0 : -errno;
-        return mount("tmpfs", row->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                     "size=0,nr_inodes=1") < 0
-                   ? -errno
-                   : 0;
+        /* One empty read-only tmpfs, bound over the rest: a bind costs far less than a new
+         * superblock, at setup and again at teardown, and keeps the read-only flag. */
+        if (state->cover_dir)
+            return mount(state->cover_dir, row->dst, NULL, MS_BIND, NULL) < 0 ? -errno : 0;
+        if (mount("tmpfs", row->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=0,nr_inodes=1") < 0)
+            return -errno;
+        state->cover_dir = row->dst;
+        return 0;
     case MK_DEV_NODE: {
         int r = make_empty_file(row->dst);
         if (r < 0)
@@ -262,8 +278,9 @@ int jail_setup_rootfs(const struct jail_child_plan *plan, enum jail_step *step)
         return -errno;
     if (chdir(NEWROOT) < 0)
         return -errno;
+    struct rootfs_state state = {0};
     for (size_t i = 0; i < ARRAY_SIZE(rootfs_plan); i++) {
-        int r = apply_row(plan, &rootfs_plan[i]);
+        int r = apply_row(plan, &rootfs_plan[i], &state);
         if (r < 0)
             return r;
     }

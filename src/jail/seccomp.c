@@ -1,203 +1,65 @@
-/* The syscall policy. Default allow (the kernel namespaces, Landlock and the uid do the
- * containment); deny what widens the kernel's attack surface or escapes those layers. */
+/* The syscall policy at run time. Default allow (the kernel namespaces, Landlock and the uid do
+ * the containment); deny what widens the kernel's attack surface or escapes those layers. The
+ * rules are the table in seccomp_table.c, compiled by libseccomp at build time
+ * (tools/seccomp_gen.c) into the program embedded here: compiling it in every `run` process
+ * cost about 0.9 ms and kept libseccomp in the binary. tests/unit/test_seccomp.c checks that
+ * the embedded program equals a fresh compile of the same table. */
 #include "seccomp.h"
 
 #include "util.h"
 
-#include <sys/ioctl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/seccomp.h>
-#include <sched.h>
-#include <seccomp.h>
-#include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 
-static const struct seccomp_rule_info denied[] = {
-    {"keyctl", "kernel keyrings are shared with the host and a frequent source of CVEs"},
-    {"add_key", "kernel keyrings are shared with the host"},
-    {"request_key", "kernel keyrings are shared with the host"},
-    {"bpf", "eBPF programs run in the kernel"},
-    {"perf_event_open", "performance counters leak host activity and have a long CVE history"},
-    {"userfaultfd", "lets code stall the kernel mid-copy, a building block of exploits"},
-    {"io_uring_setup", "io_uring bypasses seccomp for the operations it performs"},
-    {"io_uring_enter", "io_uring bypasses seccomp for the operations it performs"},
-    {"io_uring_register", "io_uring bypasses seccomp for the operations it performs"},
-    {"ptrace", "tracing could rewrite another process's syscalls"},
-    {"process_vm_readv", "reads another process's memory"},
-    {"process_vm_writev", "writes another process's memory"},
-    {"kcmp", "compares kernel objects across processes (an information leak)"},
-    {"mount", "the filesystem view is fixed by the server"},
-    {"umount2", "the filesystem view is fixed by the server"},
-    {"pivot_root", "the filesystem view is fixed by the server"},
-    {"chroot", "the filesystem view is fixed by the server"},
-    {"fsopen", "new mount API: the filesystem view is fixed"},
-    {"fsmount", "new mount API: the filesystem view is fixed"},
-    {"fsconfig", "new mount API: the filesystem view is fixed"},
-    {"fspick", "new mount API: the filesystem view is fixed"},
-    {"move_mount", "new mount API: the filesystem view is fixed"},
-    {"open_tree", "new mount API: the filesystem view is fixed"},
-    {"mount_setattr", "new mount API: the filesystem view is fixed"},
-    {"unshare", "nested namespaces expose more kernel code to unprivileged users"},
-    {"setns", "joining other namespaces"},
-    {"kexec_load", "loads a new kernel"},
-    {"kexec_file_load", "loads a new kernel"},
-    {"init_module", "loads kernel code"},
-    {"finit_module", "loads kernel code"},
-    {"delete_module", "unloads kernel code"},
-    {"open_by_handle_at", "opens files by handle, bypassing path checks (the 'shocker' escape)"},
-    {"name_to_handle_at", "pairs with open_by_handle_at"},
-    {"reboot", "system administration"},
-    {"swapon", "system administration"},
-    {"swapoff", "system administration"},
-    {"acct", "system administration"},
-    {"settimeofday", "the clock is host-global"},
-    {"clock_settime", "the clock is host-global"},
-    {"clock_adjtime", "the clock is host-global"},
-    {"adjtimex", "the clock is host-global"},
-    {"syslog", "the kernel log leaks host information"},
-    {"iopl", "raw I/O port access"},
-    {"ioperm", "raw I/O port access"},
-    {"quotactl", "system administration"},
-    {"quotactl_fd", "system administration"},
-    {"mbind", "NUMA policy affects the host's memory placement"},
-    {"set_mempolicy", "NUMA policy affects the host's memory placement"},
-    {"migrate_pages", "NUMA: moves pages of other processes"},
-    {"move_pages", "NUMA: moves pages of other processes"},
-    {"lookup_dcookie", "kernel profiling interface"},
-    {"vhangup", "terminal administration"},
-    {"nfsservctl", "removed kernel interface"},
-};
+/* Generated at build time into build/gen/seccomp_filter.c. */
+extern const struct seccomp_program seccomp_embedded_program;
 
-const struct seccomp_rule_info *seccomp_denied_table(size_t *n)
+const struct seccomp_program *seccomp_program(void)
 {
-    *n = ARRAY_SIZE(denied);
-    return denied;
+    return &seccomp_embedded_program;
 }
 
-static int add_rules(scmp_filter_ctx ctx, struct sbx_err *err)
+/* Probed once: the actions the program uses, then filter mode itself. A NULL program is refused
+ * with EFAULT only after the kernel has accepted the mode, so nothing gets installed. */
+static int probe_filter_mode(char *why, size_t n)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
-        int nr = seccomp_syscall_resolve_name(denied[i].syscall);
-        if (nr == __NR_SCMP_ERROR)
-            continue; /* not on this architecture */
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
-        if (r < 0)
-            return sbx_fail_errno(err, -r, "seccomp rule for %s", denied[i].syscall);
-    }
-    struct {
-        int nr;
-        uint32_t action;
-        unsigned n_args;
-        struct scmp_arg_cmp arg;
-    } const conditional[] = {
-        /* clone3 passes its flags in memory that BPF cannot read: ENOSYS makes libc fall back
-         * to clone, whose flags we can check. */
-        {SCMP_SYS(clone3), SCMP_ACT_ERRNO(ENOSYS), 0, {0}},
-        /* CVE-2019-10063: compare only the low 32 bits, as the kernel does, so a request with
-         * high bits set cannot slip past. */
-        {SCMP_SYS(ioctl), SCMP_ACT_ERRNO(EPERM), 1,
-         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)},
-        {SCMP_SYS(ioctl), SCMP_ACT_ERRNO(EPERM), 1,
-         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(conditional); i++) {
-        int r;
-        if (conditional[i].n_args == 0)
-            r = seccomp_rule_add(ctx, conditional[i].action, conditional[i].nr, 0);
-        else
-            r = seccomp_rule_add(ctx, conditional[i].action, conditional[i].nr, 1,
-                                 conditional[i].arg);
-        if (r < 0)
-            return sbx_fail_errno(err, -r, "seccomp conditional rule %zu", i);
-    }
-    /* clone with any namespace flag: one rule per flag, since "any bit of the mask set" is
-     * not expressible as a single masked compare. */
-    static const unsigned long ns_flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,
-                                             CLONE_NEWIPC, CLONE_NEWUSER,   CLONE_NEWPID,
-                                             CLONE_NEWNET, CLONE_NEWTIME};
-    for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                                 SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-        if (r < 0)
-            return sbx_fail_errno(err, -r, "seccomp rule for clone flags");
-    }
-    /* personality: only the default persona (0) and the query (0xffffffff) are allowed;
-     * READ_IMPLIES_EXEC and friends weaken memory protections. libseccomp takes one comparison
-     * per argument, so: a 32-bit value other than all-zeros or all-ones always has a set bit
-     * whose cyclic neighbour is clear, and one rule per such pair denies exactly those. */
-    for (unsigned i = 0; i < 32; i++) {
-        uint64_t bit = 1ull << i, next = 1ull << ((i + 1) % 32);
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-                                 SCMP_A0(SCMP_CMP_MASKED_EQ, bit | next, bit));
-        if (r < 0)
-            return sbx_fail_errno(err, -r, "seccomp rule for personality");
-    }
-    return 0;
-}
-
-static int compile(struct seccomp_program *out, struct sbx_err *err)
-{
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (!ctx)
-        return sbx_fail(err, ENOMEM, "seccomp_init failed");
-    int rc = -1;
-    int fds[2] = {-1, -1};
-    /* Foreign ABIs (i386 int 0x80, x32) are killed outright: the rules above name x86_64
-     * numbers only. */
-    int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    if (r < 0) {
-        sbx_fail_errno(err, -r, "seccomp bad-arch action");
-        goto out;
-    }
-    if (add_rules(ctx, err) < 0)
-        goto out;
-    if (pipe2(fds, O_CLOEXEC) < 0) {
-        sbx_fail_errno(err, errno, "pipe");
-        goto out;
-    }
-    r = seccomp_export_bpf(ctx, fds[1]);
-    close(fds[1]);
-    fds[1] = -1;
-    if (r < 0) {
-        sbx_fail_errno(err, -r, "seccomp_export_bpf");
-        goto out;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (len == cap)
-            buf = xrealloc(buf, cap *= 2);
-        ssize_t n = read(fds[0], buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    out->prog.len = (unsigned short)(len / sizeof(struct sock_filter));
-    out->prog.filter = (struct sock_filter *)buf;
-    rc = out->prog.len > 0 ? 0 : sbx_fail(err, EINVAL, "seccomp produced an empty program");
-out:
-    if (fds[0] >= 0)
-        close(fds[0]);
-    seccomp_release(ctx);
-    return rc;
-}
-
-int seccomp_program_get(const struct seccomp_program **out, struct sbx_err *err)
-{
-    static struct seccomp_program cached;
-    static bool ready;
-    if (!ready) {
-        if (compile(&cached, err) < 0) {
-            *out = NULL;
-            return -1;
+    static const struct {
+        unsigned int action;
+        const char *name;
+    } actions[] = {{SECCOMP_RET_ERRNO, "errno"}, {SECCOMP_RET_KILL_PROCESS, "kill_process"}};
+    for (size_t i = 0; i < ARRAY_SIZE(actions); i++) {
+        unsigned int a = actions[i].action;
+        if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &a) < 0) {
+            int e = errno;
+            if (e == ENOSYS)
+                snprintf(why, n,
+                         "seccomp(2) is missing (Linux 3.17+, CONFIG_SECCOMP_FILTER) "
+                         "or blocked by an outer sandbox's filter");
+            else
+                snprintf(why, n, "the kernel does not offer the %s action (Linux 4.14+)",
+                         actions[i].name);
+            return -e;
         }
-        ready = true;
     }
-    *out = &cached;
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, NULL) < 0 && errno == EFAULT)
+        return 0;
+    int e = errno ? errno : EPROTO;
+    snprintf(why, n, "the kernel refuses seccomp filter mode (CONFIG_SECCOMP_FILTER)");
+    return -e;
+}
+
+int seccomp_filter_available(struct sbx_err *err)
+{
+    static bool probed;
+    static int status;
+    static char why[160];
+    if (!probed) {
+        status = probe_filter_mode(why, sizeof(why));
+        probed = true;
+    }
+    if (status < 0)
+        return sbx_fail_errno(err, -status, "%s", why);
     return 0;
 }
 

@@ -1,5 +1,6 @@
-/* The syscall policy: a data table (one reason per row) compiled once with libseccomp into a
- * classic BPF program in the parent; the child installs the ready program with no allocation. */
+/* The syscall policy: a data table (one reason per row), compiled with libseccomp at build time
+ * into a classic BPF program that is embedded in the binary; the child installs it with no
+ * allocation. */
 #ifndef SBX_JAIL_SECCOMP_H
 #define SBX_JAIL_SECCOMP_H
 
@@ -18,14 +19,22 @@ struct seccomp_program {
     struct sock_fprog prog;
 };
 
-/* Compile the default policy (cached after the first call; the result is shared, never freed
- * by callers). Fails if libseccomp cannot build it. */
-int seccomp_program_get(const struct seccomp_program **out, struct sbx_err *err);
+/* The default policy as compiled at build time. Shared, never freed. */
+const struct seccomp_program *seccomp_program(void);
+
+/* Whether this process may install a filter at all (kernel support, the actions the program
+ * uses, no outer filter blocking seccomp(2)). Probed once. Returns 0, or -1 with err naming
+ * what is missing. */
+int seccomp_filter_available(struct sbx_err *err);
 
 /* Child side, after PR_SET_NO_NEW_PRIVS: install prog. Async-signal-safe. Returns -errno. */
 int seccomp_program_install(const struct seccomp_program *p);
 
 /* The table, for doctor and for the tests that walk every denied row. */
 const struct seccomp_rule_info *seccomp_denied_table(size_t *n);
+
+/* Compile the table with libseccomp (build time and tests only; links libseccomp). The caller
+ * frees out->prog.filter. */
+int seccomp_policy_compile(struct seccomp_program *out, struct sbx_err *err);
 
 #endif

@@ -264,11 +264,15 @@ int main(int argc, char **argv)
             printf("%s\t%s\n", t->name, t->what);
         for (const struct probe_op *t = probe_ops_syscalls; t->name; t++)
             printf("%s\t%s\n", t->name, t->what);
+        for (const struct probe_op *t = probe_ops_layers; t->name; t++)
+            printf("%s\t%s\n", t->name, t->what);
         return 0;
     }
     const struct probe_op *op = find(probe_ops_general, argv[1]);
     if (!op)
         op = find(probe_ops_syscalls, argv[1]);
+    if (!op)
+        op = find(probe_ops_layers, argv[1]);
     if (!op) {
         fprintf(stderr, "probe: unknown op %s\n", argv[1]);
         return 2;

@@ -14,5 +14,7 @@ struct probe_op {
 extern const struct probe_op probe_ops_general[];
 /* Rows for the seccomp policy: one per denied syscall, plus allowed controls (probe_syscalls.c). */
 extern const struct probe_op probe_ops_syscalls[];
+/* Wrappers that run a command with a kernel layer taken away (probe_layers.c). */
+extern const struct probe_op probe_ops_layers[];
 
 #endif

@@ -30,6 +30,13 @@ out=$("$SBX" run -- /usr/bin/su -c true root 2>&1); expect "privs: setuid su fai
 out=$(sbx_probe -- read /proc/1/environ); expect "proc: /proc/1/environ is unreadable" "errno=13 EACCES" "$out"
 out=$(sbx_probe -- read /proc/self/status); expect "proc: /proc/self is readable" "read ok" "$out"
 out=$(sbx_probe -- write /proc/sys/kernel/hostname); expect "proc: /proc/sys writes fail" "errno=(30 EROFS|13 EACCES)" "$out"
+# Directories under /proc that reach host-global state are covered by an empty read-only tmpfs.
+for d in acpi scsi irq bus fs; do
+    if [ -n "$(ls -A /proc/$d 2>/dev/null)" ]; then
+        out=$("$SBX" run -- /bin/sh -c "ls -A /proc/$d | wc -l" 2>&1); expect "proc: /proc/$d is covered (empty inside; not on the host)" "^0$" "$out"
+        out=$(sbx_probe -- write /proc/$d/probe-test); expect "proc: the cover over /proc/$d is read-only" "errno=30 EROFS" "$out"
+    fi
+done
 # Files under /proc that reach host-global state are covered with /dev/null where the kernel has them.
 for f in sysrq-trigger kcore keys timer_list; do
     if [ -e /proc/$f ]; then

@@ -5,3 +5,9 @@ out=$(sbx_probe -- kill "$victim"); expect "signals: a host pid is not reachable
 kill -0 "$victim" && tap_ok "signals: (control) the host process is alive and signalable from the host" || tap_fail "signals: host process alive"
 kill "$victim"; wait "$victim" 2>/dev/null
 out=$("$SBX" run -- /bin/sh -c 'echo $$' 2>&1); expect "signals: the sandbox's shell is pid 2 under its init" "^2$" "$out"
+# Signals ignored by the caller (SIG_IGN survives exec) are back at their default inside; run
+# ignores SIGPIPE itself. The control shows the caller's own process does ignore them.
+host=$(/bin/sh -c "trap '' HUP; exec grep SigIgn /proc/self/status")
+expect "signals: (control) the caller's shell ignores SIGHUP" "SigIgn:[[:space:]]+0*[13579bdf]$" "$host"
+out=$(/bin/sh -c "trap '' HUP; exec \"\$1\" run -- /bin/grep SigIgn /proc/self/status" sh "$SBX" 2>&1)
+expect "signals: nothing the caller ignores stays ignored in the sandbox" "SigIgn:[[:space:]]+0+$" "$out"

@@ -84,15 +84,44 @@ static void issue_required_rows_are_present(void **state)
     }
 }
 
-static void program_compiles_once_and_is_cached(void **state)
+/* The binaries embed the program compiled at build time (tools/seccomp_gen.c); it must be
+ * exactly what the table compiles to now, instruction for instruction. */
+static void embedded_program_equals_a_fresh_compile(void **state)
 {
     (void)state;
-    const struct seccomp_program *a = NULL, *b = NULL;
+    struct seccomp_program fresh;
     struct sbx_err err = {0};
-    assert_int_equal(seccomp_program_get(&a, &err), 0);
-    assert_int_equal(seccomp_program_get(&b, &err), 0);
-    assert_ptr_equal(a, b);
-    assert_true(a->prog.len > 50);
+    assert_int_equal(seccomp_policy_compile(&fresh, &err), 0);
+    const struct seccomp_program *built = seccomp_program();
+    assert_non_null(built);
+    assert_true(built->prog.len > 50);
+    assert_int_equal(built->prog.len, fresh.prog.len);
+    for (unsigned i = 0; i < fresh.prog.len; i++) {
+        const struct sock_filter *a = &built->prog.filter[i], *b = &fresh.prog.filter[i];
+        if (a->code != b->code || a->jt != b->jt || a->jf != b->jf || a->k != b->k)
+            fail_msg("instruction %u differs: built-in {0x%x,%u,%u,0x%x}, fresh {0x%x,%u,%u,0x%x}",
+                     i, a->code, a->jt, a->jf, a->k, b->code, b->jt, b->jf, b->k);
+    }
+    free(fresh.prog.filter);
+}
+
+/* Independent of libseccomp's encoding: the built-in program compares the syscall number with
+ * every row of the table. */
+static void program_denies_every_table_row(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct seccomp_rule_info *t = seccomp_denied_table(&n);
+    const struct sock_fprog *p = &seccomp_program()->prog;
+    for (size_t i = 0; i < n; i++) {
+        int nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, t[i].syscall);
+        bool found = false;
+        for (unsigned k = 0; k < p->len && !found; k++)
+            found =
+                p->filter[k].code == (BPF_JMP | BPF_JEQ | BPF_K) && p->filter[k].k == (uint32_t)nr;
+        if (!found)
+            fail_msg("no comparison with %s (%d) in the built-in program", t[i].syscall, nr);
+    }
 }
 
 int main(void)
@@ -100,7 +129,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_row_resolves_on_x86_64),
         cmocka_unit_test(issue_required_rows_are_present),
-        cmocka_unit_test(program_compiles_once_and_is_cached),
+        cmocka_unit_test(embedded_program_equals_a_fresh_compile),
+        cmocka_unit_test(program_denies_every_table_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

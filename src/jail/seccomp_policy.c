@@ -1,0 +1,133 @@
+/* The policy compiler: the table (seccomp_table.c) plus the rules that compare arguments,
+ * compiled with libseccomp into a classic BPF program. It runs at build time
+ * (tools/seccomp_gen.c embeds the result into the binary) and in the unit test that checks the
+ * embedded program against a fresh compile; the binaries that run sandboxes never call it. */
+#include "seccomp.h"
+
+#include "util.h"
+
+#include <sys/ioctl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <string.h>
+
+static int add_rules(scmp_filter_ctx ctx, struct sbx_err *err)
+{
+    size_t n_denied = 0;
+    const struct seccomp_rule_info *denied = seccomp_denied_table(&n_denied);
+    for (size_t i = 0; i < n_denied; i++) {
+        int nr = seccomp_syscall_resolve_name(denied[i].syscall);
+        if (nr == __NR_SCMP_ERROR)
+            continue; /* not on this architecture */
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "seccomp rule for %s", denied[i].syscall);
+    }
+    struct {
+        int nr;
+        uint32_t action;
+        unsigned n_args;
+        struct scmp_arg_cmp arg;
+    } const conditional[] = {
+        /* clone3 passes its flags in memory that BPF cannot read: ENOSYS makes libc fall back
+         * to clone, whose flags we can check. */
+        {SCMP_SYS(clone3), SCMP_ACT_ERRNO(ENOSYS), 0, {0}},
+        /* CVE-2019-10063: compare only the low 32 bits, as the kernel does, so a request with
+         * high bits set cannot slip past. */
+        {SCMP_SYS(ioctl), SCMP_ACT_ERRNO(EPERM), 1,
+         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)},
+        {SCMP_SYS(ioctl), SCMP_ACT_ERRNO(EPERM), 1,
+         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(conditional); i++) {
+        int r;
+        if (conditional[i].n_args == 0)
+            r = seccomp_rule_add(ctx, conditional[i].action, conditional[i].nr, 0);
+        else
+            r = seccomp_rule_add(ctx, conditional[i].action, conditional[i].nr, 1,
+                                 conditional[i].arg);
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "seccomp conditional rule %zu", i);
+    }
+    /* clone with any namespace flag: one rule per flag, since "any bit of the mask set" is
+     * not expressible as a single masked compare. */
+    static const unsigned long ns_flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,
+                                             CLONE_NEWIPC, CLONE_NEWUSER,   CLONE_NEWPID,
+                                             CLONE_NEWNET, CLONE_NEWTIME};
+    for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                 SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "seccomp rule for clone flags");
+    }
+    /* personality: only the default persona (0) and the query (0xffffffff) are allowed;
+     * READ_IMPLIES_EXEC and friends weaken memory protections. libseccomp takes one comparison
+     * per argument, so: a 32-bit value other than all-zeros or all-ones always has a set bit
+     * whose cyclic neighbour is clear, and one rule per such pair denies exactly those. */
+    for (unsigned i = 0; i < 32; i++) {
+        uint64_t bit = 1ull << i, next = 1ull << ((i + 1) % 32);
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+                                 SCMP_A0(SCMP_CMP_MASKED_EQ, bit | next, bit));
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "seccomp rule for personality");
+    }
+    return 0;
+}
+
+int seccomp_policy_compile(struct seccomp_program *out, struct sbx_err *err)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (!ctx)
+        return sbx_fail(err, ENOMEM, "seccomp_init failed");
+    int rc = -1;
+    int fds[2] = {-1, -1};
+    /* Foreign ABIs (i386 int 0x80, x32) are killed outright: the rules above name x86_64
+     * numbers only. */
+    int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r < 0) {
+        sbx_fail_errno(err, -r, "seccomp bad-arch action");
+        goto out;
+    }
+    if (add_rules(ctx, err) < 0)
+        goto out;
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        sbx_fail_errno(err, errno, "pipe");
+        goto out;
+    }
+    r = seccomp_export_bpf(ctx, fds[1]);
+    close(fds[1]);
+    fds[1] = -1;
+    if (r < 0) {
+        sbx_fail_errno(err, -r, "seccomp_export_bpf");
+        goto out;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (len == cap)
+            buf = xrealloc(buf, cap *= 2);
+        ssize_t n = read(fds[0], buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len == 0 || len % sizeof(struct sock_filter) != 0 ||
+        len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+        free(buf);
+        sbx_fail(err, EINVAL, "seccomp produced an unusable program (%zu bytes)", len);
+        goto out;
+    }
+    out->prog.len = (unsigned short)(len / sizeof(struct sock_filter));
+    out->prog.filter = (struct sock_filter *)buf;
+    rc = 0;
+out:
+    if (fds[0] >= 0)
+        close(fds[0]);
+    seccomp_release(ctx);
+    return rc;
+}
