@@ -12,9 +12,17 @@ count_cgroups() {
         [ -d "/proc/${d##*.}" ] || echo "$d"
     done | wc -l
 }
-# Temp entries that appear (other sessions share /tmp, so disappearances are not ours).
-tmpdirs="/tmp ${TMPDIR:-/tmp}"
-list_tmp() { for d in $tmpdirs; do ls -a "$d" | sed "s|^|$d/|"; done | sort -u; }
+# Temp entries that appear and belong to us (other programs share /tmp: a compiler's temp file
+# is not ours; as root the runs below get a private /tmp, so nothing else can appear there).
+if [ "$(id -u)" = 0 ]; then
+    tmpdirs=${TMPDIR:-}
+    [ "$tmpdirs" = /tmp ] && tmpdirs=
+else
+    tmpdirs="/tmp ${TMPDIR:-/tmp}"
+fi
+list_tmp() {
+    for d in $tmpdirs; do find "$d" -mindepth 1 -maxdepth 1 -user "$(id -u)"; done | sort -u
+}
 # Control: a marked process is counted while its sandbox runs.
 "$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & sleep 1" >/dev/null 2>&1 &
 runner=$!
@@ -23,13 +31,34 @@ for _ in $(seq 1 40); do [ "$(count_procs)" -gt 0 ] && { seen=1; break; }; sleep
 wait "$runner"
 [ "$seen" = 1 ] && tap_ok "cleanup: (control) a sandbox's process is counted while it runs" || tap_fail "cleanup: (control) a sandbox's process is counted while it runs"
 p0=$(count_procs); m0=$(count_mounts); c0=$(count_cgroups); list_tmp > "${TMPDIR:-/tmp}/.sbx-tmp0.$$"
-fails=0
-for i in $(seq 1 200); do
-    "$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & echo x > /workspace/f" >/dev/null 2>&1 || fails=$((fails + 1))
-done
-sleep 0.5
-p1=$(count_procs); m1=$(count_mounts); c1=$(count_cgroups)
-new_tmp=$(list_tmp | comm -13 "${TMPDIR:-/tmp}/.sbx-tmp0.$$" - | grep -v "/.sbx-tmp0.$$\$")
+run_200() {
+    local fails=0
+    for i in $(seq 1 200); do
+        "$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & echo x > /workspace/f" >/dev/null 2>&1 || fails=$((fails + 1))
+    done
+    echo "$fails"
+}
+if [ "$(id -u)" = 0 ]; then
+    # In a mount namespace of our own whose /tmp starts empty: the mounts and temp entries
+    # counted there are ours alone, whatever other programs on this machine do meanwhile.
+    out=$(SBX=$SBX marker=$marker unshare -m --propagation private bash -c "
+        mount -t tmpfs -o mode=1777 sbx-cleanup-tmp /tmp || exit 1
+        $(declare -f run_200 count_mounts)
+        m0=\$(count_mounts)
+        fails=\$(run_200)
+        sleep 0.5
+        echo \$fails \$m0 \$(count_mounts)
+        find /tmp -mindepth 1 -maxdepth 1")
+    read -r fails m0 m1 <<< "$(echo "$out" | head -1)"
+    private_tmp=$(echo "$out" | tail -n +2)
+else
+    fails=$(run_200)
+    private_tmp=
+    sleep 0.5
+    m1=$(count_mounts)
+fi
+p1=$(count_procs); c1=$(count_cgroups)
+new_tmp=$( (list_tmp | comm -13 "${TMPDIR:-/tmp}/.sbx-tmp0.$$" - | grep -v "/.sbx-tmp0.$$\$"; echo "$private_tmp") | grep .)
 rm -f "${TMPDIR:-/tmp}/.sbx-tmp0.$$"
 [ "$fails" = 0 ] && tap_ok "cleanup: 200 sandboxes ran" || tap_fail "cleanup: 200 sandboxes ran ($fails failed)"
 [ "$p0" = 0 ] && [ "$p1" = 0 ] && tap_ok "cleanup: no sandbox process left ($p0 -> $p1)" || tap_fail "cleanup: processes left ($p0 -> $p1)"
