@@ -1,0 +1,613 @@
+/* A small load client for the Streamable HTTP transport, so that the client is not what a
+ * throughput figure measures. One thread, epoll, one keep-alive connection per MCP session.
+ * Each session sends initialize and notifications/initialized, warms its own sandbox with
+ * one call, waits until every session is ready, then loops the same tools/call (with a fresh
+ * JSON-RPC id each time) until the time or the call count is up. Answers may come as one
+ * JSON body or as an SSE stream (chunked); either way the whole answer is read and checked:
+ * a JSON-RPC error, "isError":true, a missing expected string or any HTTP failure counts as
+ * an error. At the end every session is ended with DELETE (which closes its sandboxes).
+ *
+ *   httpload --port P [--sessions 1,8,64] [--seconds S | --calls N] [--tool run_code]
+ *            [--args '{"code":"x=1"}'] [--expect SUBSTRING] [--warmup K]
+ *
+ * One JSON line per level on stdout: calls, errors, calls/s, latency percentiles (us) and
+ * the client's own CPU time. Built by bench/run; not part of the server. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum phase { P_INIT, P_NOTIFY, P_WARM, P_READY, P_CALL, P_DELETE, P_DONE };
+
+struct conn {
+    int fd;
+    enum phase phase;
+    char sid[80];
+    char *out;
+    size_t out_len, out_off;
+    char *in;
+    size_t in_len, in_cap;
+    uint64_t sent_ns;
+    uint64_t next_id;
+    unsigned warm_left;
+    unsigned long calls_left; /* --calls mode */
+};
+
+struct sample_buf {
+    uint32_t *v; /* latency in units of 100 ns: up to seven minutes fits */
+    size_t len, cap;
+};
+
+static struct {
+    unsigned port;
+    const char *tool, *args, *expect;
+    double seconds;
+    unsigned long calls;
+    unsigned warmup;
+} opt = {0, "run_code", "{\"code\":\"x=1\"}", NULL, 5.0, 0, 1};
+
+static int g_ep = -1;
+static struct conn *g_conns;
+static size_t g_n;
+static size_t g_ready, g_done;
+static bool g_measuring, g_stopping;
+static uint64_t g_t0, g_deadline;
+static unsigned long g_ok, g_err, g_setup_err;
+static struct sample_buf g_lat;
+static char g_last_error[256];
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fprintf(stderr, "httpload: out of memory\n");
+        exit(1);
+    }
+    return q;
+}
+
+static void note_error(const char *what, const char *body, size_t len)
+{
+    snprintf(g_last_error, sizeof(g_last_error), "%s: %.*s", what, (int)(len > 180 ? 180 : len),
+             body ? body : "");
+}
+
+/* ---- requests ---- */
+
+static void set_request(struct conn *c, const char *method, const char *body)
+{
+    char head[512];
+    size_t blen = body ? strlen(body) : 0;
+    int hl = snprintf(head, sizeof(head),
+                      "%s /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n"
+                      "Accept: application/json, text/event-stream\r\n"
+                      "Content-Type: application/json\r\n%s%s%sContent-Length: %zu\r\n\r\n",
+                      method, opt.port, c->sid[0] ? "Mcp-Session-Id: " : "", c->sid,
+                      c->sid[0] ? "\r\n" : "", blen);
+    c->out = xrealloc(c->out, (size_t)hl + blen);
+    memcpy(c->out, head, (size_t)hl);
+    if (blen)
+        memcpy(c->out + hl, body, blen);
+    c->out_len = (size_t)hl + blen;
+    c->out_off = 0;
+    c->in_len = 0;
+}
+
+static void set_call(struct conn *c)
+{
+    char body[8192];
+    snprintf(body, sizeof(body),
+             "{\"jsonrpc\":\"2.0\",\"id\":%llu,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"%s\",\"arguments\":%s}}",
+             (unsigned long long)++c->next_id, opt.tool, opt.args);
+    set_request(c, "POST", body);
+}
+
+static void set_phase_request(struct conn *c)
+{
+    switch (c->phase) {
+    case P_INIT:
+        set_request(c, "POST",
+                    "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                    "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{"
+                    "\"name\":\"httpload\",\"version\":\"1\"}}}");
+        break;
+    case P_NOTIFY:
+        set_request(c, "POST", "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+        break;
+    case P_WARM:
+    case P_CALL:
+        set_call(c);
+        break;
+    case P_DELETE:
+        set_request(c, "DELETE", NULL);
+        break;
+    default:
+        break;
+    }
+}
+
+static void want_events(struct conn *c, uint32_t ev)
+{
+    struct epoll_event e = {.events = ev, .data.ptr = c};
+    epoll_ctl(g_ep, EPOLL_CTL_MOD, c->fd, &e);
+}
+
+static int flush_out(struct conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+        if (n < 0) {
+            if (errno == EAGAIN) {
+                want_events(c, EPOLLIN | EPOLLOUT);
+                return 0;
+            }
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c->out_off += (size_t)n;
+    }
+    return 0;
+}
+
+static int send_now(struct conn *c)
+{
+    c->sent_ns = now_ns();
+    return flush_out(c);
+}
+
+/* ---- responses ---- */
+
+/* Returns 1 when a whole response is in c->in (its body decoded into *body), 0 if more bytes
+ * are needed, -1 if it cannot be parsed. */
+static int parse_response(struct conn *c, int *status, char **body, size_t *body_len)
+{
+    char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
+    if (!end)
+        return 0;
+    size_t head_len = (size_t)(end - c->in) + 4;
+    if (c->in_len < 12 || memcmp(c->in, "HTTP/1.", 7) != 0)
+        return -1;
+    *status = atoi(c->in + 9);
+    bool chunked = false;
+    long clen = -1;
+    for (char *line = memchr(c->in, '\n', head_len) + 1; line < end;) {
+        char *eol = memchr(line, '\n', (size_t)(end + 2 - line));
+        if (!eol)
+            break;
+        if (strncasecmp(line, "Content-Length:", 15) == 0)
+            clen = strtol(line + 15, NULL, 10);
+        else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0 &&
+                 memmem(line, (size_t)(eol - line), "chunked", 7))
+            chunked = true;
+        else if (strncasecmp(line, "Mcp-Session-Id:", 15) == 0 && !c->sid[0]) {
+            char *v = line + 15;
+            while (*v == ' ')
+                v++;
+            size_t n = (size_t)(eol - v);
+            while (n && (v[n - 1] == '\r' || v[n - 1] == ' '))
+                n--;
+            if (n < sizeof(c->sid)) {
+                memcpy(c->sid, v, n);
+                c->sid[n] = '\0';
+            }
+        }
+        line = eol + 1;
+    }
+    char *p = c->in + head_len;
+    size_t avail = c->in_len - head_len;
+    if (!chunked) {
+        size_t need = clen < 0 ? 0 : (size_t)clen;
+        if (avail < need)
+            return 0;
+        *body = p;
+        *body_len = need;
+        return 1;
+    }
+    /* Chunked: first check that the last chunk is in, then decode in place (the decoded
+     * body is never longer than the encoded one, and a partial buffer stays untouched). */
+    size_t scan = 0;
+    for (;;) {
+        char *eol = memmem(p + scan, avail - scan, "\r\n", 2);
+        if (!eol)
+            return 0;
+        size_t sz = strtoul(p + scan, NULL, 16);
+        size_t hdr = (size_t)(eol - (p + scan)) + 2;
+        if (avail - scan < hdr + sz + 2)
+            return 0;
+        scan += hdr + sz + 2;
+        if (sz == 0)
+            break;
+    }
+    char *w = p;
+    for (;;) {
+        char *eol = memmem(p, avail, "\r\n", 2);
+        size_t sz = strtoul(p, NULL, 16);
+        size_t hdr = (size_t)(eol - p) + 2;
+        if (sz == 0) {
+            *body = c->in + head_len;
+            *body_len = (size_t)(w - (c->in + head_len));
+            return 1;
+        }
+        memmove(w, p + hdr, sz);
+        w += sz;
+        p += hdr + sz + 2;
+        avail -= hdr + sz + 2;
+    }
+}
+
+/* A tool call's answer (JSON, or the data lines of an SSE stream) is right when it is a
+ * JSON-RPC result with "isError":false and, if asked, contains the expected text. */
+static bool call_ok(const char *body, size_t len)
+{
+    if (!memmem(body, len, "\"result\":", 9) || !memmem(body, len, "\"isError\":false", 15))
+        return false;
+    return !opt.expect || memmem(body, len, opt.expect, strlen(opt.expect));
+}
+
+static void record(uint64_t ns)
+{
+    if (g_lat.len == g_lat.cap) {
+        g_lat.cap = g_lat.cap ? g_lat.cap * 2 : 65536;
+        g_lat.v = xrealloc(g_lat.v, g_lat.cap * sizeof(*g_lat.v));
+    }
+    uint64_t u = ns / 100;
+    g_lat.v[g_lat.len++] = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+}
+
+static void finish_conn(struct conn *c)
+{
+    c->phase = P_DONE;
+    epoll_ctl(g_ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    g_done++;
+}
+
+static void start_delete(struct conn *c)
+{
+    c->phase = P_DELETE;
+    set_phase_request(c);
+    if (send_now(c) < 0)
+        finish_conn(c);
+}
+
+static void start_measuring(void)
+{
+    g_measuring = true;
+    g_t0 = now_ns();
+    g_deadline = opt.calls ? UINT64_MAX : g_t0 + (uint64_t)(opt.seconds * 1e9);
+    for (size_t i = 0; i < g_n; i++) {
+        struct conn *c = &g_conns[i];
+        if (c->phase != P_READY)
+            continue;
+        c->phase = P_CALL;
+        c->calls_left = opt.calls;
+        set_phase_request(c);
+        if (send_now(c) < 0)
+            finish_conn(c);
+    }
+}
+
+/* A session that failed to set up is counted and ended; the others still run. */
+static void setup_failed(struct conn *c, const char *why, const char *body, size_t len)
+{
+    g_setup_err++;
+    note_error(why, body, len);
+    if (c->sid[0])
+        start_delete(c);
+    else
+        finish_conn(c);
+    g_ready++; /* no longer waited for */
+    if (g_ready == g_n && !g_measuring)
+        start_measuring();
+}
+
+static void on_response(struct conn *c, int status, const char *body, size_t len)
+{
+    uint64_t t = now_ns();
+    switch (c->phase) {
+    case P_INIT:
+        if (status != 200 || !c->sid[0])
+            return setup_failed(c, "initialize", body, len);
+        c->phase = P_NOTIFY;
+        break;
+    case P_NOTIFY:
+        if (status != 202)
+            return setup_failed(c, "notifications/initialized", body, len);
+        c->phase = opt.warmup ? P_WARM : P_READY;
+        c->warm_left = opt.warmup;
+        break;
+    case P_WARM:
+        if (status != 200 || !call_ok(body, len))
+            return setup_failed(c, "warm-up call", body, len);
+        if (--c->warm_left == 0)
+            c->phase = P_READY;
+        break;
+    case P_CALL: {
+        bool ok = status == 200 && call_ok(body, len);
+        if (t <= g_deadline) {
+            if (ok) {
+                g_ok++;
+                record(t - c->sent_ns);
+            } else {
+                g_err++;
+                note_error("call", body, len);
+            }
+        }
+        if (g_stopping || t >= g_deadline || (opt.calls && --c->calls_left == 0)) {
+            start_delete(c);
+            return;
+        }
+        break;
+    }
+    case P_DELETE:
+        finish_conn(c);
+        return;
+    default:
+        return;
+    }
+    if (c->phase == P_READY) {
+        if (++g_ready == g_n)
+            start_measuring();
+        return;
+    }
+    set_phase_request(c);
+    if (send_now(c) < 0)
+        finish_conn(c);
+}
+
+static void on_readable(struct conn *c)
+{
+    for (;;) {
+        if (c->in_cap - c->in_len < 16384) {
+            c->in_cap = c->in_cap ? c->in_cap * 2 : 65536;
+            c->in = xrealloc(c->in, c->in_cap);
+        }
+        ssize_t n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            /* The server closed the connection: what was in flight is an error. */
+            if (c->phase == P_CALL && now_ns() <= g_deadline)
+                g_err++;
+            note_error("connection closed", NULL, 0);
+            bool setup = c->phase < P_READY;
+            finish_conn(c);
+            if (setup) {
+                g_setup_err++;
+                if (++g_ready == g_n && !g_measuring)
+                    start_measuring();
+            }
+            return;
+        }
+        c->in_len += (size_t)n;
+        int status = 0;
+        char *body = NULL;
+        size_t blen = 0;
+        int r = parse_response(c, &status, &body, &blen);
+        if (r < 0) {
+            note_error("unparsable response", c->in, c->in_len);
+            if (c->phase == P_CALL)
+                g_err++;
+            finish_conn(c);
+            return;
+        }
+        if (r == 1) {
+            on_response(c, status, body, blen);
+            return;
+        }
+    }
+}
+
+/* ---- one level ---- */
+
+static int connect_one(struct conn *c)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opt.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    c->fd = fd;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+    return epoll_ctl(g_ep, EPOLL_CTL_ADD, fd, &e);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct_us(double p)
+{
+    if (!g_lat.len)
+        return 0;
+    size_t k = (size_t)(p / 100.0 * (double)(g_lat.len - 1) + 0.5);
+    return g_lat.v[k] / 10.0;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+static int run_level(size_t n)
+{
+    g_conns = calloc(n, sizeof(*g_conns));
+    g_n = n;
+    g_ready = g_done = 0;
+    g_measuring = g_stopping = false;
+    g_ok = g_err = g_setup_err = 0;
+    g_lat.len = 0;
+    g_deadline = UINT64_MAX;
+    g_last_error[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        struct conn *c = &g_conns[i];
+        c->fd = -1;
+        if (connect_one(c) < 0) {
+            fprintf(stderr, "httpload: connect to 127.0.0.1:%u: %s\n", opt.port, strerror(errno));
+            return -1;
+        }
+        c->phase = P_INIT;
+        set_phase_request(c);
+        if (send_now(c) < 0)
+            finish_conn(c);
+    }
+    double cpu0 = 0;
+    uint64_t t_end = 0;
+    bool measured = false;
+    struct epoll_event evs[256];
+    while (g_done < n) {
+        if (g_measuring && !measured) {
+            measured = true;
+            cpu0 = cpu_s();
+        }
+        int timeout = -1;
+        if (g_measuring && !g_stopping && g_deadline != UINT64_MAX) {
+            uint64_t t = now_ns();
+            timeout = t >= g_deadline ? 0 : (int)((g_deadline - t) / 1000000 + 1);
+        }
+        int k = epoll_wait(g_ep, evs, 256, timeout);
+        if (k < 0 && errno != EINTR)
+            return -1;
+        for (int i = 0; i < k; i++) {
+            struct conn *c = evs[i].data.ptr;
+            if (c->fd < 0)
+                continue;
+            if (evs[i].events & EPOLLOUT) {
+                want_events(c, EPOLLIN);
+                if (flush_out(c) < 0) {
+                    finish_conn(c);
+                    continue;
+                }
+            }
+            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                on_readable(c);
+        }
+        if (g_measuring && !g_stopping && now_ns() >= g_deadline) {
+            g_stopping = true; /* sessions end as their last answer comes in */
+            t_end = g_deadline;
+        }
+        if (g_measuring && opt.calls && !t_end && g_ok + g_err >= opt.calls * (n - g_setup_err))
+            t_end = now_ns();
+    }
+    double cpu1 = cpu_s();
+    if (!t_end)
+        t_end = now_ns();
+    double secs = measured ? (double)(t_end - g_t0) / 1e9 : 0;
+    qsort(g_lat.v, g_lat.len, sizeof(*g_lat.v), cmp_u32);
+    double sum = 0;
+    for (size_t i = 0; i < g_lat.len; i++)
+        sum += g_lat.v[i] / 10.0;
+    printf("{\"sessions\":%zu,\"tool\":\"%s\",\"ok\":%lu,\"errors\":%lu,\"setup_errors\":%lu,"
+           "\"seconds\":%.4f,\"calls_per_s\":%.1f,\"latency_us\":{\"min\":%.1f,\"p50\":%.1f,"
+           "\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f,\"mean\":%.1f,\"n\":%zu},"
+           "\"client_cpu_s\":%.4f",
+           n, opt.tool, g_ok, g_err, g_setup_err, secs, secs > 0 ? g_ok / secs : 0,
+           g_lat.len ? g_lat.v[0] / 10.0 : 0, pct_us(50), pct_us(90), pct_us(99), pct_us(99.9),
+           g_lat.len ? g_lat.v[g_lat.len - 1] / 10.0 : 0, g_lat.len ? sum / g_lat.len : 0,
+           g_lat.len, cpu1 - cpu0);
+    if (g_last_error[0]) {
+        printf(",\"last_error\":\"");
+        for (const char *p = g_last_error; *p; p++)
+            if (*p == '"' || *p == '\\')
+                printf("\\%c", *p);
+            else if ((unsigned char)*p >= 0x20)
+                putchar(*p);
+        printf("\"");
+    }
+    printf("}\n");
+    fflush(stdout);
+    for (size_t i = 0; i < n; i++) {
+        free(g_conns[i].out);
+        free(g_conns[i].in);
+    }
+    free(g_conns);
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: httpload --port P [--sessions 1,8,64] [--seconds S | --calls N] "
+                    "[--tool NAME] [--args JSON] [--expect TEXT] [--warmup K]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *levels = "1";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            usage();
+        if (strcmp(a, "--port") == 0)
+            opt.port = (unsigned)atoi(v);
+        else if (strcmp(a, "--sessions") == 0)
+            levels = v;
+        else if (strcmp(a, "--seconds") == 0)
+            opt.seconds = atof(v);
+        else if (strcmp(a, "--calls") == 0)
+            opt.calls = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--tool") == 0)
+            opt.tool = v;
+        else if (strcmp(a, "--args") == 0)
+            opt.args = v;
+        else if (strcmp(a, "--expect") == 0)
+            opt.expect = v;
+        else if (strcmp(a, "--warmup") == 0)
+            opt.warmup = (unsigned)atoi(v);
+        else
+            usage();
+        i++;
+    }
+    if (!opt.port || strlen(opt.args) > 6000)
+        usage();
+    g_ep = epoll_create1(EPOLL_CLOEXEC);
+    if (g_ep < 0)
+        return 1;
+    for (const char *p = levels; *p;) {
+        char *end;
+        unsigned long n = strtoul(p, &end, 10);
+        if (end == p || n == 0)
+            usage();
+        if (run_level(n) < 0)
+            return 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
