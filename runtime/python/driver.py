@@ -1,6 +1,7 @@
 # The Python driver that runs inside every sandbox. It keeps one interpreter alive so that
-# variables persist between executions, and talks to the server over a private framed channel
-# on fd 3 (see src/service/channel.h); user output goes to fds 1 and 2 untouched.
+# variables persist between executions, and talks to the server over a private framed channel,
+# requests in on fd 3 and frames out on fd 4 (see src/service/channel.h); user output goes to
+# fds 1 and 2 untouched.
 #
 # An idle sandbox is mostly this interpreter, so the driver is frugal: it runs under
 # `python3 -I -S` and imports only C modules (posix, _json, _signal, _ast, _ctypes) up front.
@@ -10,7 +11,8 @@ import _signal
 import posix
 import sys
 
-CHANNEL_FD = 3
+CHANNEL_IN_FD = 3
+CHANNEL_OUT_FD = 4
 MAX_FRAME = 16 * 1024 * 1024
 MAX_SCAN = 2000
 PY_CF_ONLY_AST = 0x400
@@ -57,8 +59,9 @@ def json_dumps(obj):
 
 
 class Channel:
-    def __init__(self, fd):
-        self.fd = fd
+    def __init__(self, in_fd, out_fd):
+        self.fd = in_fd
+        self.out_fd = out_fd
         self.buf = b""
 
     def read_exact(self, n):
@@ -87,7 +90,7 @@ class Channel:
         view = memoryview(len(data).to_bytes(4, "big") + data)
         while view:
             try:
-                n = posix.write(self.fd, view)
+                n = posix.write(self.out_fd, view)
             except InterruptedError:
                 continue
             view = view[n:]
@@ -547,7 +550,7 @@ def main():
     # SIGINT while idle must not kill the driver; init() installs the real handler.
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     try:
-        Driver(Channel(CHANNEL_FD)).serve()
+        Driver(Channel(CHANNEL_IN_FD, CHANNEL_OUT_FD)).serve()
     except (EOFError, ValueError) as e:
         print("mcp-sandbox driver: %s; exiting" % e, file=sys.stderr)
         sys.exit(2)

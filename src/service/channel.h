@@ -1,8 +1,11 @@
 /* The private control channel between the service and the Python driver inside a sandbox.
  *
- * Transport: a SOCK_STREAM socketpair; the driver sees its end as fd 3. Never the user's
- * stdout: user output goes to fds 1 and 2 (pipes the service reads), so nothing the user
- * prints can forge a frame.
+ * Transport: two pipes; the driver reads requests from fd 3 and writes its frames to fd 4.
+ * Not a socketpair: a socket has one wait queue for both directions, so each time the service
+ * read a result the driver, asleep in read(), was woken for nothing (a context switch per
+ * execution); a pipe wakes only its readers or only its writers. Never the user's stdout:
+ * user output goes to fds 1 and 2 (pipes the service reads), so nothing the user prints can
+ * forge a frame.
  *
  * Framing: a 4-byte big-endian length, then that many bytes of one JSON object. Frames larger
  * than CHANNEL_MAX_FRAME are a protocol error (the service kills and restarts the driver).
