@@ -64,30 +64,47 @@ class Channel:
         self.out_fd = out_fd
         self.buf = b""
 
-    def read_exact(self, n):
-        while len(self.buf) < n:
+    def fill(self, want):
+        # Reads until the buffer holds want bytes: one read for a usual frame; the chunks of a
+        # large one are joined once instead of being copied again at every read.
+        buf = self.buf
+        if len(buf) >= want:
+            return buf
+        parts, have = [buf], len(buf)
+        while have < want:
             try:
-                chunk = posix.read(self.fd, max(65536, n - len(self.buf)))
+                chunk = posix.read(self.fd, max(65536, want - have))
             except InterruptedError:
                 continue
             if not chunk:
                 raise EOFError("the server closed the channel")
-            self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = buf = b"".join(parts)
+        return buf
 
     def recv(self):
-        n = int.from_bytes(self.read_exact(4), "big")
+        n = int.from_bytes(self.fill(4)[:4], "big")
         if n > MAX_FRAME:
             raise ValueError("frame too large")
-        obj = json_loads(self.read_exact(n))
+        buf = self.fill(4 + n)
+        self.buf = buf[4 + n:]
+        obj = json_loads(buf[4:4 + n])
         if not isinstance(obj, dict):
             raise ValueError("frame is not an object")
         return obj
 
     def send(self, obj):
         data = json_dumps(obj)
-        view = memoryview(len(data).to_bytes(4, "big") + data)
+        frame = len(data).to_bytes(4, "big") + data
+        try:
+            n = posix.write(self.out_fd, frame)
+        except InterruptedError:
+            n = 0
+        if n == len(frame):
+            return
+        # The rest of a frame larger than the pipe takes several writes.
+        view = memoryview(frame)[n:]
         while view:
             try:
                 n = posix.write(self.out_fd, view)
@@ -167,6 +184,10 @@ class Inotify:
 
     def __init__(self):
         import _ctypes
+        import fcntl
+
+        self.ioctl = fcntl.ioctl
+        self.pending = bytearray(4)
 
         class Int(_ctypes._SimpleCData):
             _type_ = "i"
@@ -195,10 +216,16 @@ class Inotify:
                 self.watched.add(d)
 
     def quiet(self):
-        try:
-            posix.read(self.fd, 65536)
-        except BlockingIOError:
+        # FIONREAD: one syscall, and no exception raised when nothing happened (the usual case).
+        self.ioctl(self.fd, 0x541B, self.pending, True)
+        if not any(self.pending):
             return True
+        # Events only say that something changed: take them all; the caller scans.
+        try:
+            while posix.read(self.fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
         return False
 
     def close(self):
@@ -331,11 +358,8 @@ class Driver:
 
     # ---- figures ----
 
-    def collect_figures(self, exec_id):
+    def collect_figures(self, plt, exec_id):
         images, files = [], []
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None:
-            return images, files
         import base64
         import io
         import os
@@ -360,10 +384,9 @@ class Driver:
         plt.close("all")
         return images, files
 
-    def hook_show(self):
+    def hook_show(self, plt):
         # plt.show() must not block (there is no display); figures stay open and come back.
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is not None and not getattr(plt.show, "_sandbox", False):
+        if not getattr(plt.show, "_sandbox", False):
             def show(*args, **kwargs):
                 return None
 
@@ -471,50 +494,66 @@ class Driver:
         exec_id = req.get("id")
         language = req.get("language", "python")
         code = req.get("code", "")
-        before = self.last_snapshot if self.last_snapshot is not None else self.snapshot()
+        before = self.last_snapshot
+        if before is None:
+            before = self.snapshot()
         t0 = posix.times()
-        rejected = None
+        # Fields left at their default (null, false, 0, []) are left out of the frame.
+        out = {"op": "result", "id": exec_id}
         interrupted = False
-        result = None
         try:
             if language == "bash":
                 ok, error, exit_code, interrupted = self.run_bash(code, req.get("cwd"))
             else:
                 ok, result, error, exit_code = self.run_python(code)
+                if result is not None:
+                    out["result"] = result
                 interrupted = error is not None and error["type"] == "KeyboardInterrupt"
         except Rejected as e:
-            ok, error, exit_code, rejected = False, None, 1, str(e)
+            ok, error, exit_code = False, None, 1
+            out["rejected"] = str(e)
         except KeyboardInterrupt:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
-        images, image_files = [], []
-        if language != "bash":
-            self.hook_show()
+        plt = sys.modules.get("matplotlib.pyplot") if language != "bash" else None
+        if plt is not None:
+            self.hook_show(plt)
             try:
-                images, image_files = self.collect_figures(exec_id)
+                images, image_files = self.collect_figures(plt, exec_id)
+                if images:
+                    out["images"] = images
+                if image_files:
+                    out["image_files"] = image_files
             except Exception as e:
                 print("figures: %s" % e, file=sys.stderr)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
         files = self.changed(before)
         t1 = posix.times()
-        cpu = (t1.user - t0.user) + (t1.system - t0.system) + \
-              (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
-        maxrss = 0
+        cpu = (t1[0] - t0[0]) + (t1[1] - t0[1]) + (t1[2] - t0[2]) + (t1[3] - t0[3])
+        out["success"] = ok
+        if error is not None:
+            out["error"] = error
+        if interrupted:
+            out["interrupted"] = True
+        if exit_code:
+            out["exit_code"] = exit_code
+        if files:
+            out["files"] = files
+        if cpu:
+            out["cpu_ns"] = int(cpu * 1e9)
         if self.report_maxrss:
             import resource
 
-            maxrss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                         resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
-        self.chan.send({
-            "op": "result", "id": exec_id, "success": ok, "result": result, "error": error,
-            "rejected": rejected, "interrupted": interrupted, "exit_code": exit_code,
-            "images": images, "image_files": image_files, "files": files,
-            "cpu_ns": int(cpu * 1e9), "maxrss_bytes": maxrss,
-        })
+            out["maxrss_bytes"] = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+        self.chan.send(out)
 
     def serve(self):
         while True:

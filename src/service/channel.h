@@ -31,7 +31,10 @@
  *    "interrupted":bool,"exit_code":int,
  *    "images":[{"mime":"image/png","data":"<base64>"}],   at most max_images, each <= max
  *    "image_files":["/workspace/.mcp/figures/fig-3.png"], figures too big to inline
- *    "files":["/workspace/out.csv"]}                      created or modified, <= max_files
+ *    "files":["/workspace/out.csv"],                      created or modified, <= max_files
+ *    "cpu_ns":int, "maxrss_bytes":int}                    maxrss only when asked (no cgroup)
+ *   A result leaves out the fields that hold their default (null, false, 0, []): the usual
+ *   frame is {"op":"result","id":N,"success":true}.
  *   {"op":"pong","id":N}
  *   {"op":"refreshed","id":N}
  *   {"op":"error","id":N|null,"message":"..."}           unknown op; the driver survives
