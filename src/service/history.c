@@ -44,7 +44,7 @@ static const char *const stmt_sql[] = {
     [ST_RECORD] = "INSERT OR REPLACE INTO sandboxes (id, owner, name, profile, created_ms, "
                   "session_start_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
     [ST_CLOSE] = "UPDATE sandboxes SET closed_ms = ?2 WHERE id = ?1",
-    [ST_BUMP] = "UPDATE sandboxes SET seq = seq + 1, total = total + 1 WHERE id = ?1 "
+    [ST_BUMP] = "UPDATE sandboxes SET seq = seq + ?2, total = total + ?2 WHERE id = ?1 "
                 "RETURNING seq",
     [ST_INSERT] = "INSERT INTO executions (sandbox_id, seq, timestamp_ms, language, success, "
                   "duration_ms, code_preview, stdout_preview, error) "
@@ -65,6 +65,7 @@ static const char *const stmt_sql[] = {
 struct pending {
     char *sandbox_id;
     struct history_record r; /* strings owned, previews already cut */
+    uint64_t order;          /* arrival, to keep a sandbox's records in order when grouped */
     struct pending *next;
 };
 
@@ -74,6 +75,7 @@ struct history {
     unsigned retention;
     struct pending *pending, **pending_tail;
     size_t n_pending;
+    uint64_t next_order;
 };
 
 static void free_pending(struct pending *p)
@@ -259,37 +261,52 @@ static char *preview(const char *text)
     return p;
 }
 
-/* Writes one record; the caller holds the transaction. */
-static int write_one(struct history *h, const char *sandbox_id, const struct history_record *r,
-                     struct sbx_err *err)
+/* Writes one sandbox's records (in order): they are numbered as a block with one update, and
+ * the old ones past the retention go with one delete. The caller holds the transaction. */
+static int write_group(struct history *h, struct pending **v, size_t n, struct sbx_err *err)
 {
+    const char *sandbox_id = v[0]->sandbox_id;
     sqlite3_stmt *s = stmt(h, ST_BUMP);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)n);
     if (sqlite3_step(s) != SQLITE_ROW) {
         sqlite3_reset(s);
         return sbx_fail(err, ENOENT, "history: unknown sandbox %s", sandbox_id);
     }
-    int64_t seq = sqlite3_column_int64(s, 0);
+    int64_t last = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    s = stmt(h, ST_INSERT);
-    sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, seq);
-    sqlite3_bind_int64(s, 3, r->timestamp_ms);
-    sqlite3_bind_text(s, 4, r->language, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 5, r->success);
-    sqlite3_bind_int64(s, 6, r->duration_ms);
-    sqlite3_bind_text(s, 7, r->code, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, r->stdout_text, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 9, r->error, -1, SQLITE_STATIC);
-    int rc = run_done(h, s, err, "adding an execution");
-    sqlite3_reset(s);
-    if (rc == 0 && seq > (int64_t)h->retention) {
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct history_record *r = &v[i]->r;
+        s = stmt(h, ST_INSERT);
+        sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, last - (int64_t)(n - 1 - i));
+        sqlite3_bind_int64(s, 3, r->timestamp_ms);
+        sqlite3_bind_text(s, 4, r->language, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 5, r->success);
+        sqlite3_bind_int64(s, 6, r->duration_ms);
+        sqlite3_bind_text(s, 7, r->code, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 8, r->stdout_text, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 9, r->error, -1, SQLITE_STATIC);
+        rc = run_done(h, s, err, "adding an execution");
+        sqlite3_reset(s);
+    }
+    if (rc == 0 && last > (int64_t)h->retention) {
         s = stmt(h, ST_TRIM);
         sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, seq - (int64_t)h->retention);
+        sqlite3_bind_int64(s, 2, last - (int64_t)h->retention);
         rc = run_done(h, s, err, "trimming old executions");
     }
     return rc;
+}
+
+static int by_sandbox_then_arrival(const void *a, const void *b)
+{
+    const struct pending *x = *(struct pending *const *)a, *y = *(struct pending *const *)b;
+    int c = strcmp(x->sandbox_id, y->sandbox_id);
+    if (c)
+        return c;
+    return x->order < y->order ? -1 : x->order > y->order;
 }
 
 int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
@@ -303,6 +320,7 @@ int history_add(struct history *h, const char *sandbox_id, const struct history_
     p->r.code = preview(r->code);
     p->r.stdout_text = preview(r->stdout_text);
     p->r.error = preview(r->error);
+    p->order = h->next_order++;
     *h->pending_tail = p;
     h->pending_tail = &p->next;
     h->n_pending++;
@@ -323,17 +341,29 @@ int history_flush(struct history *h, struct sbx_err *err)
         return 0;
     struct sbx_err sub = {0};
     int rc = 0;
-    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
-    while (h->pending) {
-        struct pending *p = h->pending;
-        h->pending = p->next;
-        /* A record of a sandbox that is gone from the table is dropped, not fatal. */
-        if (write_one(h, p->sandbox_id, &p->r, &sub) < 0 && sub.code != ENOENT)
-            rc = -1;
-        free_pending(p);
-    }
+    size_t n = 0;
+    for (struct pending *p = h->pending; p; p = p->next)
+        n++;
+    struct pending **v = xmalloc(n * sizeof(*v));
+    n = 0;
+    for (struct pending *p = h->pending; p; p = p->next)
+        v[n++] = p;
+    h->pending = NULL;
     h->pending_tail = &h->pending;
     h->n_pending = 0;
+    /* Grouped by sandbox: one numbering update and one trim per sandbox, not per record. */
+    qsort(v, n, sizeof(*v), by_sandbox_then_arrival);
+    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && strcmp(v[b]->sandbox_id, v[a]->sandbox_id) == 0; b++)
+            ;
+        /* Records of a sandbox that is gone from the table are dropped, not fatal. */
+        if (write_group(h, v + a, b - a, &sub) < 0 && sub.code != ENOENT)
+            rc = -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        free_pending(v[i]);
+    free(v);
     if (sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
         return db_fail(h, err, "writing executions");

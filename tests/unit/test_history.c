@@ -136,6 +136,46 @@ static void retention_and_reset(void **state)
     history_close(h);
 }
 
+/* One flush with records of several sandboxes interleaved (and of one the table does not
+ * know): each sandbox's records keep their order and numbering, and the retention holds. */
+static void a_batch_of_several_sandboxes_keeps_each_order(void **state)
+{
+    (void)state;
+    struct history *h = open_db("g.sqlite3");
+    struct sbx_err err = {0};
+    history_set_retention(h, 4);
+    history_record_sandbox(h, "sb-b", "o", NULL, "standard", 1, &err);
+    history_record_sandbox(h, "sb-a", "o", NULL, "standard", 1, &err);
+    for (int i = 0; i < 7; i++) {
+        char code[16];
+        snprintf(code, sizeof(code), "a%d", i);
+        add(h, "sb-a", code, true);
+        snprintf(code, sizeof(code), "b%d", i);
+        add(h, "sb-b", code, i % 2 == 0);
+        add(h, "sb-gone", "x", true);
+    }
+    assert_true(history_pending(h));
+    assert_int_equal(history_flush(h, &err), 0);
+    assert_false(history_pending(h));
+    static const char *const want[2][4] = {{"a3", "a4", "a5", "a6"}, {"b3", "b4", "b5", "b6"}};
+    for (int k = 0; k < 2; k++) {
+        const char *id = k ? "sb-b" : "sb-a";
+        json_t *recs = NULL;
+        assert_int_equal(history_list(h, id, 50, &recs, &err), 0);
+        assert_int_equal(json_array_size(recs), 4);
+        for (size_t i = 0; i < 4; i++)
+            assert_string_equal(
+                json_string_value(json_object_get(json_array_get(recs, i), "code_preview")),
+                want[k][i]);
+        if (k)
+            assert_false(json_is_true(json_object_get(json_array_get(recs, 0), "success")));
+        json_decref(recs);
+        assert_int_equal(history_total(h, id), 7);
+    }
+    assert_int_equal(history_total(h, "sb-gone"), 0);
+    history_close(h);
+}
+
 static void corrupt_or_unwritable_gives_a_clear_error(void **state)
 {
     (void)state;
@@ -161,6 +201,7 @@ int main(void)
         cmocka_unit_test(records_survive_a_restart),
         cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
         cmocka_unit_test(retention_and_reset),
+        cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
