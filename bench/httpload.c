@@ -8,10 +8,17 @@
  * an error. At the end every session is ended with DELETE (which closes its sandboxes).
  *
  *   httpload --port P [--sessions 1,8,64] [--seconds S | --calls N] [--tool run_code]
- *            [--args '{"code":"x=1"}'] [--expect SUBSTRING] [--warmup K]
+ *            [--args '{"code":"x=1"}'] [--expect SUBSTRING] [--warmup K] [--settle S]
+ *            [--cpu-pid SERVER_PID]
+ *
+ * --settle waits that long, idle, between the set-up and the measured window (new sandboxes
+ * and the warm pool's refill are set-up, not the steady state). --cpu-pid reads the CPU time
+ * of the server and of its descendants (the sandboxes) and of the whole machine over the
+ * measured window, so a figure comes with what it cost and who paid.
  *
  * One JSON line per level on stdout: calls, errors, calls/s, latency percentiles (us) and
- * the client's own CPU time. Built by bench/run; not part of the server. */
+ * CPU seconds (the client's own, and with --cpu-pid the server's, the sandboxes' and the
+ * machine's). Built by bench/run; not part of the server. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +35,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <dirent.h>
 
 enum phase { P_INIT, P_NOTIFY, P_WARM, P_READY, P_CALL, P_DELETE, P_DONE };
 
@@ -56,7 +64,9 @@ static struct {
     double seconds;
     unsigned long calls;
     unsigned warmup;
-} opt = {0, "run_code", "{\"code\":\"x=1\"}", NULL, 5.0, 0, 1};
+    double settle;
+    int cpu_pid;
+} opt = {0, "run_code", "{\"code\":\"x=1\"}", NULL, 5.0, 0, 1, 0, 0};
 
 static int g_ep = -1;
 static struct conn *g_conns;
@@ -292,8 +302,96 @@ static void start_delete(struct conn *c)
         finish_conn(c);
 }
 
+/* ---- CPU accounting of the server, its sandboxes and the machine ---- */
+
+struct cpu_sample {
+    double server, sandboxes, machine_busy;
+};
+
+static double ticks;
+
+/* utime + stime of one process, in seconds; 0 if it is gone. */
+static double proc_cpu(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / ticks;
+}
+
+/* The process and all its descendants (through /proc/PID/task/TID/children). */
+static double tree_cpu(int pid, int depth)
+{
+    double sum = depth ? proc_cpu(pid) : 0;
+    if (depth > 8)
+        return sum;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return sum;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char cp[320];
+        snprintf(cp, sizeof(cp), "/proc/%d/task/%s/children", pid, e->d_name);
+        FILE *f = fopen(cp, "r");
+        if (!f)
+            continue;
+        int child;
+        while (fscanf(f, "%d", &child) == 1)
+            sum += tree_cpu(child, depth + 1);
+        fclose(f);
+    }
+    closedir(d);
+    return sum;
+}
+
+static double machine_busy(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    if (!f)
+        return 0;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 5)
+        return 0;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / ticks; /* all but idle, iowait */
+}
+
+static struct cpu_sample cpu_sample(void)
+{
+    struct cpu_sample s = {0};
+    if (opt.cpu_pid) {
+        s.server = proc_cpu(opt.cpu_pid);
+        s.sandboxes = tree_cpu(opt.cpu_pid, 0);
+        s.machine_busy = machine_busy();
+    }
+    return s;
+}
+
+static struct cpu_sample g_cpu0, g_cpu1;
+
 static void start_measuring(void)
 {
+    if (opt.settle > 0) {
+        /* Idle meanwhile: every session waits for its first measured call. */
+        struct timespec ts = {(time_t)opt.settle, (long)((opt.settle - (time_t)opt.settle) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    g_cpu0 = cpu_sample();
     g_measuring = true;
     g_t0 = now_ns();
     g_deadline = opt.calls ? UINT64_MAX : g_t0 + (uint64_t)(opt.seconds * 1e9);
@@ -521,13 +619,18 @@ static int run_level(size_t n)
         if (g_measuring && !g_stopping && now_ns() >= g_deadline) {
             g_stopping = true; /* sessions end as their last answer comes in */
             t_end = g_deadline;
+            g_cpu1 = cpu_sample();
         }
-        if (g_measuring && opt.calls && !t_end && g_ok + g_err >= opt.calls * (n - g_setup_err))
+        if (g_measuring && opt.calls && !t_end && g_ok + g_err >= opt.calls * (n - g_setup_err)) {
             t_end = now_ns();
+            g_cpu1 = cpu_sample();
+        }
     }
     double cpu1 = cpu_s();
-    if (!t_end)
+    if (!t_end) {
         t_end = now_ns();
+        g_cpu1 = cpu_sample();
+    }
     double secs = measured ? (double)(t_end - g_t0) / 1e9 : 0;
     qsort(g_lat.v, g_lat.len, sizeof(*g_lat.v), cmp_u32);
     double sum = 0;
@@ -541,6 +644,11 @@ static int run_level(size_t n)
            g_lat.len ? g_lat.v[0] / 10.0 : 0, pct_us(50), pct_us(90), pct_us(99), pct_us(99.9),
            g_lat.len ? g_lat.v[g_lat.len - 1] / 10.0 : 0, g_lat.len ? sum / g_lat.len : 0,
            g_lat.len, cpu1 - cpu0);
+    if (opt.cpu_pid)
+        printf(",\"server_cpu_s\":%.3f,\"sandboxes_cpu_s\":%.3f,\"machine_busy_cpu_s\":%.3f,"
+               "\"machine_cpus\":%ld",
+               g_cpu1.server - g_cpu0.server, g_cpu1.sandboxes - g_cpu0.sandboxes,
+               g_cpu1.machine_busy - g_cpu0.machine_busy, sysconf(_SC_NPROCESSORS_ONLN));
     if (g_last_error[0]) {
         printf(",\"last_error\":\"");
         for (const char *p = g_last_error; *p; p++)
@@ -563,7 +671,8 @@ static int run_level(size_t n)
 static void usage(void)
 {
     fprintf(stderr, "usage: httpload --port P [--sessions 1,8,64] [--seconds S | --calls N] "
-                    "[--tool NAME] [--args JSON] [--expect TEXT] [--warmup K]\n");
+                    "[--tool NAME] [--args JSON] [--expect TEXT] [--warmup K] [--settle S] "
+                    "[--cpu-pid PID]\n");
     exit(2);
 }
 
@@ -591,12 +700,17 @@ int main(int argc, char **argv)
             opt.expect = v;
         else if (strcmp(a, "--warmup") == 0)
             opt.warmup = (unsigned)atoi(v);
+        else if (strcmp(a, "--settle") == 0)
+            opt.settle = atof(v);
+        else if (strcmp(a, "--cpu-pid") == 0)
+            opt.cpu_pid = atoi(v);
         else
             usage();
         i++;
     }
     if (!opt.port || strlen(opt.args) > 6000)
         usage();
+    ticks = (double)sysconf(_SC_CLK_TCK);
     g_ep = epoll_create1(EPOLL_CLOEXEC);
     if (g_ep < 0)
         return 1;
