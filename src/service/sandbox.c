@@ -14,6 +14,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -292,9 +293,15 @@ static void drain_pipe(struct sandbox *sb, int stream, size_t limit)
  * that, not what a background writer adds meanwhile. */
 void sandbox_drain_output(struct sandbox *sb)
 {
+    /* One poll says which pipe holds anything (after most executions, neither). */
+    struct pollfd p[2] = {{.fd = sb->out_fd, .events = POLLIN},
+                          {.fd = sb->err_fd, .events = POLLIN}};
+    if (poll(p, 2, 0) <= 0)
+        return;
     for (int stream = 1; stream <= 2 && !sb->closing; stream++) {
         int avail = 0;
-        if (ioctl(stream == 1 ? sb->out_fd : sb->err_fd, FIONREAD, &avail) == 0 && avail > 0)
+        if ((p[stream - 1].revents & POLLIN) && ioctl(p[stream - 1].fd, FIONREAD, &avail) == 0 &&
+            avail > 0)
             drain_pipe(sb, stream, (size_t)avail);
     }
 }
