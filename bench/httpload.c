@@ -9,12 +9,16 @@
  *
  *   httpload --port P [--sessions 1,8,64] [--seconds S | --calls N] [--tool run_code]
  *            [--args '{"code":"x=1"}'] [--expect SUBSTRING] [--warmup K] [--settle S]
- *            [--cpu-pid SERVER_PID]
+ *            [--cpu-pid SERVER_PID [--sandbox-cpu-file FILE]]
  *
  * --settle waits that long, idle, between the set-up and the measured window (new sandboxes
  * and the warm pool's refill are set-up, not the steady state). --cpu-pid reads the CPU time
  * of the server and of its descendants (the sandboxes) and of the whole machine over the
- * measured window, so a figure comes with what it cost and who paid.
+ * measured window (and of the kernel's threads, where namespaces and cgroups are torn
+ * down), so a figure comes with what it cost and who paid. The sandboxes' CPU comes from
+ * --sandbox-cpu-file (the cgroup above them: cpuacct.usage, or cpu.stat on cgroup v2) when
+ * given, which also counts sandboxes gone by the end; else from the processes under the
+ * server (an interpreter killed with its pid namespace is reaped by nobody and not counted).
  *
  * One JSON line per level on stdout: calls, errors, calls/s, latency percentiles (us) and
  * CPU seconds (the client's own, and with --cpu-pid the server's, the sandboxes' and the
@@ -66,7 +70,8 @@ static struct {
     unsigned warmup;
     double settle;
     int cpu_pid;
-} opt = {0, "run_code", "{\"code\":\"x=1\"}", NULL, 5.0, 0, 1, 0, 0};
+    const char *sandbox_cpu_file;
+} opt = {0, "run_code", "{\"code\":\"x=1\"}", NULL, 5.0, 0, 1, 0, 0, NULL};
 
 static int g_ep = -1;
 static struct conn *g_conns;
@@ -305,13 +310,14 @@ static void start_delete(struct conn *c)
 /* ---- CPU accounting of the server, its sandboxes and the machine ---- */
 
 struct cpu_sample {
-    double server, sandboxes, machine_busy;
+    double server, sandboxes, kernel_threads, machine_busy;
 };
 
 static double ticks;
 
-/* utime + stime of one process, in seconds; 0 if it is gone. */
-static double proc_cpu(int pid)
+/* utime + stime of one process (with reaped, its waited-for children's too), in seconds; 0 if
+ * it is gone. */
+static double proc_cpu_ex(int pid, bool reaped)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
@@ -322,10 +328,16 @@ static double proc_cpu(int pid)
     fclose(f);
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut,
+                     &st, &cut, &cst) != 4)
         return 0;
-    return (double)(ut + st) / ticks;
+    return (double)(reaped ? cut + cst : ut + st) / ticks;
+}
+
+static double proc_cpu(int pid)
+{
+    return proc_cpu_ex(pid, false);
 }
 
 /* The process and all its descendants (through /proc/PID/task/TID/children). */
@@ -357,6 +369,34 @@ static double tree_cpu(int pid, int depth)
     return sum;
 }
 
+/* Kernel threads (children of kthreadd): tearing down namespaces and cgroups happens there. */
+static double kernel_threads_cpu(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    double sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        int ppid = 0;
+        if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && (ppid == 2 || atoi(e->d_name) == 2))
+            sum += proc_cpu(atoi(e->d_name));
+    }
+    closedir(d);
+    return sum;
+}
+
 static double machine_busy(void)
 {
     FILE *f = fopen("/proc/stat", "r");
@@ -371,12 +411,39 @@ static double machine_busy(void)
     return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / ticks; /* all but idle, iowait */
 }
 
+/* Seconds of CPU in a cgroup's accounting file: cpuacct.usage (ns) or cpu.stat (usage_usec). */
+static double cgroup_cpu(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    double v = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long n;
+        if (sscanf(line, "usage_usec %llu", &n) == 1) {
+            v = (double)n / 1e6;
+            break;
+        }
+        if (sscanf(line, "%llu", &n) == 1) {
+            v = (double)n / 1e9;
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
 static struct cpu_sample cpu_sample(void)
 {
     struct cpu_sample s = {0};
     if (opt.cpu_pid) {
         s.server = proc_cpu(opt.cpu_pid);
-        s.sandboxes = tree_cpu(opt.cpu_pid, 0);
+        /* Live sandboxes, plus the ones the server reaped (their CPU is in its cutime). */
+        s.sandboxes = opt.sandbox_cpu_file
+                          ? cgroup_cpu(opt.sandbox_cpu_file)
+                          : tree_cpu(opt.cpu_pid, 0) + proc_cpu_ex(opt.cpu_pid, true);
+        s.kernel_threads = kernel_threads_cpu();
         s.machine_busy = machine_busy();
     }
     return s;
@@ -645,9 +712,10 @@ static int run_level(size_t n)
            g_lat.len ? g_lat.v[g_lat.len - 1] / 10.0 : 0, g_lat.len ? sum / g_lat.len : 0,
            g_lat.len, cpu1 - cpu0);
     if (opt.cpu_pid)
-        printf(",\"server_cpu_s\":%.3f,\"sandboxes_cpu_s\":%.3f,\"machine_busy_cpu_s\":%.3f,"
-               "\"machine_cpus\":%ld",
+        printf(",\"server_cpu_s\":%.3f,\"sandboxes_cpu_s\":%.3f,\"kernel_threads_cpu_s\":%.3f,"
+               "\"machine_busy_cpu_s\":%.3f,\"machine_cpus\":%ld",
                g_cpu1.server - g_cpu0.server, g_cpu1.sandboxes - g_cpu0.sandboxes,
+               g_cpu1.kernel_threads - g_cpu0.kernel_threads,
                g_cpu1.machine_busy - g_cpu0.machine_busy, sysconf(_SC_NPROCESSORS_ONLN));
     if (g_last_error[0]) {
         printf(",\"last_error\":\"");
@@ -672,7 +740,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: httpload --port P [--sessions 1,8,64] [--seconds S | --calls N] "
                     "[--tool NAME] [--args JSON] [--expect TEXT] [--warmup K] [--settle S] "
-                    "[--cpu-pid PID]\n");
+                    "[--cpu-pid PID [--sandbox-cpu-file FILE]]\n");
     exit(2);
 }
 
@@ -704,6 +772,8 @@ int main(int argc, char **argv)
             opt.settle = atof(v);
         else if (strcmp(a, "--cpu-pid") == 0)
             opt.cpu_pid = atoi(v);
+        else if (strcmp(a, "--sandbox-cpu-file") == 0)
+            opt.sandbox_cpu_file = v;
         else
             usage();
         i++;
