@@ -74,7 +74,7 @@ struct history {
     sqlite3_stmt *st[ARRAY_SIZE(stmt_sql)];
     unsigned retention;
     struct pending *pending, **pending_tail;
-    size_t n_pending;
+    size_t n_pending, pending_bytes;
     uint64_t next_order;
 };
 
@@ -324,8 +324,13 @@ int history_add(struct history *h, const char *sandbox_id, const struct history_
     *h->pending_tail = p;
     h->pending_tail = &p->next;
     h->n_pending++;
-    /* Bounded even if nobody flushes: write through once enough piled up. */
-    if (h->n_pending >= 256)
+    h->pending_bytes += sizeof(*p) + strlen(sandbox_id) + (p->r.code ? strlen(p->r.code) : 0) +
+                        (p->r.stdout_text ? strlen(p->r.stdout_text) : 0) +
+                        (p->r.error ? strlen(p->r.error) : 0);
+    /* Bounded even if nobody flushes: write through once enough piled up. The bound is in
+     * bytes (previews can be 2 KiB each), so that a busy server (thousands of executions a
+     * second) commits a few large transactions per flush interval, not one per 256. */
+    if (h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES)
         return history_flush(h, err);
     return 0;
 }
@@ -350,7 +355,7 @@ int history_flush(struct history *h, struct sbx_err *err)
         v[n++] = p;
     h->pending = NULL;
     h->pending_tail = &h->pending;
-    h->n_pending = 0;
+    h->n_pending = h->pending_bytes = 0;
     /* Grouped by sandbox: one numbering update and one trim per sandbox, not per record. */
     qsort(v, n, sizeof(*v), by_sandbox_then_arrival);
     sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);

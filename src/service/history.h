@@ -11,6 +11,9 @@
 #include <stdint.h>
 
 #define HISTORY_PREVIEW_MAX 2048
+/* Records kept in memory until the next flush, at most (then history_add writes through). */
+#define HISTORY_PENDING_MAX   8192
+#define HISTORY_PENDING_BYTES (2u << 20)
 
 struct history;
 

@@ -176,6 +176,36 @@ static void a_batch_of_several_sandboxes_keeps_each_order(void **state)
     history_close(h);
 }
 
+/* Records wait for the service's flush, but never without bound: a pile of small ones
+ * writes through at HISTORY_PENDING_MAX, a pile of large ones at HISTORY_PENDING_BYTES. */
+static void pending_records_are_bounded_in_count_and_bytes(void **state)
+{
+    (void)state;
+    struct history *h = open_db("b.sqlite3");
+    struct sbx_err err = {0};
+    history_record_sandbox(h, "sb-5", "o", NULL, "standard", 1, &err);
+    history_set_retention(h, 1u << 20);
+    for (int i = 0; i < HISTORY_PENDING_MAX - 1; i++)
+        add(h, "sb-5", "x=1", true);
+    assert_true(history_pending(h));
+    add(h, "sb-5", "x=1", true); /* the last one that fits: all of them are written */
+    assert_false(history_pending(h));
+    char *big = malloc(HISTORY_PREVIEW_MAX + 1);
+    memset(big, 'a', HISTORY_PREVIEW_MAX);
+    big[HISTORY_PREVIEW_MAX] = '\0';
+    int n = 0;
+    do {
+        add(h, "sb-5", big, true);
+        n++;
+    } while (history_pending(h));
+    /* Written through by bytes, long before the count bound. */
+    assert_true(n < HISTORY_PENDING_MAX / 4);
+    assert_true((size_t)n * HISTORY_PREVIEW_MAX >= HISTORY_PENDING_BYTES / 2);
+    assert_int_equal(history_total(h, "sb-5"), HISTORY_PENDING_MAX + n);
+    free(big);
+    history_close(h);
+}
+
 static void corrupt_or_unwritable_gives_a_clear_error(void **state)
 {
     (void)state;
@@ -202,6 +232,7 @@ int main(void)
         cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
         cmocka_unit_test(retention_and_reset),
         cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
+        cmocka_unit_test(pending_records_are_bounded_in_count_and_bytes),
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
