@@ -526,6 +526,7 @@ json_t *sandbox_usage_json(struct sandbox *sb)
 }
 
 static void schedule_refill(struct sandbox_service *svc);
+static void history_soon(struct sandbox_service *svc);
 
 void sandbox_update_gauges(struct sandbox_service *svc)
 {
@@ -573,8 +574,10 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     close(sb->req_rfd);
     close(sb->out_fd);
     close(sb->err_fd);
-    if (sb->owner && svc->history)
+    if (sb->owner && svc->history) {
         history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
+        history_soon(svc);
+    }
     log_emit(LOG_LVL_INFO, "sandbox closed", "sandbox", sb->id, NULL);
     sandbox_update_gauges(svc);
     if (svc->stopping) {
@@ -718,9 +721,11 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     svc->n_live++;
     sb->owner = xstrdup(owner);
     sb->name = name ? xstrdup(name) : NULL;
-    if (svc->history)
+    if (svc->history) {
         history_record_sandbox(svc->history, sb->id, owner, name ? name : "", p->name,
                                sb->created_ms, NULL);
+        history_soon(svc);
+    }
     log_emit(LOG_LVL_INFO, "sandbox created", "sandbox", sb->id, "profile", p->name, NULL);
     sandbox_update_gauges(svc);
     schedule_refill(svc);
@@ -836,14 +841,20 @@ static void on_history_flush(struct ev_loop *loop, void *data)
         log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
 }
 
+/* What is queued reaches the database within HISTORY_FLUSH_MS, in one transaction. */
+static void history_soon(struct sandbox_service *svc)
+{
+    if (history_pending(svc->history) && !svc->history_timer && !svc->stopping)
+        svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
+}
+
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec)
 {
     struct sbx_err err = {0};
     if (history_add(svc->history, sandbox_id, rec, &err) < 0)
         log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
-    if (history_pending(svc->history) && !svc->history_timer)
-        svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
+    history_soon(svc);
 }
 
 bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail)

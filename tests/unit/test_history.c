@@ -81,6 +81,29 @@ static void records_survive_a_restart(void **state)
     history_close(h);
 }
 
+/* A sandbox's row is queued like its executions; whatever reads it sees it (reads flush first),
+ * and a row created, used and closed within one batch comes out whole. */
+static void a_sandbox_row_is_queued_and_read_back(void **state)
+{
+    (void)state;
+    struct history *h = open_db("q.sqlite3");
+    struct sbx_err err = {0};
+    assert_int_equal(history_record_sandbox(h, "sb-q", "bob", "n", "tight", 5000, &err), 0);
+    assert_true(history_pending(h));
+    add(h, "sb-q", "a", true);
+    add(h, "sb-q", "b", true);
+    assert_int_equal(history_close_sandbox(h, "sb-q", 9000, &err), 0);
+    json_t *info = NULL;
+    assert_int_equal(history_get_sandbox(h, "sb-q", &info, &err), 0);
+    assert_false(history_pending(h));
+    assert_string_equal(json_string_value(json_object_get(info, "owner")), "bob");
+    assert_string_equal(json_string_value(json_object_get(info, "profile")), "tight");
+    assert_true(json_is_string(json_object_get(info, "closed_at")));
+    json_decref(info);
+    assert_int_equal(history_total(h, "sb-q"), 2);
+    history_close(h);
+}
+
 static void previews_are_capped_on_a_utf8_boundary(void **state)
 {
     (void)state;
@@ -229,6 +252,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(records_survive_a_restart),
+        cmocka_unit_test(a_sandbox_row_is_queued_and_read_back),
         cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
         cmocka_unit_test(retention_and_reset),
         cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
