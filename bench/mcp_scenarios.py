@@ -129,39 +129,109 @@ def raw_floor(code, n):
     return out[20:]
 
 
+def sandbox_cpu_file(server_pid):
+    """The accounting file of the cgroup the server puts its sandboxes under
+    (mcp-sandbox.<pid>, beneath its own): it keeps counting sandboxes already removed."""
+    with open(f"/proc/{server_pid}/cgroup") as f:
+        rows = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in rows:
+        if "cpuacct" in controllers.split(","):
+            for mnt in ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"):
+                p = f"{mnt}{path.rstrip('/')}/mcp-sandbox.{server_pid}/cpuacct.usage"
+                if os.path.exists(p):
+                    return p
+    for _, controllers, path in rows:
+        if controllers == "":
+            p = f"/sys/fs/cgroup{path.rstrip('/')}/mcp-sandbox.{server_pid}/cpu.stat"
+            if os.path.exists(p):
+                return p
+    return None
+
+
+def httpload(binary, port, sessions, *, seconds=None, calls=None, tool="run_code",
+             args=None, expect=None, warmup=1, settle=0.0, cpu_pid=None):
+    """Runs bench/httpload (built next to the binary by bench/run); one dict per level."""
+    exe = os.path.join(os.path.dirname(binary), "httpload")
+    argv = [exe, "--port", str(port), "--sessions", ",".join(str(n) for n in sessions),
+            "--tool", tool, "--args", json.dumps(args or {"code": "x=1"}),
+            "--warmup", str(warmup), "--settle", str(settle)]
+    argv += ["--calls", str(calls)] if calls else ["--seconds", str(seconds)]
+    if expect:
+        argv += ["--expect", expect]
+    if cpu_pid:
+        argv += ["--cpu-pid", str(cpu_pid)]
+        cg = sandbox_cpu_file(cpu_pid)
+        if cg:
+            argv += ["--sandbox-cpu-file", cg]
+    r = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def lat_us(level):
+    """httpload's latency block in the shape of stats_us."""
+    lat = level["latency_us"]
+    return {"median_us": lat["p50"], "p99_us": lat["p99"], "min_us": lat["min"],
+            "max_us": lat["max"], "n": lat["n"]}
+
+
 def warm_execution(binary, quick):
     n = 500 if quick else 10000
     n_seed = 10 if quick else 200
-    codes = {"x=1": "x=1", "print 100 lines": "for i in range(100): print(i)"}
+    chunks = 2 if quick else 5
+    # The expected text is checked in every HTTP answer: the code really ran.
+    codes = {"x=1": ("x=1", None),
+             "print 100 lines": ("for i in range(100): print(i)", "98\\n99\\n")}
     srv = Server(binary)
     srv.tool("run_code", {"code": "x=0"})  # the default sandbox, warm
+    hsrv = HttpServer(binary)
     rows = []
-    for label, code in codes.items():
-        for _ in range(50):
-            srv.tool("run_code", {"code": code})
-        mcp = timed_calls(srv, "run_code", {"code": code}, n)
-        seed = seed_way(code, n_seed)
-        floor = raw_floor(code, n)
-        rows.append({
-            "code": label,
-            "mcp_sandbox_stdio": stats_us(mcp),
-            "seed_subprocess": stats_us(seed),
-            "raw_floor_no_sandbox": stats_us(floor),
-            "speedup_vs_seed": statistics.median(seed) / statistics.median(mcp),
-            "overhead_vs_floor_us": statistics.median(mcp) - statistics.median(floor),
-        })
-    ping = timed_calls(srv, "run_code", {"code": "x=1"}, 10)  # keep the pool honest
-    del ping
-    pings = []
-    for _ in range(n // 5):
-        _, line = srv.encode("ping", {})
-        t = time.perf_counter_ns()
-        srv.send_raw(line)
-        pings.append((time.perf_counter_ns() - t) / 1000.0)
-    srv.close()
-    return {"transport": "stdio", "calls": n, "rows": rows,
+    try:
+        for label, (code, expect) in codes.items():
+            for _ in range(50):
+                srv.tool("run_code", {"code": code})
+            # stdio and HTTP in alternating chunks, so drift on the machine hits both alike;
+            # each HTTP chunk is one session with its own (warmed) sandbox.
+            mcp, http, http_errors = [], [], 0
+            for _ in range(chunks):
+                mcp += timed_calls(srv, "run_code", {"code": code}, n // chunks)
+                lvl = httpload(binary, hsrv.port, [1], calls=n // chunks, args={"code": code},
+                               expect=expect, warmup=50)[0]
+                http_errors += lvl["errors"] + lvl["setup_errors"]
+                http.append(lvl)
+            seed = seed_way(code, n_seed)
+            floor = raw_floor(code, n)
+            # The HTTP figures are per chunk (httpload reports percentiles): the median of
+            # the chunk medians, the worst p99, the extremes.
+            http_stats = {"median_us": statistics.median(h["latency_us"]["p50"] for h in http),
+                          "p99_us": max(h["latency_us"]["p99"] for h in http),
+                          "min_us": min(h["latency_us"]["min"] for h in http),
+                          "max_us": max(h["latency_us"]["max"] for h in http),
+                          "n": sum(h["latency_us"]["n"] for h in http), "errors": http_errors}
+            rows.append({
+                "code": label,
+                "mcp_sandbox_stdio": stats_us(mcp),
+                "mcp_sandbox_http": http_stats,
+                "seed_subprocess": stats_us(seed),
+                "raw_floor_no_sandbox": stats_us(floor),
+                "speedup_vs_seed": statistics.median(seed) / statistics.median(mcp),
+                "speedup_vs_seed_http": statistics.median(seed) / http_stats["median_us"],
+                "overhead_vs_floor_us": statistics.median(mcp) - statistics.median(floor),
+            })
+        pings = []
+        for _ in range(n // 5):
+            _, line = srv.encode("ping", {})
+            t = time.perf_counter_ns()
+            srv.send_raw(line)
+            pings.append((time.perf_counter_ns() - t) / 1000.0)
+    finally:
+        srv.close()
+        hsrv.close()
+    return {"transports": ["stdio", "http"], "calls": n, "rows": rows,
             "protocol_floor_ping": stats_us(pings),
-            "http": "not measured: the Streamable HTTP transport is not in this build"}
+            "clients": {"stdio": "Python: requests encoded in advance, os.write of one line, "
+                                 "readline of the answer",
+                        "http": "bench/httpload (C): one keep-alive connection, a fresh "
+                                "JSON-RPC id per call, the whole answer read and checked"}}
 
 
 def time_to_ready(binary, quick):
@@ -356,102 +426,71 @@ class HttpServer:
         subprocess.run(["rm", "-rf", self.dir])
 
 
-class HttpSession:
-    """One MCP session over one keep-alive connection (http.client reads SSE or JSON)."""
-
-    def __init__(self, port):
-        import http.client
-        self.c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.sid = None
-        self.n = 0
-        self.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "bench", "version": "1"}})
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def post(self, msg):
-        headers = {"Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream"}
-        if self.sid:
-            headers["Mcp-Session-Id"] = self.sid
-        self.c.request("POST", "/mcp", json.dumps(msg), headers)
-        r = self.c.getresponse()
-        body = r.read()
-        if not self.sid:
-            self.sid = r.getheader("Mcp-Session-Id")
-        if r.status == 202:
-            return None
-        if r.status != 200:
-            raise RuntimeError(f"HTTP {r.status}: {body[:200]!r}")
-        if r.getheader("Content-Type", "").startswith("text/event-stream"):
-            # Skip the priming event (an id with empty data) that opens every POST stream.
-            msgs = [json.loads(l[6:]) for l in body.decode().splitlines()
-                    if l.startswith("data: ") and l[6:].strip()]
-            return next(m for m in msgs if m.get("id") == msg.get("id"))
-        return json.loads(body)
-
-    def call(self, method, params):
-        self.n += 1
-        m = self.post({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
-        if "error" in m:
-            raise RuntimeError(m["error"])
-        return m["result"]
+def cpu_per_call(level):
+    """The CPU the calls of a level cost, per call, by who paid (us)."""
+    n = level["ok"] + level["errors"]
+    if not n or "server_cpu_s" not in level:
+        return None
+    out = {k: level[k + "_cpu_s"] / n * 1e6
+           for k in ("server", "sandboxes", "client", "kernel_threads")}
+    out["machine"] = level["machine_busy_cpu_s"] / n * 1e6
+    out["others"] = max(0.0, out["machine"] - sum(out[k] for k in (
+        "server", "sandboxes", "client", "kernel_threads")))
+    return out
 
 
 def http_throughput(binary, quick):
-    """Aggregate warm run_code x=1 per second with N concurrent sessions, each in its own
-    sandbox; then (full mode) 200 sessions for 60 s: errors and the server's RSS."""
-    import threading
+    """Warm run_code x=1 per second with N concurrent sessions, each in its own sandbox, and
+    cold create_run_close print(1) per second at the same N (a server with no warm pool), the
+    two interleaved level by level; then (full mode) 200 sessions for 60 s: errors and the
+    server's RSS. The client is bench/httpload (C, epoll, one connection per session)."""
     levels = [1, 8, 64] if quick else [1, 8, 64, 256]
+    # Cold calls take about 50 ms of CPU each, so N concurrent ones take N * 25 ms each on two
+    # CPUs: the window must hold a few of them. 256 would need minutes; from 8 on the machine
+    # is saturated anyway.
+    cold_levels = [1, 8] if quick else [1, 8, 64]
     secs = 2.0 if quick else 10.0
-    out = {"levels": []}
-    srv = HttpServer(binary, "[limits]\nmax_sandboxes = 300\nmax_sandboxes_per_owner = 300\n"
-                             "[http]\nmax_sessions = 600\n")
-
-    def run_level(n, duration):
-        sessions = [HttpSession(srv.port) for _ in range(n)]
-        for s in sessions:
-            s.call("tools/call", {"name": "run_code", "arguments": {"code": "x=1"}})
-        counts, errors = [0] * n, [0] * n
-        stop = time.perf_counter() + duration
-
-        def worker(i):
-            s = sessions[i]
-            while time.perf_counter() < stop:
-                try:
-                    r = s.call("tools/call", {"name": "run_code", "arguments": {"code": "x=1"}})
-                    if r.get("isError"):
-                        errors[i] += 1
-                    else:
-                        counts[i] += 1
-                except Exception:
-                    errors[i] += 1
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-        t0 = time.perf_counter()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        elapsed = time.perf_counter() - t0
-        for s in sessions:
-            s.c.request("DELETE", "/mcp", headers={"Mcp-Session-Id": s.sid})
-            s.c.getresponse().read()
-            s.c.close()
-        return sum(counts) / elapsed, sum(counts), sum(errors)
-
+    cold_secs = {1: 2.0, 8: 2.0} if quick else {1: 8.0, 8: 8.0, 64: 16.0}
+    limits = "[limits]\nmax_sandboxes = 600\nmax_sandboxes_per_owner = 600\n" \
+             "[http]\nmax_sessions = 600\n"
+    out = {"levels": [], "cold_levels": [], "seconds": secs,
+           "cold_seconds": {str(k): v for k, v in cold_secs.items()},
+           "client": "bench/httpload (C, epoll, one keep-alive connection per session)"}
+    warm = HttpServer(binary, limits)
+    cold = HttpServer(binary, limits + "[profiles.standard]\npool_size = 0\n")
     try:
+        # One call first: the cgroup the CPU of the cold server's sandboxes is read from exists
+        # once it has made a sandbox.
+        httpload(binary, cold.port, [1], calls=1, tool="create_run_close",
+                 args={"code": "print(1)"}, warmup=0)
         for n in levels:
-            rate, ok, err = run_level(n, secs)
-            out["levels"].append({"sessions": n, "executions_per_s": rate, "ok": ok, "errors": err,
-                                  "seconds": secs})
+            # Warm: the sessions' sandboxes are made and warmed, the pool refills during the
+            # settle, then every session loops run_code in its own sandbox.
+            lvl = httpload(binary, warm.port, [n], seconds=secs, settle=1.0, cpu_pid=warm.p.pid)[0]
+            lvl["cpu_us_per_call"] = cpu_per_call(lvl)
+            out["levels"].append(lvl)
+            if n not in cold_levels:
+                continue
+            # Cold: every call creates a sandbox, runs print(1) in it and removes it (the first
+            # call of each session is set-up, outside the window).
+            lvl = httpload(binary, cold.port, [n], seconds=cold_secs[n], tool="create_run_close",
+                           args={"code": "print(1)"}, expect="\"stdout\":\"1\\n\"",
+                           settle=0.5, cpu_pid=cold.p.pid)[0]
+            lvl["cpu_us_per_call"] = cpu_per_call(lvl)
+            out["cold_levels"].append(lvl)
         if not quick:
-            rss0 = rss_kib(srv.p.pid)
-            rate, ok, err = run_level(200, 60.0)
+            rss0 = rss_kib(warm.p.pid)
+            lvl = httpload(binary, warm.port, [200], seconds=60.0, settle=1.0,
+                           cpu_pid=warm.p.pid)[0]
             time.sleep(6)  # one idle sweep: the server trims its heap once the sessions are gone
-            out["load_200_sessions_60s"] = {"executions_per_s": rate, "ok": ok, "errors": err,
-                                            "rss_before_kib": rss0,
-                                            "rss_after_kib": rss_kib(srv.p.pid)}
+            out["load_200_sessions_60s"] = {
+                "executions_per_s": lvl["calls_per_s"], "ok": lvl["ok"],
+                "errors": lvl["errors"] + lvl["setup_errors"], "rss_before_kib": rss0,
+                "rss_after_kib": rss_kib(warm.p.pid), "latency_us": lvl["latency_us"],
+                "cpu_us_per_call": cpu_per_call(lvl)}
     finally:
-        srv.close()  # also when a level fails: no server is left behind
+        warm.close()  # also when a level fails: no server is left behind
+        cold.close()
     return out
 
 
@@ -459,19 +498,32 @@ def write_md(res):
     lines = []
     w = res.get("warm_execution")
     if w:
-        lines += ["## 2. Warm execution through MCP (stdio, client-observed)", "",
-                  "| code | mcp-sandbox median us | p99 us | seed's way (temp file + subprocess) "
-                  "median us | speedup | raw floor (warm python over pipes, no sandbox) median "
-                  "us | overhead over floor us |", "|---|---|---|---|---|---|---|"]
+        lines += ["## 2. Warm execution through MCP (client-observed, per call)", "",
+                  "| code | transport | median us | p99 us | min us | max us | speedup vs the "
+                  "seed's way (median) |", "|---|---|---|---|---|---|---|"]
         for r in w["rows"]:
-            m, s, f = r["mcp_sandbox_stdio"], r["seed_subprocess"], r["raw_floor_no_sandbox"]
-            lines.append(f"| {r['code']} | {m['median_us']:.1f} | {m['p99_us']:.1f} | "
-                         f"{s['median_us']:.0f} | {r['speedup_vs_seed']:.0f}x | "
-                         f"{f['median_us']:.1f} | {r['overhead_vs_floor_us']:.1f} |")
+            m, h, s_, f = (r["mcp_sandbox_stdio"], r["mcp_sandbox_http"], r["seed_subprocess"],
+                           r["raw_floor_no_sandbox"])
+            lines.append(f"| {r['code']} | mcp-sandbox, stdio | {m['median_us']:.1f} | "
+                         f"{m['p99_us']:.1f} | {m['min_us']:.1f} | {m['max_us']:.0f} | "
+                         f"{r['speedup_vs_seed']:.0f}x |")
+            lines.append(f"| {r['code']} | mcp-sandbox, Streamable HTTP | {h['median_us']:.1f} | "
+                         f"{h['p99_us']:.1f} | {h['min_us']:.1f} | {h['max_us']:.0f} | "
+                         f"{r['speedup_vs_seed_http']:.0f}x |")
+            lines.append(f"| {r['code']} | seed's way: temp file + subprocess.run, no sandbox | "
+                         f"{s_['median_us']:.0f} | {s_['p99_us']:.0f} | {s_['min_us']:.0f} | "
+                         f"{s_['max_us']:.0f} | 1x |")
+            lines.append(f"| {r['code']} | raw floor: warm python over pipes, no protocol, no "
+                         f"sandbox | {f['median_us']:.1f} | {f['p99_us']:.1f} | "
+                         f"{f['min_us']:.1f} | {f['max_us']:.0f} | - |")
         p = w["protocol_floor_ping"]
-        lines += ["", f"{w['calls']} calls per row. A `ping` through the same client and server "
-                  f"takes {p['median_us']:.1f} us (median): the protocol and client share. "
-                  f"HTTP: {w['http']}.", ""]
+        lines += ["", f"{w['calls']} calls per transport and row, stdio and HTTP in alternating "
+                  f"chunks; the HTTP median is the median of the chunks' medians, its p99 the "
+                  f"worst chunk's. HTTP errors: "
+                  + ", ".join(f"{r['code']}: {r['mcp_sandbox_http']['errors']}" for r in w["rows"])
+                  + f". A `ping` through the stdio client and server takes {p['median_us']:.1f} us "
+                  f"(median): the protocol and client share. Clients: stdio, "
+                  f"{w['clients']['stdio']}; HTTP, {w['clients']['http']}.", ""]
     t = res.get("time_to_ready")
     if t:
         lines += ["## 3. Time to ready", "", "| what | median us | p99 us | min us | max us |",
@@ -485,19 +537,40 @@ def write_md(res):
                   f"{t['create_run_close_ratio_to_bare']:.3f}", ""]
     h = res.get("http_throughput")
     if h:
-        lines += ["## 4. Throughput over HTTP: warm run_code x=1, each session in its own sandbox",
-                  "", "| concurrent sessions | executions/s | ok | errors |",
-                  "|---|---|---|---|"]
-        for r in h["levels"]:
-            lines.append(f"| {r['sessions']} | {r['executions_per_s']:.0f} | {r['ok']} | "
-                         f"{r['errors']} |")
+        lines += ["## 4. Throughput over Streamable HTTP", "",
+                  f"Warm: every session calls `run_code` `x=1` in its own sandbox for "
+                  f"{h['seconds']:.0f} s. Cold: every call is `create_run_close` `print(1)` (a new "
+                  f"sandbox, no warm pool, removed after), for "
+                  + ", ".join(f"{v:.0f} s at {k}" for k, v in h["cold_seconds"].items())
+                  + " sessions (more would need minutes per level to reach a steady state). CPU per "
+                  "call: the server, its sandboxes (their cgroups' CPU accounting), the "
+                  "load client, the kernel's threads (namespace and cgroup teardown, among "
+                  "others), and the rest of the machine (other tenants) over the measured "
+                  "window, from /proc (10 ms ticks).", "",
+                  "| sessions | kind | calls/s | ok | errors | p50 us | p99 us | CPU us/call: "
+                  "server | sandboxes | client | kernel threads | others | machine |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        cold_by_n = {r["sessions"]: r for r in h["cold_levels"]}
+        for warm_lvl in h["levels"]:
+            pair = [("warm run_code", warm_lvl)]
+            if warm_lvl["sessions"] in cold_by_n:
+                pair.append(("cold create_run_close", cold_by_n[warm_lvl["sessions"]]))
+            for kind, r in pair:
+                c = r.get("cpu_us_per_call") or {}
+                cpu = " | ".join(f"{c[k]:.0f}" if k in c else "-"
+                                 for k in ("server", "sandboxes", "client", "kernel_threads",
+                                           "others", "machine"))
+                lines.append(f"| {r['sessions']} | {kind} | {r['calls_per_s']:.0f} | {r['ok']} | "
+                             f"{r['errors'] + r['setup_errors']} | {r['latency_us']['p50']:.0f} | "
+                             f"{r['latency_us']['p99']:.0f} | {cpu} |")
         ld = h.get("load_200_sessions_60s")
         if ld:
             lines += ["", f"Load: 200 sessions for 60 s: {ld['ok']} executions "
-                      f"({ld['executions_per_s']:.0f}/s), {ld['errors']} errors; server RSS "
+                      f"({ld['executions_per_s']:.0f}/s), {ld['errors']} errors, p99 "
+                      f"{ld['latency_us']['p99'] / 1000:.1f} ms; server RSS "
                       f"{ld['rss_before_kib']} KiB before, {ld['rss_after_kib']} KiB after."]
-        lines += ["", "The client is Python threads with http.client (one keep-alive connection "
-                  "per session), on the same 2 cores as the server and the sandboxes.", ""]
+        lines += ["", f"Client: {h['client']}, on the same "
+                  f"{res['machine']['cpus']} CPUs as the server and the sandboxes.", ""]
     d = res.get("density")
     if d:
         lines += ["## 5. Density: idle sandboxes (each ran x=1 once)", "",
@@ -536,17 +609,51 @@ def charts(res, outdir):
         return
     w = res.get("warm_execution")
     if w:
-        r = w["rows"][0]
-        names = ["mcp-sandbox (stdio)", "raw floor (no sandbox)", "seed's way"]
-        vals = [r["mcp_sandbox_stdio"]["median_us"], r["raw_floor_no_sandbox"]["median_us"],
-                r["seed_subprocess"]["median_us"]]
-        fig, ax = plt.subplots(figsize=(8, 2.5))
-        ax.barh(names, vals, color="#4477aa")
-        ax.set_xscale("log")
-        ax.set_xlabel("us per call, median (log scale)")
-        ax.set_title("Warm run_code x=1")
+        fig, axes = plt.subplots(1, len(w["rows"]), figsize=(11, 2.8), sharey=True)
+        for ax, r in zip(axes, w["rows"]):
+            names = ["mcp-sandbox, stdio", "mcp-sandbox, HTTP", "raw floor (no sandbox)",
+                     "seed's way"]
+            vals = [r["mcp_sandbox_stdio"]["median_us"], r["mcp_sandbox_http"]["median_us"],
+                    r["raw_floor_no_sandbox"]["median_us"], r["seed_subprocess"]["median_us"]]
+            ax.barh(names, vals, color=["#4477aa", "#66ccee", "#bbbbbb", "#ee6677"])
+            for i, v in enumerate(vals):
+                ax.text(v, i, f" {v:.0f}", va="center")
+            ax.set_xscale("log")
+            ax.set_xlabel("us per call, median (log scale)")
+            ax.set_title(f"Warm run_code: {r['code']}")
         fig.tight_layout()
         fig.savefig(os.path.join(outdir, "warm_execution.png"), dpi=100)
+        plt.close(fig)
+    h = res.get("http_throughput")
+    if h:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.2))
+        xs = [str(r["sessions"]) for r in h["levels"]]
+        a1.bar(xs, [r["calls_per_s"] for r in h["levels"]], color="#4477aa")
+        for i, r in enumerate(h["levels"]):
+            a1.text(i, r["calls_per_s"], f"{r['calls_per_s']:.0f}", ha="center", va="bottom")
+        a1.set_xlabel("concurrent sessions")
+        a1.set_ylabel("calls/s")
+        a1.set_title("Warm run_code x=1 over HTTP")
+        xs = [str(r["sessions"]) for r in h["cold_levels"]]
+        a2.bar(xs, [r["calls_per_s"] for r in h["cold_levels"]], color="#228833")
+        for i, r in enumerate(h["cold_levels"]):
+            a2.text(i, r["calls_per_s"], f"{r['calls_per_s']:.0f}", ha="center", va="bottom")
+        a2.set_xlabel("concurrent sessions")
+        a2.set_title("Cold create_run_close print(1) over HTTP")
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, "http_throughput.png"), dpi=100)
+        plt.close(fig)
+    f = res.get("floods")
+    if f:
+        o, m = f["one_sandbox"], f["many_sandboxes"]
+        fig, ax = plt.subplots(figsize=(8, 2.5))
+        labels = [f"1 sandbox, {o['bytes'] >> 20} MiB", f"{m['sandboxes']} sandboxes, "
+                  f"{m['bytes_each'] >> 20} MiB each"]
+        ax.barh(labels, [o["rss_growth_kib"] / 1024, m["rss_growth_kib"] / 1024], color="#aa3377")
+        ax.set_xlabel("server RSS growth, MiB (peak)")
+        ax.set_title("Output floods: what the server holds")
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, "floods.png"), dpi=100)
         plt.close(fig)
     t = res.get("time_to_ready")
     if t:

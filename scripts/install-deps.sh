@@ -13,7 +13,7 @@ TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iprout
 
 want=("${BUILD_PKGS[@]}")
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then want+=("${TEST_PKGS[@]}"); fi
-if [ "${1:-}" = "--bench" ]; then want+=(firejail crun runc hyperfine); fi
+if [ "${1:-}" = "--bench" ]; then want+=(firejail crun runc runsc hyperfine); fi
 
 missing=()
 for p in "${want[@]}"; do

@@ -1,6 +1,7 @@
 # The Python driver that runs inside every sandbox. It keeps one interpreter alive so that
-# variables persist between executions, and talks to the server over a private framed channel
-# on fd 3 (see src/service/channel.h); user output goes to fds 1 and 2 untouched.
+# variables persist between executions, and talks to the server over a private framed channel,
+# requests in on fd 3 and frames out on fd 4 (see src/service/channel.h); user output goes to
+# fds 1 and 2 untouched.
 #
 # An idle sandbox is mostly this interpreter, so the driver is frugal: it runs under
 # `python3 -I -S` and imports only C modules (posix, _json, _signal, _ast, _ctypes) up front.
@@ -10,7 +11,8 @@ import _signal
 import posix
 import sys
 
-CHANNEL_FD = 3
+CHANNEL_IN_FD = 3
+CHANNEL_OUT_FD = 4
 MAX_FRAME = 16 * 1024 * 1024
 MAX_SCAN = 2000
 PY_CF_ONLY_AST = 0x400
@@ -57,37 +59,55 @@ def json_dumps(obj):
 
 
 class Channel:
-    def __init__(self, fd):
-        self.fd = fd
+    def __init__(self, in_fd, out_fd):
+        self.fd = in_fd
+        self.out_fd = out_fd
         self.buf = b""
 
-    def read_exact(self, n):
-        while len(self.buf) < n:
+    def fill(self, want):
+        # Reads until the buffer holds want bytes: one read for a usual frame; the chunks of a
+        # large one are joined once instead of being copied again at every read.
+        buf = self.buf
+        if len(buf) >= want:
+            return buf
+        parts, have = [buf], len(buf)
+        while have < want:
             try:
-                chunk = posix.read(self.fd, max(65536, n - len(self.buf)))
+                chunk = posix.read(self.fd, max(65536, want - have))
             except InterruptedError:
                 continue
             if not chunk:
                 raise EOFError("the server closed the channel")
-            self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = buf = b"".join(parts)
+        return buf
 
     def recv(self):
-        n = int.from_bytes(self.read_exact(4), "big")
+        n = int.from_bytes(self.fill(4)[:4], "big")
         if n > MAX_FRAME:
             raise ValueError("frame too large")
-        obj = json_loads(self.read_exact(n))
+        buf = self.fill(4 + n)
+        self.buf = buf[4 + n:]
+        obj = json_loads(buf[4:4 + n])
         if not isinstance(obj, dict):
             raise ValueError("frame is not an object")
         return obj
 
     def send(self, obj):
         data = json_dumps(obj)
-        view = memoryview(len(data).to_bytes(4, "big") + data)
+        frame = len(data).to_bytes(4, "big") + data
+        try:
+            n = posix.write(self.out_fd, frame)
+        except InterruptedError:
+            n = 0
+        if n == len(frame):
+            return
+        # The rest of a frame larger than the pipe takes several writes.
+        view = memoryview(frame)[n:]
         while view:
             try:
-                n = posix.write(self.fd, view)
+                n = posix.write(self.out_fd, view)
             except InterruptedError:
                 continue
             view = view[n:]
@@ -164,6 +184,10 @@ class Inotify:
 
     def __init__(self):
         import _ctypes
+        import fcntl
+
+        self.ioctl = fcntl.ioctl
+        self.pending = bytearray(4)
 
         class Int(_ctypes._SimpleCData):
             _type_ = "i"
@@ -192,10 +216,16 @@ class Inotify:
                 self.watched.add(d)
 
     def quiet(self):
-        try:
-            posix.read(self.fd, 65536)
-        except BlockingIOError:
+        # FIONREAD: one syscall, and no exception raised when nothing happened (the usual case).
+        self.ioctl(self.fd, 0x541B, self.pending, True)
+        if not any(self.pending):
             return True
+        # Events only say that something changed: take them all; the caller scans.
+        try:
+            while posix.read(self.fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
         return False
 
     def close(self):
@@ -328,11 +358,8 @@ class Driver:
 
     # ---- figures ----
 
-    def collect_figures(self, exec_id):
+    def collect_figures(self, plt, exec_id):
         images, files = [], []
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None:
-            return images, files
         import base64
         import io
         import os
@@ -357,10 +384,9 @@ class Driver:
         plt.close("all")
         return images, files
 
-    def hook_show(self):
+    def hook_show(self, plt):
         # plt.show() must not block (there is no display); figures stay open and come back.
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is not None and not getattr(plt.show, "_sandbox", False):
+        if not getattr(plt.show, "_sandbox", False):
             def show(*args, **kwargs):
                 return None
 
@@ -468,11 +494,13 @@ class Driver:
         exec_id = req.get("id")
         language = req.get("language", "python")
         code = req.get("code", "")
-        before = self.last_snapshot if self.last_snapshot is not None else self.snapshot()
+        before = self.last_snapshot
+        if before is None:
+            before = self.snapshot()
         t0 = posix.times()
-        rejected = None
+        # Fields left at their default (null, false, 0, []) are left out of the frame.
+        out = {"op": "result", "id": exec_id}
         interrupted = False
-        result = None
         try:
             argv = req.get("argv")
             if argv is not None or language == "bash":
@@ -481,40 +509,54 @@ class Driver:
                     argv if argv is not None else ["/bin/bash", "-c", code], req.get("cwd"))
             else:
                 ok, result, error, exit_code = self.run_python(code)
+                if result is not None:
+                    out["result"] = result
                 interrupted = error is not None and error["type"] == "KeyboardInterrupt"
         except Rejected as e:
-            ok, error, exit_code, rejected = False, None, 1, str(e)
+            ok, error, exit_code = False, None, 1
+            out["rejected"] = str(e)
         except KeyboardInterrupt:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
-        images, image_files = [], []
-        if language == "python":
-            self.hook_show()
+        plt = sys.modules.get("matplotlib.pyplot") if language == "python" else None
+        if plt is not None:
+            self.hook_show(plt)
             try:
-                images, image_files = self.collect_figures(exec_id)
+                images, image_files = self.collect_figures(plt, exec_id)
+                if images:
+                    out["images"] = images
+                if image_files:
+                    out["image_files"] = image_files
             except Exception as e:
                 print("figures: %s" % e, file=sys.stderr)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
         files = self.changed(before)
         t1 = posix.times()
-        cpu = (t1.user - t0.user) + (t1.system - t0.system) + \
-              (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
-        maxrss = 0
+        cpu = (t1[0] - t0[0]) + (t1[1] - t0[1]) + (t1[2] - t0[2]) + (t1[3] - t0[3])
+        out["success"] = ok
+        if error is not None:
+            out["error"] = error
+        if interrupted:
+            out["interrupted"] = True
+        if exit_code:
+            out["exit_code"] = exit_code
+        if files:
+            out["files"] = files
+        if cpu:
+            out["cpu_ns"] = int(cpu * 1e9)
         if self.report_maxrss:
             import resource
 
-            maxrss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                         resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
-        self.chan.send({
-            "op": "result", "id": exec_id, "success": ok, "result": result, "error": error,
-            "rejected": rejected, "interrupted": interrupted, "exit_code": exit_code,
-            "images": images, "image_files": image_files, "files": files,
-            "cpu_ns": int(cpu * 1e9), "maxrss_bytes": maxrss,
-        })
+            out["maxrss_bytes"] = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+        self.chan.send(out)
 
     def serve(self):
         while True:
@@ -550,7 +592,7 @@ def main():
     # SIGINT while idle must not kill the driver; init() installs the real handler.
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     try:
-        Driver(Channel(CHANNEL_FD)).serve()
+        Driver(Channel(CHANNEL_IN_FD, CHANNEL_OUT_FD)).serve()
     except (EOFError, ValueError) as e:
         print("mcp-sandbox driver: %s; exiting" % e, file=sys.stderr)
         sys.exit(2)

@@ -333,7 +333,9 @@ bool mcp_session_initialized(const struct mcp_session *s)
 }
 
 /* A structured result must match the tool's outputSchema, and its JSON is mirrored in a text
- * item for clients that ignore structuredContent. A mismatch is a server bug: say so. */
+ * item for clients that ignore structuredContent. A mismatch is a server bug, refused rather
+ * than sent; every build checks (about 2 us for run_code's result), so the server users run
+ * is the one the tests and the benchmark run. */
 static json_t *check_structured(const struct mcp_call *c, json_t *result)
 {
     json_t *sc = json_object_get(result, "structuredContent");
@@ -841,13 +843,19 @@ static void on_cancelled(struct mcp_session *s, json_t *params)
     }
 }
 
+static bool too_big(struct mcp_session *s, size_t len)
+{
+    if (len <= s->srv->cfg->max_message_bytes)
+        return false;
+    send_error(s, NULL, RPC_INVALID_REQUEST, "message of %zu bytes exceeds the limit of %llu", len,
+               (unsigned long long)s->srv->cfg->max_message_bytes);
+    return true;
+}
+
 enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len)
 {
-    if (len > s->srv->cfg->max_message_bytes) {
-        send_error(s, NULL, RPC_INVALID_REQUEST, "message of %zu bytes exceeds the limit of %llu",
-                   len, (unsigned long long)s->srv->cfg->max_message_bytes);
+    if (too_big(s, len))
         return MCP_MSG_INVALID;
-    }
     json_error_t je;
     json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!msg) {
@@ -857,6 +865,15 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
                    bad_utf8 ? "invalid UTF-8: " : "", je.text, je.line, je.column);
         return MCP_MSG_INVALID;
     }
+    enum mcp_msg_kind kind = mcp_session_receive_json(s, msg, len);
+    json_decref(msg);
+    return kind;
+}
+
+enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, size_t len)
+{
+    if (too_big(s, len))
+        return MCP_MSG_INVALID;
     enum mcp_msg_kind kind = MCP_MSG_INVALID;
     const json_t *id = json_is_object(msg) ? json_object_get(msg, "id") : NULL;
     bool id_ok = id && (json_is_string(id) || json_is_integer(id));
@@ -916,6 +933,5 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
     }
     send_error(s, id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
 out:
-    json_decref(msg);
     return kind;
 }

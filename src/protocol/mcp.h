@@ -57,6 +57,10 @@ enum mcp_msg_kind {
     MCP_MSG_RESPONSE,
 };
 enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len);
+/* The same for a message the transport has already parsed (as
+ * json_loadb(..., JSON_REJECT_DUPLICATES | JSON_DECODE_ANY) would) from len bytes, so that
+ * it is not parsed twice. msg is borrowed. */
+enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, size_t len);
 
 /* Tools are data: a definition table plus a handler. Handlers are asynchronous: they get a
  * call and finish it later (from a timer or fd callback on the same loop), or right away. */

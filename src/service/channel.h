@@ -1,8 +1,11 @@
 /* The private control channel between the service and the Python driver inside a sandbox.
  *
- * Transport: a SOCK_STREAM socketpair; the driver sees its end as fd 3. Never the user's
- * stdout: user output goes to fds 1 and 2 (pipes the service reads), so nothing the user
- * prints can forge a frame.
+ * Transport: two pipes; the driver reads requests from fd 3 and writes its frames to fd 4.
+ * Not a socketpair: a socket has one wait queue for both directions, so each time the service
+ * read a result the driver, asleep in read(), was woken for nothing (a context switch per
+ * execution); a pipe wakes only its readers or only its writers. Never the user's stdout:
+ * user output goes to fds 1 and 2 (pipes the service reads), so nothing the user prints can
+ * forge a frame.
  *
  * Framing: a 4-byte big-endian length, then that many bytes of one JSON object. Frames larger
  * than CHANNEL_MAX_FRAME are a protocol error (the service kills and restarts the driver).
@@ -28,7 +31,10 @@
  *    "interrupted":bool,"exit_code":int,
  *    "images":[{"mime":"image/png","data":"<base64>"}],   at most max_images, each <= max
  *    "image_files":["/workspace/.mcp/figures/fig-3.png"], figures too big to inline
- *    "files":["/workspace/out.csv"]}                      created or modified, <= max_files
+ *    "files":["/workspace/out.csv"],                      created or modified, <= max_files
+ *    "cpu_ns":int, "maxrss_bytes":int}                    maxrss only when asked (no cgroup)
+ *   A result leaves out the fields that hold their default (null, false, 0, []): the usual
+ *   frame is {"op":"result","id":N,"success":true}.
  *   {"op":"pong","id":N}
  *   {"op":"refreshed","id":N}
  *   {"op":"error","id":N|null,"message":"..."}           unknown op; the driver survives

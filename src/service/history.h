@@ -11,6 +11,9 @@
 #include <stdint.h>
 
 #define HISTORY_PREVIEW_MAX 2048
+/* Records kept in memory until the next flush, at most (then history_add writes through). */
+#define HISTORY_PENDING_MAX   8192
+#define HISTORY_PENDING_BYTES (2u << 20)
 
 struct history;
 
@@ -30,6 +33,8 @@ void history_close(struct history *h);
 /* Newest records kept per sandbox (default 1000). */
 void history_set_retention(struct history *h, unsigned max_records);
 
+/* A sandbox's row (created, then closed): queued like the records, written first at the next
+ * flush; errors surface there. */
 int history_record_sandbox(struct history *h, const char *id, const char *owner, const char *name,
                            const char *profile, int64_t created_ms, struct sbx_err *err);
 int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms,

@@ -31,7 +31,8 @@ struct ev_loop {
     struct ev_watch *dead; /* unwatched during dispatch, freed after the batch */
     struct ev_timer **heap;
     size_t heap_len, heap_cap;
-    uint64_t armed_ns;
+    uint64_t armed_ns; /* when the timerfd fires next; 0 when it is not armed */
+    struct ev_task *tasks, **tasks_tail;
 };
 
 static void heap_swap(struct ev_loop *l, size_t a, size_t b)
@@ -84,16 +85,19 @@ static void heap_remove(struct ev_loop *l, struct ev_timer *t)
     t->heap_idx = SIZE_MAX;
 }
 
+/* Arms the timerfd for the earliest timer, but only when that is earlier than what it is
+ * armed for: a timerfd that fires too early (its timer was cancelled or pushed back) costs
+ * one idle wake-up, while re-arming on every add and cancel cost a syscall per execution. */
 static void rearm(struct ev_loop *l)
 {
-    uint64_t due = l->heap_len ? l->heap[0]->due_ns : 0;
-    if (due == l->armed_ns)
+    if (!l->heap_len)
+        return;
+    uint64_t due = l->heap[0]->due_ns;
+    if (l->armed_ns && l->armed_ns <= due)
         return;
     struct itimerspec its = {0};
-    if (due) {
-        its.it_value.tv_sec = (time_t)(due / 1000000000ull);
-        its.it_value.tv_nsec = (long)(due % 1000000000ull);
-    }
+    its.it_value.tv_sec = (time_t)(due / 1000000000ull);
+    its.it_value.tv_nsec = (long)(due % 1000000000ull);
     timerfd_settime(l->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
     l->armed_ns = due;
 }
@@ -122,6 +126,7 @@ int ev_loop_new(struct ev_loop **out, struct sbx_err *err)
         free(l);
         return sbx_fail_errno(err, e, "epoll_ctl(timerfd)");
     }
+    l->tasks_tail = &l->tasks;
     *out = l;
     return 0;
 }
@@ -199,6 +204,11 @@ struct ev_timer *ev_timer_add(struct ev_loop *l, uint64_t ms, ev_timer_cb cb, vo
     return t;
 }
 
+uint64_t ev_timer_due(const struct ev_timer *t)
+{
+    return t->due_ns;
+}
+
 void ev_timer_cancel(struct ev_timer *t)
 {
     if (!t)
@@ -212,8 +222,9 @@ void ev_timer_cancel(struct ev_timer *t)
 static void run_timers(struct ev_loop *l)
 {
     uint64_t expirations;
-    while (read(l->timerfd, &expirations, sizeof(expirations)) > 0)
-        ;
+    /* One read resets the expiration count (the fd is non-blocking); it has fired. */
+    if (read(l->timerfd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        return;
     uint64_t now = now_ns();
     l->armed_ns = 0;
     while (l->heap_len && l->heap[0]->due_ns <= now && !l->stop) {
@@ -225,12 +236,65 @@ static void run_timers(struct ev_loop *l)
     rearm(l);
 }
 
+void ev_task_post(struct ev_loop *l, struct ev_task *t)
+{
+    if (t->queued)
+        return;
+    t->queued = true;
+    t->next = NULL;
+    *l->tasks_tail = t;
+    l->tasks_tail = &t->next;
+}
+
+void ev_task_cancel(struct ev_loop *l, struct ev_task *t)
+{
+    if (!t->queued)
+        return;
+    for (struct ev_task **pp = &l->tasks; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            if (l->tasks_tail == &t->next)
+                l->tasks_tail = pp;
+            break;
+        }
+    t->queued = false;
+    t->next = NULL;
+}
+
+/* Runs the tasks queued before this call; those they post wait for the next turn. */
+static void run_tasks(struct ev_loop *l)
+{
+    struct ev_task *list = l->tasks;
+    l->tasks = NULL;
+    l->tasks_tail = &l->tasks;
+    while (list && !l->stop) {
+        struct ev_task *t = list;
+        list = t->next;
+        t->next = NULL;
+        t->queued = false;
+        t->cb(l, t->data);
+    }
+    /* Stopped midway: what was not run stays queued, ahead of anything posted meanwhile. */
+    if (list) {
+        struct ev_task *last = list;
+        while (last->next)
+            last = last->next;
+        last->next = l->tasks;
+        if (!l->tasks)
+            l->tasks_tail = &last->next;
+        l->tasks = list;
+    }
+}
+
 int ev_loop_run(struct ev_loop *l)
 {
     struct epoll_event evs[64];
     l->stop = false;
     while (!l->stop) {
-        int n = epoll_wait(l->epfd, evs, (int)ARRAY_SIZE(evs), -1);
+        run_tasks(l);
+        if (l->stop)
+            break;
+        int n = epoll_wait(l->epfd, evs, (int)ARRAY_SIZE(evs), l->tasks ? 0 : -1);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -33,6 +33,21 @@ void ev_unwatch(struct ev_watch *w);
  * it from its own callback). */
 struct ev_timer *ev_timer_add(struct ev_loop *loop, uint64_t ms, ev_timer_cb cb, void *data);
 void ev_timer_cancel(struct ev_timer *t);
+/* When the timer is due (CLOCK_MONOTONIC, ns, the clock of now_ns()). */
+uint64_t ev_timer_due(const struct ev_timer *t);
+
+/* A callback to run once on this turn of the loop, after the events at hand have been
+ * dispatched and before the loop waits again: "soon", without a timer or a syscall. The
+ * caller owns the struct (zeroed before first use); posting it again while it is queued does
+ * nothing, and a task posted by a task runs on the next turn. Cancel it before freeing it. */
+struct ev_task {
+    ev_timer_cb cb;
+    void *data;
+    bool queued;
+    struct ev_task *next;
+};
+void ev_task_post(struct ev_loop *loop, struct ev_task *t);
+void ev_task_cancel(struct ev_loop *loop, struct ev_task *t);
 
 /* Runs until ev_loop_stop. Returns 0, or -1 on an epoll failure. */
 int ev_loop_run(struct ev_loop *loop);

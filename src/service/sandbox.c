@@ -17,12 +17,12 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define DRIVER_READY_MS   30000 /* a driver that is not ready by then is broken */
@@ -68,6 +68,79 @@ static void new_id(char *buf, size_t size)
     snprintf(buf, size, "sb-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
 }
 
+static void req_clear(struct sandbox *sb)
+{
+    ev_unwatch(sb->req_w);
+    sb->req_w = NULL;
+    free(sb->req_buf);
+    sb->req_buf = NULL;
+    sb->req_len = sb->req_off = 0;
+}
+
+/* Writes what fits; returns the bytes taken, or -errno (EPIPE: the driver is gone). */
+static ssize_t req_write(struct sandbox *sb, const char *data, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(sb->req_fd, data + done, len - done);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        return -errno;
+    }
+    return (ssize_t)done;
+}
+
+static void on_req_writable(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    (void)events;
+    struct sandbox *sb = data;
+    ssize_t n = req_write(sb, sb->req_buf + sb->req_off, sb->req_len - sb->req_off);
+    if (n < 0) {
+        /* The driver is gone; its status record arrives and ends what was running. */
+        req_clear(sb);
+        jail_workload_kill(sb->jail);
+        return;
+    }
+    sb->req_off += (size_t)n;
+    if (sb->req_off == sb->req_len)
+        req_clear(sb);
+}
+
+/* Requests never block the loop: what the pipe has no room for (a large program) waits here
+ * and goes out as the driver reads. A wedged driver is the deadline timer's business. */
+static int req_send(struct sandbox *sb, const char *data, size_t len)
+{
+    if (!sb->req_buf) {
+        ssize_t n = req_write(sb, data, len);
+        if (n < 0)
+            return (int)n;
+        data += n;
+        len -= (size_t)n;
+        if (!len)
+            return 0;
+    }
+    sb->req_buf = xrealloc(sb->req_buf, sb->req_len + len);
+    memcpy(sb->req_buf + sb->req_len, data, len);
+    sb->req_len += len;
+    if (!sb->req_w) {
+        struct sbx_err err = {0};
+        sb->req_w = ev_watch(sb->svc->loop, sb->req_fd, EPOLLOUT, on_req_writable, sb, &err);
+        if (!sb->req_w) {
+            req_clear(sb);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 int sandbox_send(struct sandbox *sb, json_t *frame)
 {
     char *buf = NULL;
@@ -76,9 +149,7 @@ int sandbox_send(struct sandbox *sb, json_t *frame)
     json_decref(frame);
     if (r < 0)
         return -ENOMEM;
-    /* Frames are small next to the socket buffer, and the driver reads them promptly; a
-     * blocked write here would mean a wedged driver, which the deadline timer kills. */
-    r = write_all(sb->chan_fd, buf, len) < 0 ? -errno : 0;
+    r = req_send(sb, buf, len);
     free(buf);
     return r;
 }
@@ -98,7 +169,7 @@ static json_t *init_frame(struct sandbox *sb)
                      sb->jail->cg == NULL);
 }
 
-/* Sends the driver's source, then its configuration; both wait in the socket buffer until
+/* Sends the driver's source, then its configuration; both wait in the pipe (or the queue) until
  * the interpreter reads them. */
 static int start_driver(struct sandbox *sb)
 {
@@ -106,8 +177,11 @@ static int start_driver(struct sandbox *sb)
     const char *src = runtime_python_driver(&len);
     unsigned char hdr[4] = {(unsigned char)(len >> 24), (unsigned char)(len >> 16),
                             (unsigned char)(len >> 8), (unsigned char)len};
-    if (write_all(sb->chan_fd, hdr, sizeof(hdr)) < 0 || write_all(sb->chan_fd, src, len) < 0)
-        return -errno;
+    int r = req_send(sb, (const char *)hdr, sizeof(hdr));
+    if (r == 0)
+        r = req_send(sb, src, len);
+    if (r < 0)
+        return r;
     return sandbox_send(sb, init_frame(sb));
 }
 
@@ -155,31 +229,36 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
     (void)loop;
     struct sandbox *sb = data;
     char buf[65536];
-    /* Sandbox code can write to fd 3 too: a bounded bite per turn, like the output pipes. */
+    /* Sandbox code can write to fd 4 too: a bounded bite per turn, like the output pipes. */
     for (int bites = 0; bites < 16; bites++) {
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n > 0) {
-            if (sb->channel_poisoned)
-                continue; /* the rest of a bad stream: dropped until the restart */
-            if (channel_feed(&sb->dec, buf, (size_t)n) < 0)
-                break;
-            json_t *frame;
-            int r;
-            while (!sb->closing && (r = channel_next(&sb->dec, &frame)) != 0) {
-                if (r < 0) {
-                    /* A corrupt channel means a compromised or broken driver: replace it. */
-                    log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it", "sandbox",
-                             sb->id, NULL);
-                    channel_decoder_reset(&sb->dec);
-                    sb->channel_poisoned = true;
-                    jail_workload_kill(sb->jail);
+            /* A bad stream's rest is dropped until the restart. */
+            if (!sb->channel_poisoned) {
+                if (channel_feed(&sb->dec, buf, (size_t)n) < 0)
                     break;
+                json_t *frame;
+                int r;
+                while (!sb->closing && (r = channel_next(&sb->dec, &frame)) != 0) {
+                    if (r < 0) {
+                        /* A corrupt channel means a compromised or broken driver: replace it. */
+                        log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it",
+                                 "sandbox", sb->id, NULL);
+                        channel_decoder_reset(&sb->dec);
+                        sb->channel_poisoned = true;
+                        jail_workload_kill(sb->jail);
+                        break;
+                    }
+                    handle_frame(sb, frame);
+                    json_decref(frame);
                 }
-                handle_frame(sb, frame);
-                json_decref(frame);
+                if (sb->closing)
+                    return;
             }
-            if (sb->closing)
-                return;
+            /* A short read emptied the pipe; the (level-triggered) loop calls again when
+             * more comes, so no read is spent to learn EAGAIN. */
+            if ((size_t)n < sizeof(buf))
+                break;
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -203,8 +282,8 @@ static void drain_pipe(struct sandbox *sb, int stream, size_t limit)
         if (n > 0) {
             done += (size_t)n;
             exec_on_output(sb, stream, buf, (size_t)n);
-            if (sb->closing)
-                return;
+            if (sb->closing || (size_t)n < want)
+                return; /* closed, or the pipe is empty for now */
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -217,9 +296,15 @@ static void drain_pipe(struct sandbox *sb, int stream, size_t limit)
  * that, not what a background writer adds meanwhile. */
 void sandbox_drain_output(struct sandbox *sb)
 {
+    /* One poll says which pipe holds anything (after most executions, neither). */
+    struct pollfd p[2] = {{.fd = sb->out_fd, .events = POLLIN},
+                          {.fd = sb->err_fd, .events = POLLIN}};
+    if (poll(p, 2, 0) <= 0)
+        return;
     for (int stream = 1; stream <= 2 && !sb->closing; stream++) {
         int avail = 0;
-        if (ioctl(stream == 1 ? sb->out_fd : sb->err_fd, FIONREAD, &avail) == 0 && avail > 0)
+        if ((p[stream - 1].revents & POLLIN) && ioctl(p[stream - 1].fd, FIONREAD, &avail) == 0 &&
+            avail > 0)
             drain_pipe(sb, stream, (size_t)avail);
     }
 }
@@ -232,22 +317,29 @@ static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
     drain_pipe(sb, fd == sb->out_fd ? 1 : 2, 64 << 10);
 }
 
-static void restart_driver(struct sandbox *sb)
+/* Reads away what is in fd now, not what a leftover writer keeps adding. */
+static void discard_pending(int fd)
 {
-    channel_decoder_reset(&sb->dec);
-    /* Whatever the dead driver left in the channel belongs to no request (take what is there
-     * now, not what a leftover writer keeps adding). */
     int avail = 0;
     char buf[4096];
-    if (ioctl(sb->chan_fd, FIONREAD, &avail) < 0)
+    if (ioctl(fd, FIONREAD, &avail) < 0)
         avail = 0;
     while (avail > 0) {
-        ssize_t n =
-            read(sb->chan_fd, buf, sizeof(buf) < (size_t)avail ? sizeof(buf) : (size_t)avail);
+        ssize_t n = read(fd, buf, sizeof(buf) < (size_t)avail ? sizeof(buf) : (size_t)avail);
         if (n <= 0)
             break;
         avail -= (int)n;
     }
+}
+
+static void restart_driver(struct sandbox *sb)
+{
+    channel_decoder_reset(&sb->dec);
+    /* Whatever the dead driver left in the channel belongs to no request, and what it did not
+     * read (a request half sent) must not reach the new one as the start of its source. */
+    discard_pending(sb->chan_fd);
+    req_clear(sb);
+    discard_pending(sb->req_rfd);
     sb->channel_poisoned = false;
     if (++sb->restarts > MAX_QUICK_DEATHS) {
         mark_broken(sb, "the Python interpreter keeps dying at startup");
@@ -302,11 +394,11 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
 static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
                  const char *network, struct sandbox **out, struct sbx_err *err)
 {
-    int chan[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int chan[2] = {-1, -1}, req[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
     struct sandbox *sb = xcalloc(1, sizeof(*sb));
     sb->svc = svc;
     sb->profile = profile;
-    sb->chan_fd = sb->out_fd = sb->err_fd = -1;
+    sb->chan_fd = sb->req_fd = sb->req_rfd = sb->out_fd = sb->err_fd = -1;
     snprintf(sb->network, sizeof(sb->network), "%s", network);
     new_id(sb->id, sizeof(sb->id));
     sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
@@ -314,13 +406,13 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     sb->packages = json_array();
     channel_decoder_init(&sb->dec, CHANNEL_MAX_FRAME);
 
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0 ||
-        pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    if (pipe2(chan, O_CLOEXEC) < 0 || pipe2(req, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0 ||
+        pipe2(errp, O_CLOEXEC) < 0) {
         sbx_fail_errno(err, errno, "creating the sandbox's channels");
         goto fail;
     }
     char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)runtime_python_bootstrap(), NULL};
-    int pass[] = {chan[1]};
+    int pass[] = {req[0], chan[1]}; /* fd 3: requests in, fd 4: frames out */
     bool packages = strcmp(network, "packages") == 0;
     struct jail_spec spec = {
         .profile = profile,
@@ -331,7 +423,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         .stdout_fd = outp[1],
         .stderr_fd = errp[1],
         .pass_fds = pass,
-        .n_pass_fds = 1,
+        .n_pass_fds = 2,
         .name = sb->id,
         .persistent = true,
         .proxy_port = packages ? EGRESS_PROXY_PORT : 0,
@@ -355,11 +447,16 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     cleanup_closep(&outp[1]);
     cleanup_closep(&errp[1]);
     sb->chan_fd = steal_fd(&chan[0]);
+    sb->req_fd = steal_fd(&req[1]);
+    sb->req_rfd = steal_fd(&req[0]); /* kept only to clear it for a restarted driver */
     sb->out_fd = steal_fd(&outp[0]);
     sb->err_fd = steal_fd(&errp[0]);
     fcntl(sb->out_fd, F_SETFL, O_NONBLOCK);
     fcntl(sb->err_fd, F_SETFL, O_NONBLOCK);
     fcntl(sb->chan_fd, F_SETFL, O_NONBLOCK);
+    /* Not req_rfd: it shares its file description (and so O_NONBLOCK) with the driver's
+     * fd 3, which must block; discard_pending never reads more than FIONREAD says. */
+    fcntl(sb->req_fd, F_SETFL, O_NONBLOCK);
     sb->chan_w = ev_watch(svc->loop, sb->chan_fd, EPOLLIN, on_channel, sb, err);
     sb->out_w = sb->chan_w ? ev_watch(svc->loop, sb->out_fd, EPOLLIN, on_output, sb, err) : NULL;
     sb->err_w = sb->out_w ? ev_watch(svc->loop, sb->err_fd, EPOLLIN, on_output, sb, err) : NULL;
@@ -380,9 +477,11 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
 fail:
     for (int i = 0; i < 2; i++) {
         cleanup_closep(&chan[i]);
+        cleanup_closep(&req[i]);
         cleanup_closep(&outp[i]);
         cleanup_closep(&errp[i]);
     }
+    req_clear(sb);
     ev_unwatch(sb->chan_w);
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);
@@ -391,6 +490,10 @@ fail:
     jail_destroy(sb->jail);
     if (sb->chan_fd >= 0)
         close(sb->chan_fd);
+    if (sb->req_fd >= 0)
+        close(sb->req_fd);
+    if (sb->req_rfd >= 0)
+        close(sb->req_rfd);
     if (sb->out_fd >= 0)
         close(sb->out_fd);
     if (sb->err_fd >= 0)
@@ -443,6 +546,7 @@ json_t *sandbox_usage_json(struct sandbox *sb)
 }
 
 static void schedule_refill(struct sandbox_service *svc);
+static void history_soon(struct sandbox_service *svc);
 
 void sandbox_update_gauges(struct sandbox_service *svc)
 {
@@ -478,6 +582,7 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     exec_fail_all(sb, reason);
     if (sb->start_timer)
         ev_timer_cancel(sb->start_timer);
+    req_clear(sb);
     ev_unwatch(sb->chan_w);
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);
@@ -487,10 +592,14 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     jail_destroy(sb->jail);
     sb->jail = NULL;
     close(sb->chan_fd);
+    close(sb->req_fd);
+    close(sb->req_rfd);
     close(sb->out_fd);
     close(sb->err_fd);
-    if (sb->owner && svc->history)
+    if (sb->owner && svc->history) {
         history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
+        history_soon(svc);
+    }
     log_emit(LOG_LVL_INFO, "sandbox closed", "sandbox", sb->id, NULL);
     sandbox_update_gauges(svc);
     if (svc->stopping) {
@@ -636,9 +745,11 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     svc->n_live++;
     sb->owner = xstrdup(owner);
     sb->name = name ? xstrdup(name) : NULL;
-    if (svc->history)
+    if (svc->history) {
         history_record_sandbox(svc->history, sb->id, owner, name ? name : "", p->name,
                                sb->created_ms, NULL);
+        history_soon(svc);
+    }
     log_emit(LOG_LVL_INFO, "sandbox created", "sandbox", sb->id, "profile", p->name, NULL);
     sandbox_update_gauges(svc);
     schedule_refill(svc);
@@ -754,14 +865,20 @@ static void on_history_flush(struct ev_loop *loop, void *data)
         log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
 }
 
+/* What is queued reaches the database within HISTORY_FLUSH_MS, in one transaction. */
+static void history_soon(struct sandbox_service *svc)
+{
+    if (history_pending(svc->history) && !svc->history_timer && !svc->stopping)
+        svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
+}
+
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec)
 {
     struct sbx_err err = {0};
     if (history_add(svc->history, sandbox_id, rec, &err) < 0)
         log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
-    if (history_pending(svc->history) && !svc->history_timer)
-        svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
+    history_soon(svc);
 }
 
 bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail)

@@ -95,8 +95,12 @@ struct sandbox {
     uint64_t created_ns;
     enum sandbox_state state;
     struct jail *jail;
-    int chan_fd, out_fd, err_fd; /* our ends: control socket, stdout and stderr pipes */
+    int chan_fd, out_fd, err_fd; /* our ends: the driver's frames, its stdout and stderr */
+    int req_fd, req_rfd;         /* the pipe the driver reads requests from: both ends */
     struct ev_watch *chan_w, *out_w, *err_w, *status_w;
+    struct ev_watch *req_w; /* while requests wait for room in the pipe */
+    char *req_buf;          /* those requests (a bounded queue: one execution at a time) */
+    size_t req_len, req_off;
     struct channel_decoder dec;
     uint64_t next_seq;
     uint64_t executions;

@@ -36,6 +36,11 @@
 #define SWEEP_MS       5000
 #define CONN_TIMEOUT_S 30 /* an idle or dribbling connection is dropped after this */
 #define HEADER_MEMORY  (64u << 10)
+/* A POST whose answer is not ready waits without a byte sent, so that a quick answer goes out
+ * as one JSON body (one write, nothing to number or replay); if the call is still running
+ * after this long, or sends anything before its answer, the answer becomes an SSE stream
+ * (headers and the priming event at once), so long calls show life and can be resumed. */
+#define SSE_AFTER_MS 250
 
 struct http_session;
 
@@ -53,7 +58,9 @@ struct sse_stream {
     bool rest;      /* a REST call: the body is the tool result alone */
     bool queued;    /* its HTTP response exists (conn NULL after that means the client left) */
     bool detached;  /* closed by the server mid-call: later events wait in the replay buffer */
+    bool waiting;   /* a POST parked in the access handler, no response queued yet */
     uint64_t priming_seq; /* a POST stream's first, empty event: a resume point from the start */
+    struct ev_timer *sse_timer; /* while waiting: when the answer turns into a stream */
     struct sse_stream *next;
 };
 
@@ -81,7 +88,8 @@ struct http_transport {
     const struct sbx_config *cfg;
     struct MHD_Daemon *d;
     struct ev_watch *w;
-    struct ev_timer *timer, *kick, *sweeper;
+    struct ev_timer *timer, *sweeper;
+    struct ev_task kick;
     struct http_auth auth;
     struct http_jwt *jwt; /* NULL: no JWT validation */
     bool auth_on;
@@ -102,6 +110,8 @@ struct request {
     char *body;
     size_t len;
     bool too_big;
+    bool is_init;
+    struct sse_stream *parked; /* a POST waiting for its answer (the handler runs again) */
 };
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
@@ -121,28 +131,34 @@ static void on_timer(struct ev_loop *loop, void *data)
 static void on_kick(struct ev_loop *loop, void *data)
 {
     (void)loop;
-    struct http_transport *t = data;
-    t->kick = NULL;
-    run_mhd(t);
+    run_mhd(data);
 }
 
-/* A resumed connection is served at the next MHD_run: make that soon. */
+/* A resumed connection is served at the next MHD_run: make that this turn of the loop. */
 static void kick(struct http_transport *t)
 {
-    if (!t->kick && !t->stopping)
-        t->kick = ev_timer_add(t->loop, 0, on_kick, t);
+    if (!t->stopping)
+        ev_task_post(t->loop, &t->kick);
 }
 
 static void run_mhd(struct http_transport *t)
 {
     MHD_run(t->d);
-    if (t->timer) {
-        ev_timer_cancel(t->timer);
-        t->timer = NULL;
-    }
     MHD_UNSIGNED_LONG_LONG ms;
-    if (MHD_get_timeout(t->d, &ms) == MHD_YES)
-        t->timer = ev_timer_add(t->loop, ms, on_timer, t);
+    if (MHD_get_timeout(t->d, &ms) != MHD_YES)
+        return; /* nothing timed: a timer left over fires once and finds nothing */
+    if (ms == 0) {
+        kick(t);
+        return;
+    }
+    /* MHD's next timeout moves with every request; a timer due no later is good enough
+     * (firing early only runs MHD once more), which spares a timer per request. */
+    uint64_t due = now_ns() + ms * 1000000ull;
+    if (t->timer && ev_timer_due(t->timer) <= due)
+        return;
+    if (t->timer)
+        ev_timer_cancel(t->timer);
+    t->timer = ev_timer_add(t->loop, ms, on_timer, t);
 }
 
 static void on_epoll(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -274,6 +290,15 @@ static struct http_session *find_session(struct http_transport *t, const char *i
     return NULL;
 }
 
+static void stream_destroy(struct sse_stream *st)
+{
+    if (st->sse_timer)
+        ev_timer_cancel(st->sse_timer);
+    json_decref(st->request_id);
+    free(st->buf);
+    free(st);
+}
+
 static void stream_free(struct sse_stream *st)
 {
     struct http_session *s = st->s;
@@ -284,9 +309,7 @@ static void stream_free(struct sse_stream *st)
         }
     if (s->get_stream == st)
         s->get_stream = NULL;
-    json_decref(st->request_id);
-    free(st->buf);
-    free(st);
+    stream_destroy(st);
 }
 
 static void stream_wake(struct sse_stream *st)
@@ -341,6 +364,11 @@ static void stream_retire(struct sse_stream *st, bool drop_pending)
     if (drop_pending)
         st->len = st->off = 0;
     st->done = true;
+    if (st->waiting && drop_pending && st->json_only) {
+        free(st->buf);
+        st->buf = NULL;
+        st->cap = 0;
+    }
     stream_wake(st);
 }
 
@@ -356,6 +384,16 @@ static void stream_prime(struct sse_stream *st)
     memmove(st->buf + st->off + n, st->buf + st->off, st->len - st->off - n);
     memcpy(st->buf + st->off, ev, n);
     free(ev);
+}
+
+/* A POST's answer becomes a stream: its priming event is numbered before anything the call
+ * sends on it, so resuming from the priming event loses nothing. */
+static void stream_to_sse(struct sse_stream *st)
+{
+    if (!st->json_only)
+        return;
+    st->json_only = false;
+    st->priming_seq = http_replay_push(&st->s->replay, st->number, "", 0);
 }
 
 static struct sse_stream *stream_new(struct http_session *s, const json_t *request_id)
@@ -387,11 +425,29 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
             }
     if (!target)
         target = s->get_stream;
+    bool is_response = target && related_id &&
+                       (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
+                       json_equal(json_object_get(msg, "id"), related_id);
+    if (target && target->json_only) {
+        if (is_response) {
+            /* Alone: one JSON body, which has no event id to resume from. */
+            size_t n = strlen(text);
+            if (!target->buf) {
+                target->buf = text;
+                target->len = target->cap = n;
+            } else {
+                stream_append(target, text, n);
+                free(text);
+            }
+            target->done = true;
+            stream_wake(target);
+            return;
+        }
+        stream_to_sse(target);
+    }
     uint64_t number = target ? target->number : 0;
     uint64_t seq = http_replay_push(&s->replay, number, text, strlen(text));
     if (target) {
-        bool is_response = (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
-                           related_id && json_equal(json_object_get(msg, "id"), related_id);
         if (target->rest) {
             /* REST answers are the tool result itself; progress and logs have no place. */
             if (is_response) {
@@ -419,16 +475,11 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
             free(text);
             return;
         }
-        if (target->json_only && is_response) {
-            stream_append(target, text, strlen(text));
-        } else {
-            target->json_only = false;
-            sse_event(target, seq, text);
-        }
+        sse_event(target, seq, text);
         if (is_response && target != s->get_stream) {
             target->done = true;
             stream_wake(target);
-            if (!target->conn && !target->json_only)
+            if (!target->conn)
                 stream_free(target); /* nobody is reading: the replay buffer keeps it */
         }
     }
@@ -446,7 +497,7 @@ static void session_close_stream(void *ctx, const json_t *related_id)
         if (st->request_id && !st->done && !st->detached && st != s->get_stream &&
             json_equal(st->request_id, related_id)) {
             st->detached = true;
-            st->json_only = false; /* even if the answer comes at once, it waits for the resume */
+            stream_to_sse(st); /* even if the answer comes at once, it waits for the resume */
             stream_wake(st);
             return;
         }
@@ -498,13 +549,16 @@ static void session_free(struct http_session *s)
         struct sse_stream *next = st->next;
         if (st->conn) {
             st->done = true;
+            if (st->sse_timer) {
+                ev_timer_cancel(st->sse_timer);
+                st->sse_timer = NULL;
+            }
             stream_wake(st);
-            st->s = NULL; /* freed when MHD lets go of it (stream_gone) */
+            st->s = NULL; /* freed when MHD lets go of it (stream_gone, or a parked POST's
+                             handler) */
             st->next = NULL;
         } else {
-            json_decref(st->request_id);
-            free(st->buf);
-            free(st);
+            stream_destroy(st);
         }
         st = next;
     }
@@ -553,9 +607,7 @@ static void stream_gone(void *cls)
     st->conn = NULL;
     st->suspended = false;
     if (!st->s) { /* its session ended first */
-        json_decref(st->request_id);
-        free(st->buf);
-        free(st);
+        stream_destroy(st);
         return;
     }
     struct http_session *s = st->s;
@@ -627,6 +679,70 @@ static struct http_session *session_of(struct http_transport *t, struct MHD_Conn
     return s;
 }
 
+/* A POST answered alone is one JSON body; otherwise its messages go out as an SSE stream,
+ * the priming event first. */
+static enum MHD_Result answer_post(struct http_transport *t, struct MHD_Connection *c,
+                                   struct request *rq, struct sse_stream *st)
+{
+    struct http_session *s = st->s;
+    if (!s) { /* the session ended while the call ran */
+        stream_destroy(st);
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "the session ended");
+    }
+    const char *sid = rq->is_init ? s->id : NULL;
+    if (st->done && st->json_only) {
+        if (!st->len) { /* its request was taken over by a resumed stream */
+            stream_free(st);
+            return refuse(t, c, MHD_HTTP_CONFLICT, -32600, "this request's stream was resumed");
+        }
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(st->len, st->buf, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        st->buf = NULL;
+        stream_free(st);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        if (sid)
+            MHD_add_response_header(r, "Mcp-Session-Id", sid);
+        add_cors(t, c, r);
+        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        count(MHD_HTTP_OK);
+        return ok;
+    }
+    stream_to_sse(st);
+    stream_prime(st);
+    return reply_stream(t, c, st, sid);
+}
+
+static void on_sse_after(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sse_stream *st = data;
+    st->sse_timer = NULL;
+    if (st->waiting && !st->done) {
+        stream_to_sse(st);
+        stream_wake(st);
+    }
+}
+
+/* The handler of a parked POST, run again once its stream woke. */
+static enum MHD_Result resume_post(struct http_transport *t, struct MHD_Connection *c,
+                                   struct request *rq)
+{
+    struct sse_stream *st = rq->parked;
+    rq->parked = NULL;
+    st->waiting = false;
+    st->conn = NULL;
+    if (st->sse_timer) {
+        ev_timer_cancel(st->sse_timer);
+        st->sse_timer = NULL;
+    }
+    return answer_post(t, c, rq, st);
+}
+
 static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connection *c,
                                    struct request *rq, const char *principal)
 {
@@ -639,7 +755,8 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     if (rq->too_big)
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
     json_error_t jerr;
-    json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    /* Parsed once, here, as the protocol layer would (duplicate keys refused). */
+    json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!msg || !json_is_object(msg)) {
         json_decref(msg);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,
@@ -668,30 +785,25 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
                       why ? why : "session");
     }
     if (!is_request) {
-        mcp_session_receive(s->mcp, rq->body, rq->len);
+        mcp_session_receive_json(s->mcp, msg, rq->len);
         json_decref(msg);
         return reply(t, c, MHD_HTTP_ACCEPTED, NULL, "", NULL);
     }
     struct sse_stream *st = stream_new(s, id);
     st->json_only = true; /* until something besides the response is sent */
-    /* Numbered before anything the call sends, so resuming from it loses nothing. */
-    st->priming_seq = http_replay_push(&s->replay, st->number, "", 0);
+    mcp_session_receive_json(s->mcp, msg, rq->len);
     json_decref(msg);
-    char sid[SESSION_ID_LEN + 1];
-    snprintf(sid, sizeof(sid), "%s", s->id);
-    mcp_session_receive(s->mcp, rq->body, rq->len);
-    if (st->done && st->json_only) {
-        /* Answered at once and alone: one JSON body, the simplest thing for clients. */
-        char *body = xstrndup(st->buf ? st->buf : "", st->len);
-        stream_free(st);
-        enum MHD_Result r =
-            reply(t, c, MHD_HTTP_OK, "application/json", body, is_init ? sid : NULL);
-        free(body);
-        return r;
-    }
-    st->json_only = false;
-    stream_prime(st);
-    return reply_stream(t, c, st, is_init ? sid : NULL);
+    rq->is_init = is_init;
+    if (st->done || !st->json_only)
+        return answer_post(t, c, rq, st);
+    /* Still running: park the request; its handler runs again when the stream wakes. */
+    st->conn = c;
+    st->waiting = true;
+    st->suspended = true;
+    st->sse_timer = ev_timer_add(t->loop, SSE_AFTER_MS, on_sse_after, st);
+    rq->parked = st;
+    MHD_suspend_connection(c);
+    return MHD_YES;
 }
 
 static void replay_into(void *ctx, const struct http_replay_event *ev)
@@ -1296,6 +1408,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = xcalloc(1, sizeof(struct request));
         return MHD_YES;
     }
+    if (rq->parked)
+        return resume_post(t, c, rq);
     if (*upload_size) {
         /* Count everything, keep nothing past the cap: the answer is 413. */
         if (!rq->too_big && rq->len + *upload_size <= t->cfg->http_max_body_bytes) {
@@ -1322,6 +1436,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)toe;
     struct request *rq = *con_cls;
     if (rq) {
+        if (rq->parked) { /* MHD let go of a parked POST (the daemon stops) */
+            struct sse_stream *st = rq->parked;
+            st->waiting = false;
+            st->conn = NULL;
+            if (st->s)
+                stream_free(st);
+            else
+                stream_destroy(st);
+        }
         free(rq->body);
         free(rq);
         *con_cls = NULL;
@@ -1404,6 +1527,7 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     t->loop = loop;
     t->srv = srv;
     t->cfg = cfg;
+    t->kick = (struct ev_task){.cb = on_kick, .data = t};
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char host[64];
@@ -1483,8 +1607,7 @@ void http_transport_stop(struct http_transport *t)
     ev_unwatch(t->w);
     if (t->timer)
         ev_timer_cancel(t->timer);
-    if (t->kick)
-        ev_timer_cancel(t->kick);
+    ev_task_cancel(t->loop, &t->kick);
     if (t->sweeper)
         ev_timer_cancel(t->sweeper);
     http_auth_free(&t->auth);

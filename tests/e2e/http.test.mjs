@@ -341,6 +341,36 @@ test('a dropped POST stream resumes with Last-Event-ID: the missed progress and 
   await again.body.cancel();
 });
 
+test('a call answered at once is one JSON body; one still running after a moment becomes an SSE stream, priming event first', async () => {
+  const { url } = await start();
+  const sid = await session(url);
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  const call = (id, code) => post(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'run_code', arguments: { code } } }, h);
+  await (await call(20, 'x = 6')).text(); // the default sandbox is up and warm
+  // Quick calls: whichever way each came, it is whole and right; on a machine that is not
+  // stalled for a quarter of a second they come as plain JSON.
+  let json = 0;
+  for (let id = 21; id < 26; id++) {
+    const r = await call(id, 'x * 7');
+    assert.equal(r.status, 200);
+    const text = await r.text();
+    if (r.headers.get('content-type').startsWith('application/json')) {
+      json++;
+      const body = JSON.parse(text);
+      assert.equal(body.id, id);
+      assert.equal(body.result.structuredContent.result, '42');
+    } else {
+      assert.match(text, new RegExp(`"id":${id},"result":.*"result":"42"`));
+    }
+  }
+  assert.ok(json > 0, 'a quick answer goes out as one JSON body');
+  const slow = await call(30, 'import time\ntime.sleep(0.8)\nx * 7');
+  assert.match(slow.headers.get('content-type'), /^text\/event-stream/);
+  const text = await slow.text();
+  assert.match(text, /^id: \d+-\d+\nretry: \d+\ndata: \n\n/, 'the stream opens with the priming event');
+  assert.match(text, /"id":30,"result":.*"result":"42"/);
+});
+
 test('CORS: off by default; a configured origin gets Allow-Origin and a preflight answer', async () => {
   const plain = await start();
   const r0 = await post(plain.url, INIT, { Origin: `http://127.0.0.1:${plain.port}` });

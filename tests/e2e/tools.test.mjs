@@ -388,6 +388,18 @@ test('create_run_close leaves nothing behind', async () => {
   await c.close();
 });
 
+test('a program larger than the driver\'s pipe runs whole, and the state before it stays', async () => {
+  const c = await server();
+  await run(c, 'kept = 7');
+  const size = 3 << 20;
+  const r = await run(c, `s = '${'a'.repeat(size)}'\nlen(s)`, { timeout_s: 60 });
+  assert.equal(r.sc.success, true, r.text.slice(-500));
+  assert.equal(r.sc.result, String(size));
+  assert.equal(r.sc.interpreter_restarted, false);
+  assert.equal((await run(c, 'kept')).sc.result, '7');
+  await c.close();
+});
+
 test('bad arguments are refused with a clear message', async () => {
   const c = await server();
   await refused(c, 'run_code', {});
@@ -463,7 +475,8 @@ test('hostile code: an endless background writer and garbage on the control chan
     assert.equal((await run(c, '2 * 21', { sandbox_id: other })).sc.result, '42');
   }
   assert.deepEqual(await c.ping(), {});
-  const forged = await run(c, "import os\nos.write(3, b'\\xff\\xff\\xff\\xffnot a frame')\nimport time\ntime.sleep(1)", { sandbox_id: other });
+  // The driver's frames leave on fd 4 (its requests come in on fd 3, a pipe's read end).
+  const forged = await run(c, "import os\nos.write(4, b'\\xff\\xff\\xff\\xffnot a frame')\nimport time\ntime.sleep(1)", { sandbox_id: other });
   assert.equal(forged.sc.interpreter_restarted, true, 'a corrupt channel replaces the interpreter');
   assert.equal((await run(c, '1 + 1', { sandbox_id: other })).sc.result, '2');
   await call(c, 'close_sandbox', { sandbox_id: id });

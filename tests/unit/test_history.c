@@ -81,6 +81,29 @@ static void records_survive_a_restart(void **state)
     history_close(h);
 }
 
+/* A sandbox's row is queued like its executions; whatever reads it sees it (reads flush first),
+ * and a row created, used and closed within one batch comes out whole. */
+static void a_sandbox_row_is_queued_and_read_back(void **state)
+{
+    (void)state;
+    struct history *h = open_db("q.sqlite3");
+    struct sbx_err err = {0};
+    assert_int_equal(history_record_sandbox(h, "sb-q", "bob", "n", "tight", 5000, &err), 0);
+    assert_true(history_pending(h));
+    add(h, "sb-q", "a", true);
+    add(h, "sb-q", "b", true);
+    assert_int_equal(history_close_sandbox(h, "sb-q", 9000, &err), 0);
+    json_t *info = NULL;
+    assert_int_equal(history_get_sandbox(h, "sb-q", &info, &err), 0);
+    assert_false(history_pending(h));
+    assert_string_equal(json_string_value(json_object_get(info, "owner")), "bob");
+    assert_string_equal(json_string_value(json_object_get(info, "profile")), "tight");
+    assert_true(json_is_string(json_object_get(info, "closed_at")));
+    json_decref(info);
+    assert_int_equal(history_total(h, "sb-q"), 2);
+    history_close(h);
+}
+
 static void previews_are_capped_on_a_utf8_boundary(void **state)
 {
     (void)state;
@@ -136,6 +159,76 @@ static void retention_and_reset(void **state)
     history_close(h);
 }
 
+/* One flush with records of several sandboxes interleaved (and of one the table does not
+ * know): each sandbox's records keep their order and numbering, and the retention holds. */
+static void a_batch_of_several_sandboxes_keeps_each_order(void **state)
+{
+    (void)state;
+    struct history *h = open_db("g.sqlite3");
+    struct sbx_err err = {0};
+    history_set_retention(h, 4);
+    history_record_sandbox(h, "sb-b", "o", NULL, "standard", 1, &err);
+    history_record_sandbox(h, "sb-a", "o", NULL, "standard", 1, &err);
+    for (int i = 0; i < 7; i++) {
+        char code[16];
+        snprintf(code, sizeof(code), "a%d", i);
+        add(h, "sb-a", code, true);
+        snprintf(code, sizeof(code), "b%d", i);
+        add(h, "sb-b", code, i % 2 == 0);
+        add(h, "sb-gone", "x", true);
+    }
+    assert_true(history_pending(h));
+    assert_int_equal(history_flush(h, &err), 0);
+    assert_false(history_pending(h));
+    static const char *const want[2][4] = {{"a3", "a4", "a5", "a6"}, {"b3", "b4", "b5", "b6"}};
+    for (int k = 0; k < 2; k++) {
+        const char *id = k ? "sb-b" : "sb-a";
+        json_t *recs = NULL;
+        assert_int_equal(history_list(h, id, 50, &recs, &err), 0);
+        assert_int_equal(json_array_size(recs), 4);
+        for (size_t i = 0; i < 4; i++)
+            assert_string_equal(
+                json_string_value(json_object_get(json_array_get(recs, i), "code_preview")),
+                want[k][i]);
+        if (k)
+            assert_false(json_is_true(json_object_get(json_array_get(recs, 0), "success")));
+        json_decref(recs);
+        assert_int_equal(history_total(h, id), 7);
+    }
+    assert_int_equal(history_total(h, "sb-gone"), 0);
+    history_close(h);
+}
+
+/* Records wait for the service's flush, but never without bound: a pile of small ones
+ * writes through at HISTORY_PENDING_MAX, a pile of large ones at HISTORY_PENDING_BYTES. */
+static void pending_records_are_bounded_in_count_and_bytes(void **state)
+{
+    (void)state;
+    struct history *h = open_db("b.sqlite3");
+    struct sbx_err err = {0};
+    history_record_sandbox(h, "sb-5", "o", NULL, "standard", 1, &err);
+    history_set_retention(h, 1u << 20);
+    for (int i = 0; i < HISTORY_PENDING_MAX - 1; i++)
+        add(h, "sb-5", "x=1", true);
+    assert_true(history_pending(h));
+    add(h, "sb-5", "x=1", true); /* the last one that fits: all of them are written */
+    assert_false(history_pending(h));
+    char *big = malloc(HISTORY_PREVIEW_MAX + 1);
+    memset(big, 'a', HISTORY_PREVIEW_MAX);
+    big[HISTORY_PREVIEW_MAX] = '\0';
+    int n = 0;
+    do {
+        add(h, "sb-5", big, true);
+        n++;
+    } while (history_pending(h));
+    /* Written through by bytes, long before the count bound. */
+    assert_true(n < HISTORY_PENDING_MAX / 4);
+    assert_true((size_t)n * HISTORY_PREVIEW_MAX >= HISTORY_PENDING_BYTES / 2);
+    assert_int_equal(history_total(h, "sb-5"), HISTORY_PENDING_MAX + n);
+    free(big);
+    history_close(h);
+}
+
 static void corrupt_or_unwritable_gives_a_clear_error(void **state)
 {
     (void)state;
@@ -159,8 +252,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(records_survive_a_restart),
+        cmocka_unit_test(a_sandbox_row_is_queued_and_read_back),
         cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
         cmocka_unit_test(retention_and_reset),
+        cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
+        cmocka_unit_test(pending_records_are_bounded_in_count_and_bytes),
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

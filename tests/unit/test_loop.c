@@ -1,4 +1,5 @@
-/* The event loop: timers fire in deadline order, cancel works, fds dispatch, stop stops. */
+/* The event loop: timers fire in deadline order, cancel works, fds dispatch, stop stops, tasks
+ * run once per post on the next turn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,12 +78,77 @@ static void bad_fd_is_an_error_not_a_crash(void **state)
     ev_loop_free(l);
 }
 
+/* The timerfd is re-armed lazily: a timer earlier than the one it is armed for must still
+ * fire first (if it did not, this test would wait a minute for the late one). */
+static void earlier_timer_rearms_the_timerfd(void **state)
+{
+    (void)state;
+    struct ev_loop *l = NULL;
+    assert_int_equal(ev_loop_new(&l, NULL), 0);
+    norder = 0;
+    static const char a = 'a', b = 'b', c = 'c', z = 'z';
+    ev_timer_add(l, 60000, mark, (void *)&z);
+    struct ev_timer *gone = ev_timer_add(l, 5, mark, (void *)&z);
+    ev_timer_add(l, 30, mark, (void *)&c);
+    ev_timer_cancel(gone); /* the timerfd stays armed for it and fires idle */
+    ev_timer_add(l, 10, mark, (void *)&a);
+    ev_timer_add(l, 20, mark, (void *)&b);
+    assert_int_equal(ev_loop_run(l), 0);
+    assert_memory_equal(order, "abc", 3);
+    ev_loop_free(l);
+}
+
+static int task_runs;
+static struct ev_task tasks[3];
+
+static void count_task(struct ev_loop *l, void *data)
+{
+    (void)l;
+    task_runs += *(const int *)data;
+}
+
+static void repost_task(struct ev_loop *l, void *data)
+{
+    (void)data;
+    /* A task posted by a task waits for the next turn, so this cannot spin inside one turn. */
+    if (++task_runs < 5)
+        ev_task_post(l, &tasks[2]);
+    else
+        ev_loop_stop(l);
+}
+
+static void tasks_run_once_per_post(void **state)
+{
+    (void)state;
+    struct ev_loop *l = NULL;
+    assert_int_equal(ev_loop_new(&l, NULL), 0);
+    static const int one = 1, hundred = 100;
+    memset(tasks, 0, sizeof(tasks));
+    task_runs = 0;
+    tasks[0] = (struct ev_task){.cb = count_task, .data = (void *)&one};
+    tasks[1] = (struct ev_task){.cb = count_task, .data = (void *)&hundred};
+    tasks[2] = (struct ev_task){.cb = repost_task};
+    ev_task_post(l, &tasks[0]);
+    ev_task_post(l, &tasks[0]); /* already queued: runs once */
+    ev_task_post(l, &tasks[1]);
+    ev_task_cancel(l, &tasks[1]);
+    assert_false(tasks[1].queued);
+    ev_task_post(l, &tasks[2]);
+    assert_int_equal(ev_loop_run(l), 0);
+    /* tasks[0] once (1), tasks[1] never, tasks[2] four times until the fifth stops. */
+    assert_int_equal(task_runs, 5);
+    assert_false(tasks[0].queued);
+    ev_loop_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timers_fire_in_deadline_order),
         cmocka_unit_test(fd_watch_dispatches_and_unwatches),
         cmocka_unit_test(bad_fd_is_an_error_not_a_crash),
+        cmocka_unit_test(earlier_timer_rearms_the_timerfd),
+        cmocka_unit_test(tasks_run_once_per_post),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
