@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -116,10 +117,17 @@ static void exec_workload(const struct jail_child_plan *plan)
     sigset_t none;
     sigemptyset(&none);
     /* exec resets handled signals by itself; only an ignored one (the server ignores
-     * SIGPIPE) would leak into the workload. */
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sigismember(&plan->ignored, sig) == 1)
-            signal(sig, SIG_DFL);
+     * SIGPIPE) would leak into the workload. The raw call, because glibc refuses to touch
+     * signals 32 and 33, which a parent may have ignored all the same. */
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } dfl = {SIG_DFL, 0, NULL, 0};
+    for (int sig = 1; sig <= 64; sig++)
+        if (plan->ignored & (1ull << (sig - 1)))
+            syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
     sigprocmask(SIG_SETMASK, &none, NULL);
     int err_fd = place_fds(plan);
     if (err_fd < 0)

@@ -226,27 +226,26 @@ static void add_degraded(struct jail *j, const char *layer)
 
 /* Signals this process ignores: SIG_IGN survives exec, so the workload must get them back at
  * SIG_DFL. The kernel's summary (SigIgn in /proc/self/status) is one read; asking signal by
- * signal took 64 rt_sigaction calls on every spawn. */
-static void ignored_signals(sigset_t *set)
+ * signal took 64 rt_sigaction calls on every spawn, and could not see signals 32 and 33, which
+ * glibc keeps for itself but a parent may well have ignored. Bit sig-1 stands for signal sig. */
+static uint64_t ignored_signals(void)
 {
-    sigemptyset(set);
+    uint64_t mask = 0;
     char *status = NULL;
     const char *line = NULL;
     if (read_file_max("/proc/self/status", 1 << 16, &status, NULL) == 0)
         line = strstr(status, "\nSigIgn:\t");
     if (line) {
-        unsigned long long mask = strtoull(line + 9, NULL, 16);
-        for (int sig = 1; sig < NSIG && sig <= 64; sig++)
-            if (mask & (1ull << (sig - 1)))
-                sigaddset(set, sig);
+        mask = strtoull(line + 9, NULL, 16);
     } else {
-        for (int sig = 1; sig < NSIG; sig++) {
+        for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
             struct sigaction sa;
             if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
-                sigaddset(set, sig);
+                mask |= 1ull << (sig - 1);
         }
     }
     free(status);
+    return mask;
 }
 
 /* Fails (-E2BIG) only when extra_env does not fit the plan's fixed environment space. */
@@ -267,7 +266,7 @@ static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan
     plan->persistent = spec->persistent;
     plan->proxy_port = spec->persistent ? spec->proxy_port : 0;
     plan->cap_last = cap_last_cap();
-    ignored_signals(&plan->ignored);
+    plan->ignored = ignored_signals();
     snprintf(plan->workspace_opts, sizeof(plan->workspace_opts),
              "mode=0700,uid=%u,gid=%u,size=%llu,nr_inodes=%llu", uid, uid,
              (unsigned long long)p->workspace_bytes, (unsigned long long)p->workspace_inodes);

@@ -52,7 +52,7 @@ struct jail_child_plan {
     bool persistent; /* init outlives the workload and can start it again */
     uint16_t proxy_port; /* listen here in the new network namespace; 0: no listener */
     int cap_last;
-    sigset_t ignored; /* signals the server ignores: SIG_IGN would survive exec */
+    uint64_t ignored; /* signals the server ignores (bit sig-1): SIG_IGN would survive exec */
     bool cgroup_active;
     bool want_landlock;
     const void *seccomp; /* const struct seccomp_program * or NULL */

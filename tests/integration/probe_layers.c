@@ -6,6 +6,8 @@
  *                         landlock: the landlock_* calls answer ENOSYS, as on a kernel without it
  *                         seccomp:  seccomp(2) answers ENOSYS and prctl(PR_SET_SECCOMP) EINVAL,
  *                                   as on a kernel without CONFIG_SECCOMP_FILTER
+ *   ignoring SIGS CMD...  with the signals SIGS (numbers, comma-separated) ignored, set with
+ *                         the raw system call so that 32 and 33, which glibc refuses, can be too
  * On success they exec CMD and never return; on failure they return the errno. */
 #include "probe.h"
 
@@ -15,6 +17,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,9 +162,28 @@ static int op_without(int argc, char **argv)
     return errno;
 }
 
+static int op_ignoring(int argc, char **argv)
+{
+    if (argc < 2)
+        return EINVAL;
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        unsigned long long mask;
+    } ign = {SIG_IGN, 0, NULL, 0};
+    char *list = argv[0], *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (syscall(SYS_rt_sigaction, atoi(t), &ign, NULL, sizeof(ign.mask)) < 0)
+            return errno;
+    execvp(argv[1], argv + 1);
+    return errno;
+}
+
 const struct probe_op probe_ops_layers[] = {
     {"userns", "MAX CMD...: run CMD in a new user namespace with max_user_namespaces MAX",
      op_userns},
     {"without", "LAYER CMD...: run CMD with landlock or seccomp made to look absent", op_without},
+    {"ignoring", "SIGS CMD...: run CMD with the signals SIGS (e.g. 1,33) ignored", op_ignoring},
     {NULL, NULL, NULL},
 };

@@ -8,6 +8,12 @@ out=$("$SBX" run -- /bin/sh -c 'echo $$' 2>&1); expect "signals: the sandbox's s
 # Signals ignored by the caller (SIG_IGN survives exec) are back at their default inside; run
 # ignores SIGPIPE itself. The control shows the caller's own process does ignore them.
 host=$(/bin/sh -c "trap '' HUP; exec grep SigIgn /proc/self/status")
-expect "signals: (control) the caller's shell ignores SIGHUP" "SigIgn:[[:space:]]+0*[13579bdf]$" "$host"
+expect "signals: (control) the caller's shell ignores SIGHUP" "SigIgn:[[:space:]]+[0-9a-f]*[13579bdf]$" "$host"
 out=$(/bin/sh -c "trap '' HUP; exec \"\$1\" run -- /bin/grep SigIgn /proc/self/status" sh "$SBX" 2>&1)
 expect "signals: nothing the caller ignores stays ignored in the sandbox" "SigIgn:[[:space:]]+0+$" "$out"
+# Signals 32 and 33 are glibc's own, so neither a shell nor sigaction(3) can ignore or reset
+# them; a parent that ignored them with the raw call must not pass that on either.
+host=$("$PROBE" ignoring 1,33 /bin/grep SigIgn /proc/self/status)
+expect "signals: (control) the caller ignores SIGHUP and signal 33" "SigIgn:[[:space:]]+0*1[0-9a-f]{7}[13579bdf]$" "$host"
+out=$("$PROBE" ignoring 1,33 "$SBX" run -- /bin/grep SigIgn /proc/self/status 2>&1)
+expect "signals: signal 33 ignored by the caller is not ignored in the sandbox" "SigIgn:[[:space:]]+0+$" "$out"
