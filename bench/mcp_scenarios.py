@@ -52,8 +52,10 @@ class Server:
         return self.p.stdout.readline()
 
     def call(self, method, params):
-        _, line = self.encode(method, params)
+        cid, line = self.encode(method, params)
         msg = json.loads(self.send_raw(line))
+        while msg.get("id") != cid:  # a notification, or an answer nobody waits for any more
+            msg = json.loads(self.p.stdout.readline())
         if "error" in msg:
             raise RuntimeError(msg["error"])
         return msg["result"]
@@ -343,9 +345,9 @@ def flood_run(srv, calls, ping_every_s=0.05):
     peak, pings, sent = rss0, [], {}
     import select
     next_ping = time.perf_counter()
-    while pending:
+    while pending or sent:  # every ping answered too, so none is left for the next caller
         now = time.perf_counter()
-        if now >= next_ping:
+        if pending and now >= next_ping:
             pid_, line = srv.encode("ping", {})
             sent[pid_] = time.perf_counter_ns()
             os.write(srv.fd, line)
