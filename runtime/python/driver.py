@@ -252,6 +252,7 @@ class Driver:
         self.max_files = 20
         self.running = False
         self.interrupt_pending = False
+        self.refresh_pending = False
         self.last_snapshot = None
         self.report_maxrss = False
         self.inotify = None
@@ -451,12 +452,12 @@ class Driver:
         finally:
             self.running = False
 
-    def run_command(self, argv, cwd):
+    def run_command(self, argv, cwd, env=None):
         import signal
         import subprocess
 
         try:
-            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
                                      cwd=cwd or self.workspace, start_new_session=True)
         except OSError as e:
             return False, {"type": type(e).__name__, "message": str(e), "traceback": None}, 127, False
@@ -491,6 +492,11 @@ class Driver:
 
     def execute(self, req):
         self.interrupt_pending = False
+        if self.refresh_pending:
+            # Here, not when asked: an interrupt for this execution that lands meanwhile is
+            # kept (interrupt_pending) instead of being cleared above.
+            self.refresh_pending = False
+            self.refresh_imports()
         exec_id = req.get("id")
         language = req.get("language", "python")
         code = req.get("code", "")
@@ -505,8 +511,11 @@ class Driver:
             argv = req.get("argv")
             if argv is not None or language == "bash":
                 # A command: bash -c for execute_command, or an argv the server composed.
+                # A composed argv brings its whole environment: what user code put in
+                # os.environ (PIP_FIND_LINKS, say) must not reach it.
                 ok, error, exit_code, interrupted = self.run_command(
-                    argv if argv is not None else ["/bin/bash", "-c", code], req.get("cwd"))
+                    argv if argv is not None else ["/bin/bash", "-c", code], req.get("cwd"),
+                    req.get("env") if argv is not None else None)
             else:
                 ok, result, error, exit_code = self.run_python(code)
                 if result is not None:
@@ -570,7 +579,7 @@ class Driver:
             elif op == "ping":
                 self.chan.send({"op": "pong", "id": req.get("id")})
             elif op == "refresh_imports":
-                self.refresh_imports()
+                self.refresh_pending = True
                 self.chan.send({"op": "refreshed", "id": req.get("id")})
             elif op == "init":
                 self.init(req)

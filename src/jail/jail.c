@@ -334,11 +334,15 @@ static int receive_fd(int sock, char tag)
     if (n < 0)
         return -errno;
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if (n != 1 || byte != tag || !c || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(sizeof(int)))
+    int fd = -1;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (n != 1 || byte != tag || fd < 0 || (msg.msg_flags & MSG_CTRUNC)) {
+        if (fd >= 0)
+            close(fd); /* not the one expected: no fd is kept by mistake */
         return -EPROTO;
-    int fd;
-    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    }
     return fd;
 }
 

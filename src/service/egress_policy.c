@@ -75,16 +75,18 @@ int egress_parse_authority(const char *s, size_t len, uint16_t default_port, cha
     return 0;
 }
 
-int egress_parse_url(const char *url, char *host, size_t host_size, uint16_t *port)
+int egress_parse_url(const char *url, char *host, size_t host_size, uint16_t *port, bool *tls)
 {
     uint16_t def;
     const char *p;
     if (strncasecmp(url, "https://", 8) == 0) {
         def = 443;
         p = url + 8;
+        *tls = true;
     } else if (strncasecmp(url, "http://", 7) == 0) {
         def = 80;
         p = url + 7;
+        *tls = false;
     } else {
         return -1;
     }
@@ -102,16 +104,18 @@ static bool is_ip_literal(const char *host)
 
 /* ---- the allow-list ---- */
 
-static void add_rule(struct egress_policy *p, const char *host, uint16_t port)
+static void add_rule(struct egress_policy *p, const char *host, uint16_t port, bool tls)
 {
     for (size_t i = 0; i < p->n; i++)
-        if (p->rules[i].port == port && strcmp(p->rules[i].host, host) == 0)
+        if (p->rules[i].port == port && p->rules[i].tls == tls &&
+            strcmp(p->rules[i].host, host) == 0)
             return;
     p->rules = xrealloc(p->rules, (p->n + 1) * sizeof(*p->rules));
     struct egress_rule *r = &p->rules[p->n++];
     memset(r, 0, sizeof(*r));
     snprintf(r->host, sizeof(r->host), "%s", host);
     r->port = port;
+    r->tls = tls;
     r->ip_literal = is_ip_literal(host);
 }
 
@@ -121,42 +125,49 @@ int egress_policy_build(const struct sbx_config *cfg, struct egress_policy *out,
     struct egress_policy p = {0};
     char host[EGRESS_HOST_MAX + 1];
     uint16_t port;
+    bool tls;
     /* The index URLs first, then the extra ones: each names a host and port to reach. */
     size_t n_urls = cfg->extra_index_urls.len + 1;
     for (size_t i = 0; i < n_urls; i++) {
         const char *u = i == 0 ? cfg->index_url : cfg->extra_index_urls.items[i - 1];
         if (i == 0 && (!u || !*u))
             continue;
-        if (egress_parse_url(u, host, sizeof(host), &port) < 0) {
+        if (egress_parse_url(u, host, sizeof(host), &port, &tls) < 0) {
             egress_policy_free(&p);
             return sbx_fail(err, EINVAL, "%s: '%s' is not an http:// or https:// URL with a host",
                             i == 0 ? "packages.index_url" : "packages.extra_index_urls", u);
         }
-        add_rule(&p, host, port);
+        add_rule(&p, host, port, tls);
     }
+    /* host[:port] means https (port 443 by default); http:// and https:// say it outright. */
     for (size_t i = 0; i < cfg->proxy_allow.len; i++) {
         const char *a = cfg->proxy_allow.items[i];
-        if (egress_parse_authority(a, strlen(a), 443, host, sizeof(host), &port) < 0) {
+        tls = true;
+        int r = strstr(a, "://")
+                    ? egress_parse_url(a, host, sizeof(host), &port, &tls)
+                    : egress_parse_authority(a, strlen(a), 443, host, sizeof(host), &port);
+        if (r < 0) {
             egress_policy_free(&p);
             return sbx_fail(err, EINVAL,
-                            "packages.proxy_allow: '%s' is not host or host:port (the port "
-                            "defaults to 443)",
+                            "packages.proxy_allow: '%s' is not host, host:port (https, port 443 "
+                            "by default) or an http:// or https:// URL",
                             a);
         }
-        add_rule(&p, host, port);
+        add_rule(&p, host, port, tls);
     }
     for (size_t i = 0; i < cfg->private_hosts.len; i++) {
         const char *h = cfg->private_hosts.items[i];
         bool found = false;
-        if (egress_parse_authority(h, strlen(h), 1, host, sizeof(host), &port) == 0)
+        /* A name, without a port: the rules say which ports. */
+        if (egress_parse_authority(h, strlen(h), 1, host, sizeof(host), &port) == 0 && port == 1)
             for (size_t k = 0; k < p.n; k++)
                 if (strcmp(p.rules[k].host, host) == 0)
                     p.rules[k].private_ok = found = true;
         if (!found) {
             egress_policy_free(&p);
             return sbx_fail(err, EINVAL,
-                            "packages.private_hosts: '%s' is not a host of the index URLs or of "
-                            "packages.proxy_allow",
+                            "packages.private_hosts: '%s' is not a host name (without a port) of "
+                            "the index URLs or of packages.proxy_allow",
                             h);
         }
     }
@@ -175,29 +186,39 @@ char *egress_policy_describe(const struct egress_policy *p)
 {
     if (p->n == 0)
         return xstrdup("none configured");
-    size_t cap = p->n * (EGRESS_HOST_MAX + 12) + 1, off = 0;
+    size_t cap = p->n * (EGRESS_HOST_MAX + 20) + 1, off = 0;
     char *s = xmalloc(cap);
     s[0] = '\0';
     for (size_t i = 0; i < p->n; i++) {
         bool v6 = strchr(p->rules[i].host, ':') != NULL;
-        off += (size_t)snprintf(s + off, cap - off, "%s%s%s%s:%u", i ? ", " : "", v6 ? "[" : "",
-                                p->rules[i].host, v6 ? "]" : "", p->rules[i].port);
+        off += (size_t)snprintf(s + off, cap - off, "%s%s://%s%s%s:%u", i ? ", " : "",
+                                p->rules[i].tls ? "https" : "http", v6 ? "[" : "", p->rules[i].host,
+                                v6 ? "]" : "", p->rules[i].port);
     }
     return s;
 }
 
 const struct egress_rule *egress_policy_match(const struct egress_policy *p, const char *host,
-                                              uint16_t port, const char **why)
+                                              uint16_t port, bool tunnel, const char **why)
 {
-    bool host_known = false;
+    bool host_known = false, other_kind = false;
     for (size_t i = 0; i < p->n; i++) {
         if (strcasecmp(p->rules[i].host, host) != 0)
             continue;
-        if (p->rules[i].port == port)
-            return &p->rules[i];
         host_known = true;
+        if (p->rules[i].port != port)
+            continue;
+        if (p->rules[i].tls == tunnel)
+            return &p->rules[i];
+        other_kind = true;
     }
-    *why = host_known ? "the port is not allowed for this host" : "the host is not on the list";
+    /* A tunnel to a plain-HTTP origin would carry any Host and any number of requests, which
+     * forwarding pins down; https origins are reached only through tunnels. */
+    *why = other_kind   ? (tunnel ? "this host:port is plain http: send the request as an absolute "
+                                    "http:// URL, not through CONNECT"
+                                  : "this host:port is https: reach it through CONNECT")
+           : host_known ? "the port is not allowed for this host"
+                        : "the host is not on the list";
     return NULL;
 }
 
@@ -406,9 +427,17 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
             *why = "request head too large";
             return -1;
         }
-        /* Bytes that cannot start a request need not wait for the rest. */
+        /* Bytes that cannot start a request need not wait for the rest, nor a head that is
+         * already longer than a request line and the header limit allow. */
         if (len > 0 && !tchar(buf[0])) {
             *why = "not an HTTP request";
+            return -1;
+        }
+        size_t lines = 0;
+        for (const char *p = buf; p + 1 < end; p++)
+            lines += p[0] == '\r' && p[1] == '\n';
+        if (lines > EGRESS_HEADERS_MAX + 1) {
+            *why = "malformed header";
             return -1;
         }
         return 0;
@@ -438,7 +467,7 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
     for (const char *line = eol + 2; line < blank + 2;) {
         const char *lend = find_crlf(line, blank + 2);
         const char *colon = memchr(line, ':', (size_t)(lend - line));
-        bool bad = !colon || colon == line || ++count > 100;
+        bool bad = !colon || colon == line || ++count > EGRESS_HEADERS_MAX;
         for (const char *c = line; !bad && c < colon; c++)
             bad = !tchar(*c);
         for (const char *c = colon ? colon + 1 : lend; !bad && c < lend; c++)

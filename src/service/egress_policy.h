@@ -13,12 +13,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define EGRESS_HOST_MAX 253
-#define EGRESS_HEAD_MAX (16 * 1024) /* a request head larger than this is refused */
+#define EGRESS_HOST_MAX    253
+#define EGRESS_HEAD_MAX    (16 * 1024) /* a request head larger than this is refused */
+#define EGRESS_HEADERS_MAX 100         /* and one with more header lines */
 
 struct egress_rule {
     char host[EGRESS_HOST_MAX + 1]; /* lower case, no brackets around IPv6 literals */
     uint16_t port;
+    bool tls;        /* https: reached through CONNECT; otherwise plain http, forwarded */
     bool ip_literal; /* the rule names an address: it may be loopback or private */
     bool private_ok; /* the host is on packages.private_hosts */
 };
@@ -33,13 +35,14 @@ struct egress_policy {
 int egress_policy_build(const struct sbx_config *cfg, struct egress_policy *out,
                         struct sbx_err *err);
 void egress_policy_free(struct egress_policy *p);
-/* "pypi.org:443, files.pythonhosted.org:443" for messages; malloc'd. */
+/* "https://pypi.org:443, https://files.pythonhosted.org:443" for messages; malloc'd. */
 char *egress_policy_describe(const struct egress_policy *p);
 
-/* The rule allowing host:port, or NULL with *why saying what is not allowed. host is matched
- * as a name (case-insensitive, one trailing dot ignored), before any DNS lookup. */
+/* The rule allowing host:port for a tunnel (CONNECT, https rules only) or a forwarded
+ * request (plain http rules only), or NULL with *why saying what is not allowed. host is
+ * matched as a name (case-insensitive, one trailing dot ignored), before any DNS lookup. */
 const struct egress_rule *egress_policy_match(const struct egress_policy *p, const char *host,
-                                              uint16_t port, const char **why);
+                                              uint16_t port, bool tunnel, const char **why);
 
 /* Why an address may not be dialled ("loopback", "private", "link-local", ...), or NULL when
  * it is a public unicast address. */
@@ -51,8 +54,9 @@ const char *egress_address_class(const struct sockaddr *sa);
 int egress_parse_authority(const char *s, size_t len, uint16_t default_port, char *host,
                            size_t host_size, uint16_t *port);
 
-/* "http(s)://host[:port]/..." into host and port (80 or 443 by default). Returns 0 or -1. */
-int egress_parse_url(const char *url, char *host, size_t host_size, uint16_t *port);
+/* "http(s)://host[:port]/..." into host, port (80 or 443 by default) and whether it is https.
+ * Returns 0 or -1. */
+int egress_parse_url(const char *url, char *host, size_t host_size, uint16_t *port, bool *tls);
 
 enum egress_kind {
     EGRESS_CONNECT, /* a tunnel: "CONNECT host:port HTTP/1.1" */

@@ -20,7 +20,8 @@
 
 #define RELAY_BUF       (32 * 1024)
 #define ACCEPTS_PER_RUN 16
-#define REFUSE_LINGER   2000 /* ms to drain a refused client before closing */
+#define REFUSE_LINGER   2000  /* ms to drain a refused client before closing */
+#define CONNECT_TIMEOUT 10000 /* ms for a lookup, and for each address dialled */
 
 enum conn_state { ST_HEAD, ST_RESOLVING, ST_CONNECTING, ST_RELAY, ST_REFUSING };
 
@@ -61,6 +62,8 @@ struct egress_proxy {
     char sandbox_id[32];
     int listen_fd;
     struct ev_watch *lw;
+    bool accepting;
+    struct ev_timer *resume; /* out of fds: accepting again shortly */
     struct conn *conns;
     struct egress_stats stats;
 };
@@ -73,6 +76,8 @@ static void count(const char *decision)
                         "Egress proxy connections of package sandboxes, by decision", labels, 1);
 }
 
+static void set_accepting(struct egress_proxy *px, bool on);
+
 static void conn_free(struct conn *c)
 {
     struct egress_proxy *px = c->px;
@@ -82,6 +87,8 @@ static void conn_free(struct conn *c)
             break;
         }
     px->stats.open--;
+    if (!px->accepting && !px->resume && px->stats.open < 2 * px->limits.max_connections)
+        set_accepting(px, true);
     if (c->job)
         resolver_cancel(c->job);
     if (c->idle)
@@ -106,16 +113,33 @@ static void touch(struct conn *c)
 
 /* ---- refusals ---- */
 
-static void on_refusing_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
+/* A refused client's last bytes are read and dropped (a bounded bite per turn, like every
+ * read on the loop) until it closes or the linger ends, so that closing does not reset the
+ * connection before the client has read the refusal. */
+static void drain_refused(struct conn *c, uint32_t events)
 {
-    (void)loop;
-    struct conn *c = data;
     char sink[4096];
-    ssize_t n;
-    while ((n = read(fd, sink, sizeof(sink))) > 0)
-        ;
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (events & (EPOLLHUP | EPOLLERR)))
-        conn_free(c);
+    for (int bites = 0; bites < 4; bites++) {
+        ssize_t n = read(c->cfd, sink, sizeof(sink));
+        if (n > 0)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(events & (EPOLLHUP | EPOLLERR)))
+            return;   /* nothing more now: wait for the client or the linger */
+        conn_free(c); /* closed, failed or hung up */
+        return;
+    }
+    /* a full bite: the rest waits for the next turn */
+}
+
+static uint32_t timer_ms(const struct conn *c);
+static void on_idle(struct ev_loop *loop, void *data);
+
+/* The connection's one timer, for its current state (an idle, connect or linger limit). */
+static void rearm(struct conn *c)
+{
+    if (c->idle)
+        ev_timer_cancel(c->idle);
+    c->idle = ev_timer_add(c->px->loop, timer_ms(c), on_idle, c);
 }
 
 /* Answers the client with status and a plain-text reason, then closes gracefully. */
@@ -158,15 +182,12 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
     ev_unwatch(c->uw);
     c->uw = NULL;
     cleanup_closep(&c->ufd);
-    ev_unwatch(c->cw);
+    /* The same watch goes on (on_client dispatches on the state): no second registration
+     * that could fail halfway. */
     c->st = ST_REFUSING;
-    struct sbx_err err = {0};
-    c->cw = ev_watch(px->loop, c->cfd, EPOLLIN, on_refusing_client, c, &err);
-    if (!c->cw) {
-        conn_free(c);
-        return;
-    }
+    ev_watch_modify(c->cw, EPOLLIN);
     touch(c);
+    rearm(c);
 }
 
 /* ---- relaying ---- */
@@ -340,6 +361,10 @@ static void start_relay(struct conn *c)
     c->up.len = first_len + extra;
     free(c->head);
     c->head = NULL;
+    if (!charge(c, c->up.len)) {
+        refuse(c, 403, "Forbidden", "the sandbox's egress byte budget is used up");
+        return;
+    }
     if (c->req.kind == EGRESS_CONNECT) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
         memcpy(c->down.data, ok, sizeof(ok) - 1);
@@ -374,6 +399,7 @@ static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *dat
         }
         snprintf(c->refusal, sizeof(c->refusal), "connecting to %s: %s", c->target,
                  strerror(soerr ? soerr : ECONNREFUSED));
+        c->policy_refusal = false; /* the network's word, whatever an earlier address got */
         ev_unwatch(c->uw);
         c->uw = NULL;
         cleanup_closep(&c->ufd);
@@ -421,8 +447,13 @@ static void try_connect(struct conn *c)
         c->st = ST_CONNECTING;
         struct sbx_err err = {0};
         c->uw = ev_watch(px->loop, fd, EPOLLOUT, on_upstream, c, &err);
-        if (!c->uw)
+        if (!c->uw) {
             refuse(c, 502, "Bad Gateway", err.msg);
+            return;
+        }
+        touch(c); /* each address gets the whole connect timeout */
+        if (!c->idle)
+            rearm(c);
         return;
     }
     if (policy_refusal)
@@ -455,7 +486,7 @@ static void decide(struct conn *c)
     snprintf(c->target, sizeof(c->target), "%s%s%s:%u", v6 ? "[" : "", r->host, v6 ? "]" : "",
              r->port);
     const char *why = NULL;
-    c->rule = egress_policy_match(px->policy, r->host, r->port, &why);
+    c->rule = egress_policy_match(px->policy, r->host, r->port, r->kind == EGRESS_CONNECT, &why);
     if (!c->rule) {
         refuse(c, 403, "Forbidden", why);
         return;
@@ -493,8 +524,14 @@ static void read_head(struct conn *c)
             conn_free(c);
         return;
     }
+    size_t seen = c->head_len;
     c->head_len += (size_t)n;
     touch(c);
+    /* A head can only end at a newline: a client dribbling bytes costs one scan per line, not
+     * one per byte (and the parser refuses a head of too many lines early). The first bytes
+     * are looked at at once, so that what is no request at all is refused without waiting. */
+    if (seen > 0 && !memchr(c->head + seen, '\n', (size_t)n) && c->head_len < EGRESS_HEAD_MAX)
+        return;
     const char *why = NULL;
     int r = egress_parse_request(c->head, c->head_len, &c->req, &why);
     if (r < 0) {
@@ -510,17 +547,36 @@ static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
     (void)loop;
     (void)fd;
     struct conn *c = data;
-    if (c->st == ST_HEAD) {
+    switch (c->st) {
+    case ST_HEAD:
         read_head(c);
         return;
-    }
-    if (c->st == ST_RELAY) {
+    case ST_RELAY:
         relay(c, true, events);
         return;
+    case ST_REFUSING:
+        drain_refused(c, events);
+        return;
+    case ST_RESOLVING:
+    case ST_CONNECTING:
+        if (events & (EPOLLHUP | EPOLLERR))
+            conn_free(c); /* the client hung up while we dialled */
+        return;
     }
-    /* Resolving or connecting: the client hung up. */
-    if (events & (EPOLLHUP | EPOLLERR))
-        conn_free(c);
+}
+
+static uint32_t timer_ms(const struct conn *c)
+{
+    uint32_t idle = c->px->limits.idle_ms;
+    switch (c->st) {
+    case ST_REFUSING:
+        return REFUSE_LINGER;
+    case ST_RESOLVING:
+    case ST_CONNECTING:
+        return idle < CONNECT_TIMEOUT ? idle : CONNECT_TIMEOUT;
+    default:
+        return idle;
+    }
 }
 
 static void on_idle(struct ev_loop *loop, void *data)
@@ -528,32 +584,81 @@ static void on_idle(struct ev_loop *loop, void *data)
     struct conn *c = data;
     c->idle = NULL;
     uint64_t quiet = now_ms() - c->last_active_ms;
-    uint32_t limit = c->st == ST_REFUSING ? REFUSE_LINGER : c->px->limits.idle_ms;
+    uint32_t limit = timer_ms(c);
     if (quiet < limit) {
         c->idle = ev_timer_add(loop, limit - quiet, on_idle, c);
         return;
     }
-    if (c->st == ST_HEAD) {
+    switch (c->st) {
+    case ST_HEAD:
         refuse(c, 408, "Request Timeout", "no complete request in time");
-        c->idle = ev_timer_add(loop, REFUSE_LINGER, on_idle, c);
         return;
-    }
-    if (c->st != ST_REFUSING)
+    case ST_RESOLVING:
+        refuse(c, 504, "Gateway Timeout", "looking the host up took too long");
+        return;
+    case ST_CONNECTING:
+        /* A black-holed address: give the next one its turn. */
+        snprintf(c->refusal, sizeof(c->refusal), "connecting to %s timed out", c->target);
+        c->policy_refusal = false;
+        ev_unwatch(c->uw);
+        c->uw = NULL;
+        cleanup_closep(&c->ufd);
+        try_connect(c);
+        return;
+    case ST_RELAY:
         log_emit(LOG_LVL_INFO, "egress connection idle; closed", "sandbox", c->px->sandbox_id,
                  "target", c->target, NULL);
-    conn_free(c);
+        conn_free(c);
+        return;
+    case ST_REFUSING:
+        conn_free(c);
+        return;
+    }
 }
 
 /* ---- accepting ---- */
+
+static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
+/* Stops or resumes taking connections: at the cap of open ones (refusals lingering included),
+ * or for a moment when the server is out of fds, so that a full backlog never spins the loop
+ * and a sandbox cannot hold more of the server's fds than its limits say. */
+static void set_accepting(struct egress_proxy *px, bool on)
+{
+    if (px->accepting == on)
+        return;
+    px->accepting = on;
+    ev_watch_modify(px->lw, on ? EPOLLIN : 0);
+}
+
+static void on_resume(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct egress_proxy *px = data;
+    px->resume = NULL;
+    if (px->stats.open < 2 * px->limits.max_connections)
+        set_accepting(px, true);
+}
 
 static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *data)
 {
     (void)events;
     struct egress_proxy *px = data;
     for (int i = 0; i < ACCEPTS_PER_RUN; i++) {
-        int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (cfd < 0)
+        /* Past the limit a connection still gets its 429, up to as many again lingering. */
+        if (px->stats.open >= 2 * px->limits.max_connections) {
+            set_accepting(px, false);
             return;
+        }
+        int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0) {
+            if ((errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) &&
+                !px->resume) {
+                set_accepting(px, false);
+                px->resume = ev_timer_add(loop, 100, on_resume, px);
+            }
+            return;
+        }
         struct conn *c = xcalloc(1, sizeof(*c));
         c->px = px;
         c->cfd = cfd;
@@ -561,14 +666,14 @@ static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *data)
         c->next = px->conns;
         px->conns = c;
         px->stats.open++;
-        touch(c);
-        c->idle = ev_timer_add(loop, px->limits.idle_ms, on_idle, c);
         struct sbx_err err = {0};
         c->cw = ev_watch(loop, cfd, EPOLLIN, on_client, c, &err);
         if (!c->cw) {
             conn_free(c);
             continue;
         }
+        touch(c);
+        rearm(c);
         if (px->stats.open > px->limits.max_connections) {
             char why[128];
             snprintf(why, sizeof(why),
@@ -595,6 +700,7 @@ int egress_proxy_new(struct ev_loop *loop, struct resolver *resolver,
     px->listen_fd = listen_fd;
     fcntl(listen_fd, F_SETFL, O_NONBLOCK);
     px->lw = ev_watch(loop, listen_fd, EPOLLIN, on_accept, px, err);
+    px->accepting = true;
     if (!px->lw) {
         close(listen_fd);
         free(px);
@@ -608,8 +714,12 @@ void egress_proxy_free(struct egress_proxy *px)
 {
     if (!px)
         return;
+    /* No resuming on the way out. */
+    px->accepting = true;
     while (px->conns)
         conn_free(px->conns);
+    if (px->resume)
+        ev_timer_cancel(px->resume);
     ev_unwatch(px->lw);
     close(px->listen_fd);
     free(px);

@@ -37,6 +37,7 @@ void exec_free(struct exec *e)
     outbuf_free(&e->err);
     json_decref(e->outcome.frame);
     json_decref(e->argv);
+    json_decref(e->env);
     free(e->language);
     free(e->code);
     free(e->cwd);
@@ -125,16 +126,18 @@ static void on_cancel(struct mcp_call *call, void *data)
 }
 
 static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *language,
-                   const char *code, const char *cwd, json_t *argv, uint32_t timeout_ms,
-                   exec_done_fn done, void *data, struct sbx_err *err)
+                   const char *code, const char *cwd, json_t *argv, json_t *env,
+                   uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err)
 {
     const struct sbx_config *cfg = sb->svc->cfg;
     if (sb->state == SBX_BROKEN) {
         json_decref(argv);
+        json_decref(env);
         return sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
     }
     if (sb->queue_len >= cfg->max_queue_depth) {
         json_decref(argv);
+        json_decref(env);
         return sandbox_count_rejection("limits.max_queue_depth"),
                sbx_fail(err, EBUSY,
                         "limit reached: limits.max_queue_depth = %u executions already wait "
@@ -143,6 +146,7 @@ static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *langua
     }
     struct exec *e = xcalloc(1, sizeof(*e));
     e->argv = argv;
+    e->env = env;
     e->sb = sb;
     e->call = call;
     snprintf(e->id, sizeof(e->id), "ex-%llu", (unsigned long long)++sb->svc->exec_counter);
@@ -172,14 +176,14 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
                  const char *cwd, uint32_t timeout_ms, exec_done_fn done, void *data,
                  struct sbx_err *err)
 {
-    return enqueue(sb, call, language, code, cwd, NULL, timeout_ms, done, data, err);
+    return enqueue(sb, call, language, code, cwd, NULL, NULL, timeout_ms, done, data, err);
 }
 
 int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
-                      const char *summary, json_t *argv, uint32_t timeout_ms, exec_done_fn done,
-                      void *data, struct sbx_err *err)
+                      const char *summary, json_t *argv, json_t *env, const char *cwd,
+                      uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err)
 {
-    return enqueue(sb, call, language, summary, NULL, argv, timeout_ms, done, data, err);
+    return enqueue(sb, call, language, summary, cwd, argv, env, timeout_ms, done, data, err);
 }
 
 void exec_start_next(struct sandbox *sb)
@@ -191,9 +195,9 @@ void exec_start_next(struct sandbox *sb)
     e->seq = ++sb->next_seq;
     e->started_ns = now_ns();
     e->started_wall_ms = (int64_t)wall_ms();
-    json_t *frame =
-        json_pack("{s:s, s:I, s:s, s:s, s:s?, s:O?}", "op", "exec", "id", (json_int_t)e->seq,
-                  "language", e->language, "code", e->code, "cwd", e->cwd, "argv", e->argv);
+    json_t *frame = json_pack("{s:s, s:I, s:s, s:s, s:s?, s:O?, s:O?}", "op", "exec", "id",
+                              (json_int_t)e->seq, "language", e->language, "code", e->code, "cwd",
+                              e->cwd, "argv", e->argv, "env", e->env);
     e->deadline = ev_timer_add(sb->svc->loop, e->timeout_ms, on_deadline, e);
     if (sandbox_send(sb, frame) < 0) {
         /* The driver is gone; its status record arrives and ends this execution. */

@@ -56,6 +56,16 @@ void packages_env_free(char **env)
     free(env);
 }
 
+json_t *packages_pip_env(uint16_t proxy_port)
+{
+    char proxy[32];
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%u", proxy_port);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "PATH",
+                     "/usr/local/bin:/usr/bin:/bin", "LANG", "C.UTF-8", "HOME", "/workspace",
+                     "TMPDIR", "/tmp", "http_proxy", proxy, "https_proxy", proxy, "HTTP_PROXY",
+                     proxy, "HTTPS_PROXY", proxy, "PIP_CONFIG_FILE", "/dev/null");
+}
+
 json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
                           const char *report_path)
 {
@@ -93,6 +103,8 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
     json_t *item;
     json_array_foreach(json_object_get(root, "install"), i, item)
     {
+        if (json_array_size(out) >= PACKAGES_REPORT_MAX)
+            break;
         const json_t *meta = json_object_get(item, "metadata");
         const char *name = json_string_value(json_object_get(meta, "name"));
         const char *version = json_string_value(json_object_get(meta, "version"));
@@ -109,34 +121,59 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
 
 void packages_merge(json_t *list, const json_t *installed)
 {
+    /* An index by normalised name: one pass over each side, whatever their sizes. */
+    json_t *at = json_object();
+    char norm[REQUIREMENT_NAME_MAX + 1];
     size_t i;
     json_t *pkg;
+    json_array_foreach(list, i, pkg)
+    {
+        requirement_normalize(json_string_value(json_object_get(pkg, "name")) ?: "", norm,
+                              sizeof(norm));
+        json_object_set_new(at, norm, json_integer((json_int_t)i));
+    }
     json_array_foreach(installed, i, pkg)
     {
         const char *name = json_string_value(json_object_get(pkg, "name"));
         if (!name)
             continue;
-        char norm[REQUIREMENT_NAME_MAX + 1], other[REQUIREMENT_NAME_MAX + 1];
         requirement_normalize(name, norm, sizeof(norm));
         json_t *entry =
             json_pack("{s:s, s:O}", "name", name, "version", json_object_get(pkg, "version"));
-        size_t k;
-        json_t *have;
-        bool replaced = false;
-        json_array_foreach(list, k, have)
-        {
-            requirement_normalize(json_string_value(json_object_get(have, "name")) ?: "", other,
-                                  sizeof(other));
-            if (strcmp(norm, other) == 0) {
-                json_array_set(list, k, entry);
-                replaced = true;
-                break;
-            }
+        const json_t *k = json_object_get(at, norm);
+        if (k) {
+            json_array_set_new(list, (size_t)json_integer_value(k), entry);
+        } else if (json_array_size(list) < PACKAGES_LIST_MAX) {
+            json_object_set_new(at, norm, json_integer((json_int_t)json_array_size(list)));
+            json_array_append_new(list, entry);
+        } else {
+            json_decref(entry);
         }
-        if (!replaced)
-            json_array_append(list, entry);
-        json_decref(entry);
     }
+    json_decref(at);
+}
+
+char *packages_summary(const json_t *installed)
+{
+    size_t cap = 2048, off = 0, shown = 0;
+    char *text = xmalloc(cap);
+    text[0] = '\0';
+    size_t i;
+    json_t *p;
+    json_array_foreach(installed, i, p)
+    {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *version = json_string_value(json_object_get(p, "version"));
+        size_t need = strlen(name ?: "") + strlen(version ?: "") + 4;
+        if (off + need + 32 > cap)
+            break;
+        off += (size_t)snprintf(text + off, cap - off, "%s%s %s", i ? ", " : "", name ?: "?",
+                                version ?: "?");
+        shown++;
+    }
+    if (shown < json_array_size(installed))
+        snprintf(text + off, cap - off, " and %zu more", json_array_size(installed) - shown);
+    return text;
 }
 
 char *packages_failure_reason(const char *output, size_t len)

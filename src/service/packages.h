@@ -16,6 +16,11 @@
  * the workspace cap is the disk cap). */
 #define PACKAGES_DIR "/workspace/.packages"
 
+/* pip's report is written where sandbox code can rewrite it: what the server takes from it is
+ * bounded, so a forged one costs the loop no more than an honest one. */
+#define PACKAGES_REPORT_MAX 512  /* entries read from one report */
+#define PACKAGES_LIST_MAX   1024 /* packages recorded per sandbox */
+
 /* "K=V" strings (NULL-terminated, malloc'd; free with packages_env_free) for a sandbox whose
  * proxy listens on 127.0.0.1:proxy_port: the proxy variables, pip's index settings and
  * PYTHONPATH, so that pip and Python run by hand in the sandbox behave like the tool. */
@@ -26,12 +31,21 @@ void packages_env_free(char **env);
  * pip writing its JSON report to report_path. */
 json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
                           const char *report_path);
+/* The whole environment pip runs with: the proxy, no configuration file (PIP_CONFIG_FILE is
+ * /dev/null, so neither ~/.config/pip nor /etc/pip.conf is read), nothing from the sandbox's
+ * interpreter. Everything else pip needs is on its command line. */
+json_t *packages_pip_env(uint16_t proxy_port);
 
-/* pip's --report JSON into [{name, version, requested}] (a new array). */
+/* pip's --report JSON into [{name, version, requested}] (a new array, at most
+ * PACKAGES_REPORT_MAX entries). */
 int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err);
 
-/* Adds or replaces (by normalised name) each {name, version} of installed in list. */
+/* Adds or replaces (by normalised name) each {name, version} of installed in list, which
+ * holds at most PACKAGES_LIST_MAX entries. */
 void packages_merge(json_t *list, const json_t *installed);
+
+/* "numpy 1.26.4, scipy 1.11.0" for a result's text (malloc'd, bounded: the rest is counted). */
+char *packages_summary(const json_t *installed);
 
 /* The reason pip gave for failing (its "ERROR:" lines, else its last lines), malloc'd. */
 char *packages_failure_reason(const char *output, size_t len);

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 static bool name_char(char c)
 {
@@ -72,6 +73,19 @@ static int refuse_shape(const char *text, struct sbx_err *err)
     if (strchr(text, ';'))
         return sbx_fail(err, EINVAL, "'%s': environment markers (;) are not supported; %s", text,
                         example);
+    /* pip reads a name ending like an archive as a file in its working directory. */
+    static const char *const archives[] = {".whl", ".zip",     ".tar.gz", ".tgz",
+                                           ".tar", ".tar.bz2", ".tbz",    ".tar.xz",
+                                           ".txz", ".tlz",     ".tar.lz", ".tar.lzma"};
+    size_t len = strcspn(text, " \t[<>=!~,");
+    for (size_t i = 0; i < sizeof(archives) / sizeof(archives[0]); i++) {
+        size_t n = strlen(archives[i]);
+        if (len > n && strncasecmp(text + len - n, archives[i], n) == 0)
+            return sbx_fail(err, EINVAL,
+                            "'%s' names an archive file; packages come only from the configured "
+                            "index (%s)",
+                            text, example);
+    }
     return 0;
 }
 

@@ -61,6 +61,7 @@ struct exec {
     char *code;
     char *cwd;
     json_t *argv; /* a command run as is instead of code (install_packages), or NULL */
+    json_t *env;  /* with argv: its whole environment (an object), or NULL */
     uint32_t timeout_ms;
     uint64_t started_ns;
     int64_t started_wall_ms;
@@ -168,11 +169,13 @@ void sandbox_close_owner(struct sandbox_service *svc, const char *owner);
 int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language, const char *code,
                  const char *cwd, uint32_t timeout_ms, exec_done_fn done, void *data,
                  struct sbx_err *err);
-/* Queues a command the server composed (argv, a JSON array of strings; stolen), run without a
- * shell. summary stands for it in the history. Otherwise like sandbox_exec. */
+/* Queues a command the server composed, run without a shell: argv (an array of strings) with
+ * exactly the environment env (an object of strings, or NULL for the sandbox's), in cwd; both
+ * stolen. Nothing the sandbox's own code changed in the interpreter's environment reaches it.
+ * summary stands for it in the history. Otherwise like sandbox_exec. */
 int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
-                      const char *summary, json_t *argv, uint32_t timeout_ms, exec_done_fn done,
-                      void *data, struct sbx_err *err);
+                      const char *summary, json_t *argv, json_t *env, const char *cwd,
+                      uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
 /* Records an execution in the history (written in a batch shortly after). */

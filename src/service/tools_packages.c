@@ -6,6 +6,7 @@
 #include "tools_common.h"
 
 #include "files.h"
+#include "egress_proxy.h"
 #include "history.h"
 #include "log.h"
 #include "metrics.h"
@@ -87,22 +88,6 @@ static json_t *read_report(struct sandbox *sb, const char *path)
     return installed;
 }
 
-static char *install_summary(const json_t *installed)
-{
-    size_t i;
-    json_t *p;
-    char *text = xstrdup("");
-    json_array_foreach(installed, i, p)
-    {
-        char *next = xasprintf("%s%s%s %s", text, i ? ", " : "",
-                               json_string_value(json_object_get(p, "name")),
-                               json_string_value(json_object_get(p, "version")));
-        free(text);
-        text = next;
-    }
-    return text;
-}
-
 static void on_install_done(struct exec *e)
 {
     struct sandbox *sb = e->sb;
@@ -168,7 +153,7 @@ static void on_install_done(struct exec *e)
     }
 
     if (e->call) {
-        char *names = install_summary(installed);
+        char *names = packages_summary(installed);
         char *text = success ? xasprintf("Installed into sandbox %s: %s. They import right away "
                                          "in run_code (no restart needed).",
                                          sb->id, *names ? names : "nothing new")
@@ -241,8 +226,10 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
     char path[64];
     snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%llu.json", (unsigned long long)++installs);
     struct sbx_err err = {0};
+    /* cwd /: read-only, so nothing there can pass for a local archive or project. */
     if (sandbox_exec_argv(sb, call, "pip", summary, packages_pip_argv(cfg, reqs, n, path),
-                          cfg->max_install_seconds * 1000, on_install_done, NULL, &err) < 0)
+                          packages_pip_env(EGRESS_PROXY_PORT), "/", cfg->max_install_seconds * 1000,
+                          on_install_done, NULL, &err) < 0)
         mcp_call_fail(call, "%s", err.msg);
 }
 

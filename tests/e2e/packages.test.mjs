@@ -17,7 +17,7 @@ const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-packages-'));
 chmodSync(dir, 0o755);
 const indexDir = join(dir, 'index');
 const requests = [];
-let index, secret, indexPort, secretPort;
+let index, secret, tunnelTarget, indexPort, secretPort, tunnelPort;
 
 // The index: static files, except a project whose page never comes (for the install timeout).
 function serveIndex(req, res) {
@@ -42,6 +42,9 @@ before(async () => {
   // Another service on the host's loopback that no sandbox may reach.
   secret = createServer((req, res) => res.end('host secret'));
   secretPort = await listen(secret);
+  // An allowed https-style host:port (reached through CONNECT); the proxy does not look inside.
+  tunnelTarget = createServer(serveIndex);
+  tunnelPort = await listen(tunnelTarget);
 });
 
 after(async () => {
@@ -50,6 +53,8 @@ after(async () => {
   index.closeAllConnections();
   index.close();
   secret.close();
+  tunnelTarget.closeAllConnections();
+  tunnelTarget.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -58,7 +63,7 @@ function configFile(extraToml = '') {
   const cfg = join(dir, `config-${++n}.toml`);
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
-proxy_allow = ["localhost:${indexPort}"]
+proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}"]
 allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow"]
 ${extraToml}
 `);
@@ -189,6 +194,7 @@ test('packages outside packages.allowed, and smuggled options, are refused befor
     ['sbxdemo @ http://evil.example/x.whl', /URL/],
     ['sbxdemo; python_version > "3"', /markers/],
     ['sbxdemo==1.0 --pre', /version specifier|unexpected/],
+    ['sbxdemo-1.0-py3-none-any.whl', /archive/],
   ]) {
     r = await call(c, 'install_packages', { sandbox_id: a, packages: [bad] });
     assert.equal(r.r.isError, true, bad);
@@ -218,13 +224,15 @@ test('the proxy lets the index through and refuses other hosts, ports and forbid
 import json
 print(json.dumps({
   "index": ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"),
-  "tunnel": tunnel("127.0.0.1:${indexPort}", "GET /simple/sbxapp/ HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n"),
+  "tunnel": tunnel("127.0.0.1:${tunnelPort}", "GET /simple/sbxapp/ HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n"),
   "pipelined": ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\nGET http://127.0.0.1:${indexPort}/second-request HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n"),
   "other_host": ask("GET http://example.invalid/ HTTP/1.1\\r\\nHost: example.invalid\\r\\n\\r\\n"),
   "connect_other_host": ask("CONNECT pypi.org:443 HTTP/1.1\\r\\n\\r\\n"),
   "other_port": ask("CONNECT 127.0.0.1:${secretPort} HTTP/1.1\\r\\n\\r\\n"),
   "other_port_get": ask("GET http://127.0.0.1:${secretPort}/ HTTP/1.1\\r\\n\\r\\n"),
-  "name_to_loopback": ask("GET http://localhost:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\n"),
+  "name_to_loopback": ask("CONNECT localhost:${indexPort} HTTP/1.1\\r\\n\\r\\n"),
+  "connect_plain_http": ask("CONNECT 127.0.0.1:${indexPort} HTTP/1.1\\r\\n\\r\\n"),
+  "forward_to_https": ask("GET http://127.0.0.1:${tunnelPort}/simple/ HTTP/1.1\\r\\n\\r\\n"),
   "garbage": ask("\\x16\\x03\\x01 hello"),
   "origin_form": ask("GET /simple/ HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n"),
 }))
@@ -240,7 +248,7 @@ print(json.dumps({
   for (const k of ['other_host', 'connect_other_host']) {
     assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
     assert.match(got[k], /refused by the sandbox's network policy \(network: packages\): the host is not on the list/, k);
-    assert.match(got[k], new RegExp(`Allowed: 127\\.0\\.0\\.1:${indexPort}`), k);
+    assert.match(got[k], new RegExp(`Allowed: http://127\\.0\\.0\\.1:${indexPort}, https://localhost:${indexPort}, https://127\\.0\\.0\\.1:${tunnelPort}\\.`), k);
   }
   for (const k of ['other_port', 'other_port_get']) {
     assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
@@ -249,6 +257,9 @@ print(json.dumps({
   }
   assert.match(got.name_to_loopback, /^HTTP\/1\.1 403 Forbidden/);
   assert.match(got.name_to_loopback, /localhost resolves to a loopback address \(127\.0\.0\.1\)/);
+  // a tunnel to a plain-http origin would carry any Host and any number of requests
+  assert.match(got.connect_plain_http, /^HTTP\/1\.1 403 Forbidden.*plain http: send the request as an absolute http:\/\/ URL/s);
+  assert.match(got.forward_to_https, /^HTTP\/1\.1 403 Forbidden.*is https: reach it through CONNECT/s);
   assert.match(got.garbage, /^HTTP\/1\.1 400 Bad Request/);
   assert.match(got.origin_form, /^HTTP\/1\.1 400 .*absolute http:\/\/ URL/s);
   const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
@@ -320,11 +331,34 @@ waited = time.time() - t
 for s in held:
     s.close()
 time.sleep(0.5)
+# Past twice the limit the proxy stops taking connections (they wait in the backlog) instead of
+# holding more of the server's descriptors; it takes them again as others end.
+burst = [socket.create_connection(("127.0.0.1", 3128), timeout=10) for _ in range(8)]
+answers = []
+for s in burst[3:6]:
+    answers.append(s.recv(4096).decode().split("\\r\\n")[0])
+burst[6].settimeout(1)
+try:
+    burst[6].recv(4096)
+    waiting = "answered"
+except socket.timeout:
+    waiting = "waiting"
+for s in burst[:6]:
+    s.close()
+burst[6].settimeout(10)
+later = burst[6].recv(4096).decode().split("\\r\\n")[0]
+for s in burst[6:]:
+    s.close()
+time.sleep(0.5)
 big = ask("GET http://127.0.0.1:${indexPort}/files/big.bin HTTP/1.1\\r\\n\\r\\n")
 after_budget = ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\n\\r\\n")
-print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big), "after": after_budget}))
+print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big), "after": after_budget,
+                  "answers": answers, "waiting": waiting, "later": later}))
 `));
   assert.match(out.over, /^HTTP\/1\.1 429 .*proxy_max_connections = 3/s);
+  assert.deepEqual(out.answers, Array(3).fill('HTTP/1.1 429 Too Many Requests'));
+  assert.equal(out.waiting, 'waiting', 'the 7th connection waits in the backlog');
+  assert.equal(out.later, 'HTTP/1.1 408 Request Timeout', 'and is served once others ended');
   assert.match(out.idle, /^HTTP\/1\.1 408/);
   assert.ok(out.waited > 0.5 && out.waited < 8, `idle close after ${out.waited} s`);
   assert.ok(out.big < 2 * 1024 * 1024, `the byte budget cut the download at ${out.big} bytes`);

@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = malloc(size + 1);
     memcpy(text, data, size);
     text[size] = '\0';
-    if (egress_parse_url(text, host, sizeof(host), &port) == 0 && (!host[0] || port == 0))
+    bool tls;
+    if (egress_parse_url(text, host, sizeof(host), &port, &tls) == 0 && (!host[0] || port == 0))
         abort();
     free(text);
     return 0;

@@ -476,6 +476,29 @@ static void bash_runs_in_its_own_group(void **state)
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
+static void a_composed_command_gets_exactly_its_own_environment(void **state)
+{
+    (void)state;
+    struct drv d;
+    drv_start(&d, NULL, 1 << 20);
+    /* user code changes the interpreter's environment; a composed command must not see it */
+    expect_ok(run(&d, "import os\nos.environ['PIP_FIND_LINKS'] = '/workspace/evil'\n1"), "1");
+    clear_output(&d);
+    int id = ++d.next_id;
+    send_frame(&d, json_pack("{s:s, s:i, s:s, s:s, s:s, s:[s,s,s], s:{s:s, s:s}}", "op", "exec",
+                             "id", id, "language", "pip", "code", "pip install x", "cwd", "/",
+                             "argv", "/bin/sh", "-c", "echo \"$FOO|$PIP_FIND_LINKS|$(pwd)\"", "env",
+                             "FOO", "bar", "PATH", "/usr/bin:/bin"));
+    json_t *r = recv_frame(&d, 30000);
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "id")), id);
+    assert_true(json_is_true(json_object_get(r, "success")));
+    drain_output(&d);
+    assert_string_equal(outbuf, "bar||/\n");
+    json_decref(r);
+    assert_true(WIFEXITED(drv_stop(&d)));
+}
+
 static void packages_and_control_ops(void **state)
 {
     (void)state;
@@ -598,6 +621,7 @@ int main(void)
         cmocka_unit_test(changed_files_are_reported),
         cmocka_unit_test(tight_guard_rejects_before_running),
         cmocka_unit_test(bash_runs_in_its_own_group),
+        cmocka_unit_test(a_composed_command_gets_exactly_its_own_environment),
         cmocka_unit_test(packages_and_control_ops),
         cmocka_unit_test(eof_on_the_channel_ends_the_driver),
         cmocka_unit_test(round_trip_timing),

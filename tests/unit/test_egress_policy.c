@@ -18,6 +18,7 @@ static void authorities_and_urls_parse_strictly(void **state)
     (void)state;
     char host[256];
     uint16_t port = 0;
+    bool tls = false;
     assert_int_equal(egress_parse_authority("PyPI.org.", 9, 443, host, sizeof(host), &port), 0);
     assert_string_equal(host, "pypi.org");
     assert_int_equal(port, 443);
@@ -32,18 +33,21 @@ static void authorities_and_urls_parse_strictly(void **state)
         if (egress_parse_authority(bad[i], strlen(bad[i]), 0, host, sizeof(host), &port) == 0)
             fail_msg("'%s' accepted", bad[i]);
 
-    assert_int_equal(egress_parse_url("https://pypi.org/simple", host, sizeof(host), &port), 0);
+    assert_int_equal(egress_parse_url("https://pypi.org/simple", host, sizeof(host), &port, &tls),
+                     0);
     assert_string_equal(host, "pypi.org");
     assert_int_equal(port, 443);
-    assert_int_equal(egress_parse_url("HTTP://127.0.0.1:8765/simple/", host, sizeof(host), &port),
-                     0);
+    assert_true(tls);
+    assert_int_equal(
+        egress_parse_url("HTTP://127.0.0.1:8765/simple/", host, sizeof(host), &port, &tls), 0);
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 8765);
-    assert_int_equal(egress_parse_url("http://m?x=1", host, sizeof(host), &port), 0);
+    assert_false(tls);
+    assert_int_equal(egress_parse_url("http://m?x=1", host, sizeof(host), &port, &tls), 0);
     assert_int_equal(port, 80);
-    assert_int_equal(egress_parse_url("ftp://x/", host, sizeof(host), &port), -1);
-    assert_int_equal(egress_parse_url("http://user:pw@x/", host, sizeof(host), &port), -1);
-    assert_int_equal(egress_parse_url("http:///x", host, sizeof(host), &port), -1);
+    assert_int_equal(egress_parse_url("ftp://x/", host, sizeof(host), &port, &tls), -1);
+    assert_int_equal(egress_parse_url("http://user:pw@x/", host, sizeof(host), &port, &tls), -1);
+    assert_int_equal(egress_parse_url("http:///x", host, sizeof(host), &port, &tls), -1);
 }
 
 static void the_allow_list_comes_from_the_index_urls(void **state)
@@ -56,38 +60,49 @@ static void the_allow_list_comes_from_the_index_urls(void **state)
     /* defaults: PyPI and its file host */
     assert_int_equal(egress_policy_build(&cfg, &p, &err), 0);
     const char *why = NULL;
-    assert_non_null(egress_policy_match(&p, "pypi.org", 443, &why));
-    assert_non_null(egress_policy_match(&p, "FILES.pythonhosted.org", 443, &why));
-    assert_null(egress_policy_match(&p, "pypi.org", 80, &why));
+    assert_non_null(egress_policy_match(&p, "pypi.org", 443, true, &why));
+    assert_non_null(egress_policy_match(&p, "FILES.pythonhosted.org", 443, true, &why));
+    assert_null(egress_policy_match(&p, "pypi.org", 80, true, &why));
     assert_string_equal(why, "the port is not allowed for this host");
-    assert_null(egress_policy_match(&p, "evil.example", 443, &why));
+    assert_null(egress_policy_match(&p, "evil.example", 443, true, &why));
     assert_string_equal(why, "the host is not on the list");
-    assert_null(egress_policy_match(&p, "pypi.org.evil.example", 443, &why));
+    assert_null(egress_policy_match(&p, "pypi.org.evil.example", 443, true, &why));
     char *d = egress_policy_describe(&p);
-    assert_string_equal(d, "pypi.org:443, files.pythonhosted.org:443");
+    assert_string_equal(d, "https://pypi.org:443, https://files.pythonhosted.org:443");
     free(d);
     egress_policy_free(&p);
 
     assert_int_equal(config_set(&cfg, "packages.index_url", "http://127.0.0.1:8765/simple",
                                 CONFIG_SRC_FLAG, &err),
                      0);
-    assert_int_equal(config_set(&cfg, "packages.proxy_allow", "localhost:8765,mirror.internal",
+    assert_int_equal(config_set(&cfg, "packages.proxy_allow",
+                                "localhost:8765,mirror.internal,http://plain.example:8080",
                                 CONFIG_SRC_FLAG, &err),
                      0);
     assert_int_equal(
         config_set(&cfg, "packages.private_hosts", "mirror.internal", CONFIG_SRC_FLAG, &err), 0);
     assert_int_equal(egress_policy_build(&cfg, &p, &err), 0);
-    const struct egress_rule *r = egress_policy_match(&p, "127.0.0.1", 8765, &why);
+    const struct egress_rule *r = egress_policy_match(&p, "127.0.0.1", 8765, false, &why);
     assert_non_null(r);
     assert_true(r->ip_literal); /* named as an address: loopback is what it asks for */
-    r = egress_policy_match(&p, "localhost", 8765, &why);
+    r = egress_policy_match(&p, "localhost", 8765, true, &why);
     assert_non_null(r);
     assert_false(r->ip_literal || r->private_ok); /* a name must resolve to a public address */
-    r = egress_policy_match(&p, "mirror.internal", 443, &why);
+    r = egress_policy_match(&p, "mirror.internal", 443, true, &why);
     assert_non_null(r);
     assert_true(r->private_ok);
+    /* plain http is forwarded, never tunnelled; https is tunnelled, never forwarded */
+    assert_null(egress_policy_match(&p, "127.0.0.1", 8765, true, &why));
+    assert_non_null(strstr(why, "plain http"));
+    assert_null(egress_policy_match(&p, "mirror.internal", 443, false, &why));
+    assert_non_null(strstr(why, "CONNECT"));
+    r = egress_policy_match(&p, "plain.example", 8080, false, &why);
+    assert_true(r && !r->tls);
     egress_policy_free(&p);
-
+    assert_int_equal(
+        config_set(&cfg, "packages.private_hosts", "mirror.internal:443", CONFIG_SRC_FLAG, &err),
+        0);
+    assert_int_equal(egress_policy_build(&cfg, &p, &err), -1);
     assert_int_equal(
         config_set(&cfg, "packages.private_hosts", "unknown.example", CONFIG_SRC_FLAG, &err), 0);
     assert_int_equal(egress_policy_build(&cfg, &p, &err), -1);
@@ -242,6 +257,14 @@ static void malformed_heads_are_refused_with_a_reason(void **state)
         if (!why || !strstr(why, bad[i].why))
             fail_msg("'%s': reason '%s' lacks '%s'", bad[i].head, why, bad[i].why);
     }
+    /* a head of more lines than any request has is refused before it ends */
+    char lines[4096] = "GET http://h/ HTTP/1.1\r\n";
+    for (int i = 0; i <= EGRESS_HEADERS_MAX + 1; i++)
+        strcat(lines, "X: 1\r\n");
+    struct egress_request r2;
+    const char *why2 = NULL;
+    assert_int_equal(egress_parse_request(lines, strlen(lines), &r2, &why2), -1);
+    assert_string_equal(why2, "malformed header");
     /* a head that never ends is cut off at the cap */
     char *big = malloc(EGRESS_HEAD_MAX + 10);
     memcpy(big, "GET http://h/ HTTP/1.1\r\nX: ", 27);

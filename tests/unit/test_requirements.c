@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -79,6 +80,10 @@ static void refuses_options_paths_urls_and_markers(void **state)
         {"pkg$(id)", "not a package name"},
         {"pkg==`id`", "must follow"},
         {"pk\xc3\xa9", "printable"},
+        {"evil-1.0-py3-none-any.whl", "archive"},
+        {"evil-1.0.tar.gz", "archive"},
+        {"Evil.ZIP", "archive"},
+        {"evil.tgz>=1", "archive"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct requirement r;
@@ -206,6 +211,59 @@ static void pip_reports_and_failures_are_read(void **state)
     free(why);
 }
 
+static void what_a_report_can_cost_is_bounded(void **state)
+{
+    (void)state;
+    /* a forged report with far more entries than any install, all distinct */
+    size_t n = 3 * PACKAGES_REPORT_MAX;
+    size_t cap = n * 64 + 64, off = 0;
+    char *report = malloc(cap);
+    off += (size_t)snprintf(report, cap, "{\"install\":[");
+    for (size_t i = 0; i < n; i++)
+        off += (size_t)snprintf(report + off, cap - off,
+                                "%s{\"metadata\":{\"name\":\"p%zu\",\"version\":\"1\"}}",
+                                i ? "," : "", i);
+    snprintf(report + off, cap - off, "]}");
+    json_t *installed = NULL;
+    assert_int_equal(packages_parse_report(report, strlen(report), &installed, NULL), 0);
+    assert_int_equal(json_array_size(installed), PACKAGES_REPORT_MAX);
+    free(report);
+    json_t *list = json_array();
+    for (int round = 0; round < 3; round++) {
+        /* new names each round: the list stops growing at its cap */
+        size_t i;
+        json_t *p;
+        json_array_foreach(installed, i, p)
+        {
+            char name[32];
+            snprintf(name, sizeof(name), "r%d-p%zu", round, i);
+            json_object_set_new(p, "name", json_string(name));
+        }
+        packages_merge(list, installed);
+    }
+    assert_int_equal(json_array_size(list), PACKAGES_LIST_MAX);
+    /* an existing name is replaced in place, even at the cap */
+    json_t *again = json_pack("[{s:s, s:s}]", "name", "R0_P3", "version", "9");
+    packages_merge(list, again);
+    assert_int_equal(json_array_size(list), PACKAGES_LIST_MAX);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 3), "version")),
+                        "9");
+    char *text = packages_summary(installed);
+    assert_true(strlen(text) < 2048);
+    assert_non_null(strstr(text, " more"));
+    free(text);
+    json_decref(again);
+    json_decref(list);
+    json_decref(installed);
+
+    json_t *env = packages_pip_env(3128);
+    assert_string_equal(json_string_value(json_object_get(env, "PIP_CONFIG_FILE")), "/dev/null");
+    assert_string_equal(json_string_value(json_object_get(env, "HTTPS_PROXY")),
+                        "http://127.0.0.1:3128");
+    assert_null(json_object_get(env, "PYTHONPATH"));
+    json_decref(env);
+}
+
 static void utf8_scrub_keeps_valid_characters(void **state)
 {
     (void)state;
@@ -230,6 +288,7 @@ int main(void)
         cmocka_unit_test(names_normalise_as_pep_503_and_match_the_allow_list),
         cmocka_unit_test(the_pip_command_line_is_fixed_around_the_requirements),
         cmocka_unit_test(pip_reports_and_failures_are_read),
+        cmocka_unit_test(what_a_report_can_cost_is_bounded),
         cmocka_unit_test(utf8_scrub_keeps_valid_characters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
