@@ -108,7 +108,7 @@ struct http_transport {
 /* Per-request state kept by MHD between calls of the access handler. */
 struct request {
     char *body;
-    size_t len;
+    size_t len, cap;
     bool too_big;
     bool is_init;
     struct sse_stream *parked; /* a POST waiting for its answer (the handler runs again) */
@@ -1405,22 +1405,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct http_transport *t = cls;
     struct request *rq = *con_cls;
     if (!rq) {
-        *con_cls = xcalloc(1, sizeof(struct request));
+        rq = *con_cls = xcalloc(1, sizeof(struct request));
+        /* A declared length over the cap is known now: nothing of that body is kept. */
+        const char *declared =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (declared && strtoull(declared, NULL, 10) > t->cfg->http_max_body_bytes)
+            rq->too_big = true;
         return MHD_YES;
     }
     if (rq->parked)
         return resume_post(t, c, rq);
     if (*upload_size) {
         /* Count everything, keep nothing past the cap: the answer is 413. */
-        if (!rq->too_big && rq->len + *upload_size <= t->cfg->http_max_body_bytes) {
-            rq->body = xrealloc(rq->body, rq->len + *upload_size + 1);
+        size_t max = t->cfg->http_max_body_bytes;
+        if (!rq->too_big && rq->len + *upload_size <= max) {
+            if (rq->len + *upload_size + 1 > rq->cap) {
+                /* Doubling, so a body that comes in many small pieces is copied a few times,
+                 * not once per piece. */
+                size_t cap = rq->cap ? rq->cap : 16384;
+                while (cap < rq->len + *upload_size + 1)
+                    cap *= 2;
+                rq->cap = cap < max + 1 ? cap : max + 1;
+                rq->body = xrealloc(rq->body, rq->cap);
+            }
             memcpy(rq->body + rq->len, upload_data, *upload_size);
             rq->len += *upload_size;
         } else {
             rq->too_big = true;
             free(rq->body);
             rq->body = NULL;
-            rq->len = 0;
+            rq->len = rq->cap = 0;
         }
         *upload_size = 0;
         return MHD_YES;
