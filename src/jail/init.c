@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <string.h>
 #include <signal.h>
@@ -112,6 +113,45 @@ static void report_and_exit(int err_fd, enum jail_step step, int err)
     _exit(127);
 }
 
+/* execvpe would search the server's PATH, not the sandbox's: a bare command name is looked up
+ * in the PATH of the environment the sandbox gets, the way a shell would. Runs in the vfork
+ * child, so nothing here allocates. */
+static void exec_searching_path(const struct jail_child_plan *plan)
+{
+    const char *file = plan->argv[0];
+    if (strchr(file, '/')) {
+        execve(file, plan->argv, (char *const *)plan->envp);
+        return;
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (char *const *e = plan->envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            path = *e + 5;
+    size_t flen = strlen(file);
+    bool denied = false;
+    char full[PATH_MAX];
+    for (const char *dir = path;; dir++) {
+        const char *end = strchrnul(dir, ':');
+        size_t dlen = (size_t)(end - dir);
+        if (dlen == 0)
+            dir = ".", dlen = 1; /* an empty entry is the cwd, as in the shell */
+        if (dlen + 1 + flen < sizeof(full)) {
+            memcpy(full, dir, dlen);
+            full[dlen] = '/';
+            memcpy(full + dlen + 1, file, flen + 1);
+            execve(full, plan->argv, (char *const *)plan->envp);
+            if (errno == EACCES)
+                denied = true;
+            else if (errno != ENOENT && errno != ENOTDIR)
+                return; /* found, but it cannot run: that error is the answer */
+        }
+        if (*end == '\0')
+            break;
+        dir = end;
+    }
+    errno = denied ? EACCES : ENOENT;
+}
+
 static void exec_workload(const struct jail_child_plan *plan)
 {
     sigset_t none;
@@ -134,7 +174,7 @@ static void exec_workload(const struct jail_child_plan *plan)
         jail_child_fail(plan, STEP_FDS, -err_fd);
     if (chdir("/workspace") < 0)
         report_and_exit(err_fd, STEP_EXEC, errno);
-    execve(plan->argv[0], plan->argv, (char *const *)plan->envp);
+    exec_searching_path(plan);
     report_and_exit(err_fd, STEP_EXEC, errno);
 }
 
