@@ -104,6 +104,13 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     if (ev_loop_new(&loop, &err) < 0 || sfd < 0)
         goto out;
     sigw = ev_watch(loop, sfd, EPOLLIN, on_signal, NULL, &err);
+    int swept = jail_sweep_stale();
+    if (swept > 0) {
+        char n[16];
+        snprintf(n, sizeof(n), "%d", swept);
+        log_emit(LOG_LVL_INFO, "removed cgroups left by servers that were killed", "count", n,
+                 NULL);
+    }
     struct mcp_server_opts so = {
         .cfg = &ctx->cfg, .test_fixtures = fixtures, .transport_name = http ? "http" : "stdio"};
     if (!sigw || mcp_server_new(loop, &so, &srv, &err) < 0 ||

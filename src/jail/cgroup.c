@@ -496,3 +496,50 @@ void cgroup_cleanup_all(void)
         state.parent_made[c] = false;
     }
 }
+
+/* Removes the empty groups of an earlier server or `run` that died without cleaning up (a
+ * SIGKILL, an OOM kill): siblings named mcp-sandbox.<pid> whose pid no longer exists. Only
+ * empty groups can be removed at all (rmdir answers EBUSY while a process is in one), so
+ * nothing running is touched; a live pid, ours or anyone's, is never swept. */
+int cgroup_sweep_stale(void)
+{
+    if (cgroup_backend(NULL) == CGROUP_BACKEND_NONE)
+        return 0;
+    int removed = 0;
+    for (int c = 0; c < nctrl(state.kind); c++) {
+        const char *slash = strrchr(state.parent[c], '/');
+        if (!slash)
+            continue;
+        cleanup_free char *base =
+            xasprintf("%.*s", (int)(slash - state.parent[c]), state.parent[c]);
+        DIR *d = opendir(base);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char *end;
+            if (strncmp(e->d_name, "mcp-sandbox.", 12) != 0 || e->d_type != DT_DIR)
+                continue;
+            long pid = strtol(e->d_name + 12, &end, 10);
+            if (end == e->d_name + 12 || *end || pid <= 0 || pid == (long)getpid())
+                continue;
+            if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                continue;
+            cleanup_free char *group = xasprintf("%s/%s", base, e->d_name);
+            DIR *g = opendir(group);
+            struct dirent *ge;
+            while (g && (ge = readdir(g))) {
+                if (ge->d_type != DT_DIR || ge->d_name[0] == '.')
+                    continue;
+                cleanup_free char *child = xasprintf("%s/%s", group, ge->d_name);
+                rmdir(child);
+            }
+            if (g)
+                closedir(g);
+            if (rmdir(group) == 0)
+                removed++;
+        }
+        closedir(d);
+    }
+    return removed;
+}

@@ -55,5 +55,7 @@ int cgroup_kill_all(struct sbx_cgroup *cg);
 int cgroup_destroy(struct sbx_cgroup *cg);
 /* Remove this server's parent groups; call once at shutdown. */
 void cgroup_cleanup_all(void);
+/* Remove empty groups left by servers that died uncleanly; returns how many went. */
+int cgroup_sweep_stale(void);
 
 #endif

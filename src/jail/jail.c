@@ -650,3 +650,8 @@ void jail_shutdown(void)
 {
     cgroup_cleanup_all();
 }
+
+int jail_sweep_stale(void)
+{
+    return cgroup_sweep_stale();
+}

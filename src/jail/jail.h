@@ -92,5 +92,7 @@ void jail_destroy(struct jail *j);
 
 /* Remove the per-server cgroup parent; call once at shutdown. */
 void jail_shutdown(void);
+/* At a server's start: remove what servers killed before their cleanup left behind. */
+int jail_sweep_stale(void);
 
 #endif

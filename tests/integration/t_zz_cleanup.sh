@@ -65,3 +65,39 @@ rm -f "${TMPDIR:-/tmp}/.sbx-tmp0.$$"
 [ "$m1" = "$m0" ] && tap_ok "cleanup: no mount left ($m0 -> $m1)" || tap_fail "cleanup: mounts left ($m0 -> $m1)"
 [ "$c1" -le "$c0" ] && tap_ok "cleanup: no cgroup left ($c0 -> $c1)" || tap_fail "cleanup: cgroups left ($c0 -> $c1)"
 [ -z "$new_tmp" ] && tap_ok "cleanup: no temporary file or directory left" || tap_fail "cleanup: temp entries left: $(echo $new_tmp | head -c 200)"
+# A server killed before its cleanup (SIGKILL) leaves empty groups; the next server removes
+# them, and never a group of a live pid or one that still holds a process.
+if [ "$(id -u)" = 0 ]; then
+    fifo=$(mktemp -u); mkfifo "$fifo"
+    "$SBX" serve --stdio < "$fifo" > /dev/null 2>&1 &
+    victim=$!
+    exec 9> "$fifo"
+    bases=
+    for _ in $(seq 1 100); do
+        bases=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "mcp-sandbox.$victim" 2>/dev/null | xargs -r -n1 dirname | sort -u)
+        [ -n "$bases" ] && break
+        sleep 0.05
+    done
+    kill -KILL "$victim"; wait "$victim" 2>/dev/null
+    exec 9>&-; rm -f "$fifo"
+    sleep 0.3 # the killed server's sandboxes die with their pid namespaces' init
+    sleep 60 & live=$!
+    sleep 60 & busy=$!
+    sh -c 'exit 0' & dead=$!; wait "$dead"
+    first=$(echo "$bases" | head -1)
+    for b in $bases; do
+        mkdir -p "$b/mcp-sandbox.$live/sb-live" "$b/mcp-sandbox.$dead/sb-busy"
+        [ "$b" = "$first" ] && echo "$busy" > "$b/mcp-sandbox.$dead/sb-busy/cgroup.procs"
+    done
+    left_before=$(for b in $bases; do [ -d "$b/mcp-sandbox.$victim" ] && echo "$b"; done | wc -l)
+    echo | "$SBX" serve --stdio > /dev/null 2>&1
+    victim_left=$(for b in $bases; do [ -d "$b/mcp-sandbox.$victim" ] && echo "$b"; done | wc -l)
+    live_kept=$(for b in $bases; do [ -d "$b/mcp-sandbox.$live/sb-live" ] && echo "$b"; done | wc -l)
+    [ -n "$bases" ] && [ "$left_before" -gt 0 ] && tap_ok "cleanup: (control) a SIGKILLed server leaves its groups ($left_before)" || tap_fail "cleanup: (control) a SIGKILLed server leaves its groups (found '$bases', $left_before)"
+    [ "$victim_left" = 0 ] && tap_ok "cleanup: the next server removes a killed server's groups" || tap_fail "cleanup: $victim_left of a killed server's groups are left"
+    [ "$live_kept" = "$(echo "$bases" | wc -l)" ] && tap_ok "cleanup: the groups of a live pid are kept" || tap_fail "cleanup: groups of a live pid were removed ($live_kept kept)"
+    [ -d "$first/mcp-sandbox.$dead/sb-busy" ] && grep -qx "$busy" "$first/mcp-sandbox.$dead/sb-busy/cgroup.procs" && tap_ok "cleanup: a group that still holds a process is kept" || tap_fail "cleanup: a group holding a process was removed"
+    echo "$busy" > "$first/cgroup.procs"
+    kill "$live" "$busy"; wait "$live" "$busy" 2>/dev/null
+    for b in $bases; do rmdir "$b/mcp-sandbox.$live/sb-live" "$b/mcp-sandbox.$live" "$b/mcp-sandbox.$dead/sb-busy" "$b/mcp-sandbox.$dead" 2>/dev/null; done
+fi
