@@ -204,6 +204,17 @@ static void add_cors(struct http_transport *t, struct MHD_Connection *c, struct 
         }
 }
 
+/* Every answer goes out through here: CORS headers where configured, and the status counted. */
+static enum MHD_Result send_response(struct http_transport *t, struct MHD_Connection *c,
+                                     unsigned status, struct MHD_Response *r)
+{
+    add_cors(t, c, r);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    count(status);
+    return ok;
+}
+
 /* auth_error: for a 401 to a token that was presented, why it was refused (RFC 6750 3). */
 static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *c, unsigned status,
                                const char *ctype, const char *body, const char *session_id,
@@ -217,7 +228,6 @@ static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *
         MHD_add_response_header(r, "Content-Type", ctype);
     if (session_id)
         MHD_add_response_header(r, "Mcp-Session-Id", session_id);
-    add_cors(t, c, r);
     if (status == MHD_HTTP_UNAUTHORIZED) {
         char *err = auth_error ? xasprintf("error=\"invalid_token\", error_description=\"%s\", ",
                                            auth_error)
@@ -231,10 +241,7 @@ static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *
     }
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, "Allow", "GET, POST, DELETE");
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    count(status);
-    return ok;
+    return send_response(t, c, status, r);
 }
 
 static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c, unsigned status,
@@ -634,11 +641,7 @@ static enum MHD_Result reply_stream(struct http_transport *t, struct MHD_Connect
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     if (session_id)
         MHD_add_response_header(r, "Mcp-Session-Id", session_id);
-    add_cors(t, c, r);
-    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    count(MHD_HTTP_OK);
-    return ok;
+    return send_response(t, c, MHD_HTTP_OK, r);
 }
 
 /* ---- /mcp ---- */
@@ -706,11 +709,7 @@ static enum MHD_Result answer_post(struct http_transport *t, struct MHD_Connecti
         MHD_add_response_header(r, "Content-Type", "application/json");
         if (sid)
             MHD_add_response_header(r, "Mcp-Session-Id", sid);
-        add_cors(t, c, r);
-        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        count(MHD_HTTP_OK);
-        return ok;
+        return send_response(t, c, MHD_HTTP_OK, r);
     }
     stream_to_sse(st);
     stream_prime(st);
@@ -1017,10 +1016,7 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
             char cr[48];
             snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
             MHD_add_response_header(r, "Content-Range", cr);
-            enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_RANGE_NOT_SATISFIABLE, r);
-            MHD_destroy_response(r);
-            count(MHD_HTTP_RANGE_NOT_SATISFIABLE);
-            return ok;
+            return send_response(t, c, MHD_HTTP_RANGE_NOT_SATISFIABLE, r);
         }
         status = MHD_HTTP_PARTIAL_CONTENT;
     }
@@ -1039,11 +1035,7 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
                  (unsigned long long)to, (unsigned long long)size);
         MHD_add_response_header(r, "Content-Range", cr);
     }
-    add_cors(t, c, r);
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    count(status);
-    return ok;
+    return send_response(t, c, status, r);
 }
 
 /* ---- REST: the same tool handlers for scripts that do not speak MCP ---- */
@@ -1113,11 +1105,7 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
     st->conn = c;
     st->queued = true;
     MHD_add_response_header(r, "Content-Type", "application/json");
-    add_cors(t, c, r);
-    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    count(MHD_HTTP_OK);
-    return ok;
+    return send_response(t, c, MHD_HTTP_OK, r);
 }
 
 /* The tool definitions as the protocol layer lists them (through a REST session). */
@@ -1355,15 +1343,11 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "no such path (MCP is at /mcp)");
     if (strcmp(method, "OPTIONS") == 0) {
         struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-        add_cors(t, c, r);
         MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE");
         MHD_add_response_header(r, "Access-Control-Allow-Headers",
                                 "Content-Type, Authorization, Mcp-Session-Id, "
                                 "MCP-Protocol-Version, Last-Event-ID");
-        enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
-        MHD_destroy_response(r);
-        count(MHD_HTTP_NO_CONTENT);
-        return ok;
+        return send_response(t, c, MHD_HTTP_NO_CONTENT, r);
     }
     const char *principal = NULL, *why = NULL;
     char jwt_principal[HTTP_JWT_PRINCIPAL_MAX];
