@@ -391,6 +391,27 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
 
 /* ---- spawn and close ---- */
 
+/* What a sandbox holds beyond its struct: watches, proxy, jail and pipes. Safe on a sandbox
+ * that was only partly built. */
+static void release_sandbox(struct sandbox *sb)
+{
+    req_clear(sb);
+    ev_unwatch(sb->chan_w);
+    ev_unwatch(sb->out_w);
+    ev_unwatch(sb->err_w);
+    ev_unwatch(sb->status_w);
+    sb->chan_w = sb->out_w = sb->err_w = sb->status_w = NULL;
+    egress_proxy_free(sb->proxy);
+    sb->proxy = NULL;
+    jail_destroy(sb->jail);
+    sb->jail = NULL;
+    cleanup_closep(&sb->chan_fd);
+    cleanup_closep(&sb->req_fd);
+    cleanup_closep(&sb->req_rfd);
+    cleanup_closep(&sb->out_fd);
+    cleanup_closep(&sb->err_fd);
+}
+
 static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
                  const char *network, struct sandbox **out, struct sbx_err *err)
 {
@@ -481,23 +502,7 @@ fail:
         cleanup_closep(&outp[i]);
         cleanup_closep(&errp[i]);
     }
-    req_clear(sb);
-    ev_unwatch(sb->chan_w);
-    ev_unwatch(sb->out_w);
-    ev_unwatch(sb->err_w);
-    ev_unwatch(sb->status_w);
-    egress_proxy_free(sb->proxy);
-    jail_destroy(sb->jail);
-    if (sb->chan_fd >= 0)
-        close(sb->chan_fd);
-    if (sb->req_fd >= 0)
-        close(sb->req_fd);
-    if (sb->req_rfd >= 0)
-        close(sb->req_rfd);
-    if (sb->out_fd >= 0)
-        close(sb->out_fd);
-    if (sb->err_fd >= 0)
-        close(sb->err_fd);
+    release_sandbox(sb);
     channel_decoder_free(&sb->dec);
     json_decref(sb->packages);
     free(sb);
@@ -582,20 +587,7 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     exec_fail_all(sb, reason);
     if (sb->start_timer)
         ev_timer_cancel(sb->start_timer);
-    req_clear(sb);
-    ev_unwatch(sb->chan_w);
-    ev_unwatch(sb->out_w);
-    ev_unwatch(sb->err_w);
-    ev_unwatch(sb->status_w);
-    egress_proxy_free(sb->proxy);
-    sb->proxy = NULL;
-    jail_destroy(sb->jail);
-    sb->jail = NULL;
-    close(sb->chan_fd);
-    close(sb->req_fd);
-    close(sb->req_rfd);
-    close(sb->out_fd);
-    close(sb->err_fd);
+    release_sandbox(sb);
     if (sb->owner && svc->history) {
         history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
         history_soon(svc);
