@@ -127,13 +127,18 @@ static void fx_error(struct mcp_call *call, json_t *args, void *data)
 }
 
 /* Sampling and elicitation: ask the client, then report what it answered. */
+static void fail_refused(struct mcp_call *call, const json_t *error)
+{
+    const char *m = json_string_value(json_object_get(error, "message"));
+    mcp_call_fail(call, "the client refused: %s", m ? m : "no reason given");
+}
+
 static void on_client_reply(struct mcp_call *call, const json_t *result, const json_t *error,
                             void *data)
 {
     (void)data;
     if (!result) {
-        const char *m = json_string_value(json_object_get(error, "message"));
-        mcp_call_fail(call, "the client refused: %s", m ? m : "no reason given");
+        fail_refused(call, error);
         return;
     }
     char *text = json_dumps(result, JSON_COMPACT | JSON_SORT_KEYS);
@@ -268,8 +273,7 @@ static void on_elicited(struct mcp_call *call, const json_t *result, const json_
 {
     (void)data;
     if (!result) {
-        const char *m = json_string_value(json_object_get(error, "message"));
-        mcp_call_fail(call, "the client refused: %s", m ? m : "no reason given");
+        fail_refused(call, error);
         return;
     }
     char *content = json_dumps(json_object_get(result, "content") ?: json_null(),
