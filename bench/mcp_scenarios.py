@@ -608,6 +608,20 @@ def write_md(res):
     return lines
 
 
+def calls_per_s_bars(ax, levels, color):
+    ax.bar([str(r["sessions"]) for r in levels], [r["calls_per_s"] for r in levels], color=color)
+    for i, r in enumerate(levels):
+        ax.text(i, r["calls_per_s"], f"{r['calls_per_s']:.0f}", ha="center", va="bottom")
+    ax.set_xlabel("concurrent sessions")
+
+
+def save(fig, outdir, name):
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, name + ".png"), dpi=100)
+    plt.close(fig)
+
+
 def charts(res, outdir):
     try:
         import matplotlib
@@ -629,28 +643,16 @@ def charts(res, outdir):
             ax.set_xscale("log")
             ax.set_xlabel("us per call, median (log scale)")
             ax.set_title(f"Warm run_code: {r['code']}")
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, "warm_execution.png"), dpi=100)
-        plt.close(fig)
+        save(fig, outdir, "warm_execution")
     h = res.get("http_throughput")
     if h:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.2))
-        xs = [str(r["sessions"]) for r in h["levels"]]
-        a1.bar(xs, [r["calls_per_s"] for r in h["levels"]], color="#4477aa")
-        for i, r in enumerate(h["levels"]):
-            a1.text(i, r["calls_per_s"], f"{r['calls_per_s']:.0f}", ha="center", va="bottom")
-        a1.set_xlabel("concurrent sessions")
+        calls_per_s_bars(a1, h["levels"], "#4477aa")
         a1.set_ylabel("calls/s")
         a1.set_title("Warm run_code x=1 over HTTP")
-        xs = [str(r["sessions"]) for r in h["cold_levels"]]
-        a2.bar(xs, [r["calls_per_s"] for r in h["cold_levels"]], color="#228833")
-        for i, r in enumerate(h["cold_levels"]):
-            a2.text(i, r["calls_per_s"], f"{r['calls_per_s']:.0f}", ha="center", va="bottom")
-        a2.set_xlabel("concurrent sessions")
+        calls_per_s_bars(a2, h["cold_levels"], "#228833")
         a2.set_title("Cold create_run_close print(1) over HTTP")
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, "http_throughput.png"), dpi=100)
-        plt.close(fig)
+        save(fig, outdir, "http_throughput")
     f = res.get("floods")
     if f:
         o, m = f["one_sandbox"], f["many_sandboxes"]
@@ -660,9 +662,7 @@ def charts(res, outdir):
         ax.barh(labels, [o["rss_growth_kib"] / 1024, m["rss_growth_kib"] / 1024], color="#aa3377")
         ax.set_xlabel("server RSS growth, MiB (peak)")
         ax.set_title("Output floods: what the server holds")
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, "floods.png"), dpi=100)
-        plt.close(fig)
+        save(fig, outdir, "floods")
     t = res.get("time_to_ready")
     if t:
         keys = ["create_sandbox_from_pool", "create_sandbox_no_pool_until_first_run",
@@ -671,9 +671,7 @@ def charts(res, outdir):
         ax.barh(keys, [t[k]["median_us"] / 1000.0 for k in keys], color="#228833")
         ax.set_xlabel("ms, median")
         ax.set_title("Time to ready")
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, "time_to_ready.png"), dpi=100)
-        plt.close(fig)
+        save(fig, outdir, "time_to_ready")
     d = res.get("density")
     if d:
         fig, ax = plt.subplots(figsize=(6, 3))
@@ -682,9 +680,7 @@ def charts(res, outdir):
         ax.set_xlabel("idle sandboxes")
         ax.set_ylabel("MiB each")
         ax.set_title("Memory per idle sandbox")
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, "density.png"), dpi=100)
-        plt.close(fig)
+        save(fig, outdir, "density")
 
 
 if __name__ == "__main__":
