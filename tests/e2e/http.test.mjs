@@ -44,7 +44,7 @@ async function post(url, body, headers = {}, init = {}) {
     ...init,
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Accept: JSON_SSE, ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: typeof body === 'string' || body instanceof ReadableStream ? body : JSON.stringify(body),
   });
 }
 
@@ -109,6 +109,17 @@ test('HTTP rules: 406, 415, 413, 400 without session, 404 unknown, 400 bad versi
   assert.equal(ok.status, 200);
   assert.deepEqual((await ok.json()).result, {});
   assert.equal((await post(url, { jsonrpc: '2.0', id: 4, method: 'ping', params: { pad: 'x'.repeat(20 << 20) } }, { 'Mcp-Session-Id': sid })).status, 413);
+  // The same without a Content-Length (chunked): the cap is found while the body streams in.
+  const piece = new TextEncoder().encode('x'.repeat(1 << 20));
+  let sent = 0;
+  const chunked = new ReadableStream({
+    pull(ctrl) {
+      if (sent === 0) ctrl.enqueue(new TextEncoder().encode('{"jsonrpc":"2.0","id":5,"method":"ping","params":{"pad":"'));
+      if (sent++ < 20) ctrl.enqueue(piece);
+      else { ctrl.enqueue(new TextEncoder().encode('"}}')); ctrl.close(); }
+    },
+  });
+  assert.equal((await post(url, chunked, { 'Mcp-Session-Id': sid }, { duplex: 'half' })).status, 413);
   assert.equal((await post(url, INIT, { Origin: 'http://evil.example' })).status, 403);
   // A Host header naming a foreign site (DNS rebinding) is refused; fetch will not forge Host.
   const raw = await new Promise((resolve) => {
