@@ -5,6 +5,25 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 
 export const BIN = process.env.SBX_TEST_BIN || new URL('../../build/mcp-sandbox', import.meta.url).pathname;
 
+// A server spawned by a test file ends with that file's process, even when the runner kills it
+// for a timeout: an HTTP server has no stdin to see closing, and one left running would slow
+// every later tier.
+const children = new Set();
+export function track(child) {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+function endChildren() {
+  for (const c of children) {
+    try { c.kill('SIGTERM'); } catch { /* already gone */ }
+  }
+}
+process.once('exit', endChildren);
+for (const [sig, n] of [['SIGTERM', 15], ['SIGINT', 2]]) {
+  process.once(sig, () => { endChildren(); process.exit(128 + n); });
+}
+
 // Everything started here is ended after the file's tests, even when a test failed midway.
 const started = [];
 export async function cleanup() {
@@ -27,9 +46,9 @@ export async function connect(extraArgs = ['--test-fixtures'], clientOpts = {}) 
 
 // Raw line session: send lines, collect parsed replies.
 export function rawServer(extraArgs = []) {
-  const child = spawn(BIN, ['serve', '--stdio', '--log-level', 'error', ...extraArgs], {
+  const child = track(spawn(BIN, ['serve', '--stdio', '--log-level', 'error', ...extraArgs], {
     stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  }));
   started.push(child);
   const replies = [];
   const waiters = [];
@@ -73,8 +92,8 @@ export const INIT = (id, version = '2025-11-25') => JSON.stringify({
 // cgroups on the way out.
 const httpServers = [];
 export function startHttp(stateDir, extra = [], listen = '127.0.0.1:0') {
-  const child = spawn(BIN, ['serve', '--http', listen, '--state-dir', stateDir, ...extra],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = track(spawn(BIN, ['serve', '--http', listen, '--state-dir', stateDir, ...extra],
+    { stdio: ['ignore', 'ignore', 'pipe'] }));
   httpServers.push(child);
   return new Promise((resolve, reject) => {
     let log = '';

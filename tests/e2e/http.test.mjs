@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { BIN } from './helpers.mjs';
+import { BIN, track } from './helpers.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-http-'));
 chmodSync(dir, 0o755);
@@ -22,8 +22,8 @@ after(async () => {
 
 // Starts `serve --http 127.0.0.1:0` and resolves with its port (from the JSON log line).
 function start(extra = []) {
-  const child = spawn(BIN, ['serve', '--http', '127.0.0.1:0', '--state-dir', join(dir, 'state'),
-    '--test-fixtures', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = track(spawn(BIN, ['serve', '--http', '127.0.0.1:0', '--state-dir', join(dir, 'state'),
+    '--test-fixtures', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] }));
   servers.push(child);
   return new Promise((resolve, reject) => {
     let err = '';
@@ -180,7 +180,7 @@ test('bearer tokens: 401 without or with a wrong token, never from the query str
 
 test('a non-loopback address without tokens is refused at startup', async () => {
   await assert.rejects(new Promise((resolve, reject) => {
-    const child = spawn(BIN, ['serve', '--http', '0.0.0.0:0', '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = track(spawn(BIN, ['serve', '--http', '0.0.0.0:0', '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] }));
     let err = '';
     child.stderr.on('data', (d) => { err += d; });
     child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(err))));

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN } from './helpers.mjs';
+import { BIN, track } from './helpers.mjs';
 
 const stateDir = mkdtempSync(join(tmpdir(), 'sbx-inspector-'));
 after(() => rmSync(stateDir, { recursive: true, force: true }));
@@ -41,7 +41,7 @@ test('inspector CLI: tools/call over stdio', async () => {
 
 test('inspector CLI: run_code over --transport http', async () => {
   const { spawn } = await import('node:child_process');
-  const child = spawn(BIN, ['serve', '--http', '127.0.0.1:0', '--state-dir', stateDir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = track(spawn(BIN, ['serve', '--http', '127.0.0.1:0', '--state-dir', stateDir], { stdio: ['ignore', 'ignore', 'pipe'] }));
   try {
     const port = await new Promise((resolve, reject) => {
       let err = '';
