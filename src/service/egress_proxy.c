@@ -65,6 +65,7 @@ struct egress_proxy {
     bool accepting;
     struct ev_timer *resume; /* out of fds: accepting again shortly */
     struct conn *conns;
+    uint32_t refusing; /* of stats.open, those only lingering after their refusal */
     struct egress_stats stats;
 };
 
@@ -87,6 +88,8 @@ static void conn_free(struct conn *c)
             break;
         }
     px->stats.open--;
+    if (c->st == ST_REFUSING)
+        px->refusing--;
     if (!px->accepting && !px->resume && px->stats.open < 2 * px->limits.max_connections)
         set_accepting(px, true);
     if (c->job)
@@ -184,6 +187,8 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
     cleanup_closep(&c->ufd);
     /* The same watch goes on (on_client dispatches on the state): no second registration
      * that could fail halfway. */
+    if (c->st != ST_REFUSING)
+        px->refusing++;
     c->st = ST_REFUSING;
     ev_watch_modify(c->cw, EPOLLIN);
     touch(c);
@@ -674,7 +679,8 @@ static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *data)
         }
         touch(c);
         rearm(c);
-        if (px->stats.open > px->limits.max_connections) {
+        /* Only connections being served count: a refusal still lingering does not. */
+        if (px->stats.open - px->refusing > px->limits.max_connections) {
             char why[128];
             snprintf(why, sizeof(why),
                      "too many connections open (packages.proxy_max_connections = %u)",
