@@ -14,6 +14,8 @@ import subprocess
 import tempfile
 import time
 
+from mcp_scenarios import pct
+
 PY = ["/usr/bin/python3", "-I", "-c", "print(1)"]
 
 # The calls the engine's seccomp table denies (src/jail/seccomp.c), as data for the OCI peers.
@@ -260,11 +262,6 @@ def time_once(argv):
     t = time.perf_counter()
     r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return (time.perf_counter() - t) * 1000.0, r.returncode
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))]
 
 
 def summarize(xs):
