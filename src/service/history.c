@@ -401,11 +401,8 @@ int history_flush(struct history *h, struct sbx_err *err)
     struct sandbox_op *ops = h->ops;
     h->ops = NULL;
     h->ops_tail = &h->ops;
+    struct pending **v = xmalloc((h->n_pending ? h->n_pending : 1) * sizeof(*v));
     size_t n = 0;
-    for (struct pending *p = h->pending; p; p = p->next)
-        n++;
-    struct pending **v = xmalloc((n ? n : 1) * sizeof(*v));
-    n = 0;
     for (struct pending *p = h->pending; p; p = p->next)
         v[n++] = p;
     h->pending = NULL;
