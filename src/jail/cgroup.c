@@ -34,7 +34,10 @@ static struct cgroup_state state;
 struct sbx_cgroup {
     enum cgroup_backend_kind kind;
     char *dir[V1__COUNT]; /* v2 uses dir[0] only */
-    int peak_fd;          /* memory high-water file, opened on first use (-1 before) */
+    /* Read around every execution, so kept open and pread (one syscall each); -1 before the
+     * first use. */
+    int peak_fd; /* memory high-water mark */
+    int cpu_fd;  /* CPU time used */
 };
 
 /* The probe reads /proc/self/cgroup and /proc/self/mountinfo once each: it runs in every `run`
@@ -282,7 +285,7 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
     if (kind == CGROUP_BACKEND_NONE)
         return sbx_fail(err, ENOTSUP, "%s", state.why);
     struct sbx_cgroup *cg = xcalloc(1, sizeof(*cg));
-    cg->peak_fd = -1;
+    cg->peak_fd = cg->cpu_fd = -1;
     cg->kind = kind;
     for (int c = 0; c < nctrl(kind); c++) {
         if (!name) {
@@ -374,25 +377,53 @@ static uint64_t read_keyed(const char *dir, const char *file, const char *key)
     return v;
 }
 
-int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
+/* The number in dir/file, or the one after "key " when key is set; *fd opened on first use. */
+static int pread_number(int *fd, const char *dir, const char *file, const char *key, uint64_t *out)
 {
-    /* Read after every execution: keep the file open and pread it (one syscall). */
-    if (cg->peak_fd < 0) {
+    if (*fd < 0) {
         char path[512];
-        snprintf(path, sizeof(path), "%s/%s",
-                 cg->dir[cg->kind == CGROUP_BACKEND_V2 ? 0 : V1_MEMORY],
-                 cg->kind == CGROUP_BACKEND_V2 ? "memory.peak" : "memory.max_usage_in_bytes");
-        cg->peak_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (cg->peak_fd < 0)
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        *fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (*fd < 0)
             return -errno;
     }
-    char buf[32];
-    ssize_t n = pread(cg->peak_fd, buf, sizeof(buf) - 1, 0);
+    char buf[1024];
+    ssize_t n = pread(*fd, buf, sizeof(buf) - 1, 0);
     if (n <= 0)
         return n < 0 ? -errno : -EIO;
     buf[n] = '\0';
-    *out = strtoull(buf, NULL, 10);
+    const char *at = buf;
+    if (key) {
+        size_t kl = strlen(key);
+        while (at && !(strncmp(at, key, kl) == 0 && at[kl] == ' ')) {
+            at = strchr(at, '\n');
+            if (at)
+                at++;
+        }
+        if (!at)
+            return -ENOENT;
+        at += kl + 1;
+    }
+    *out = strtoull(at, NULL, 10);
     return 0;
+}
+
+int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
+{
+    if (cg->kind == CGROUP_BACKEND_V2)
+        return pread_number(&cg->peak_fd, cg->dir[0], "memory.peak", NULL, out);
+    return pread_number(&cg->peak_fd, cg->dir[V1_MEMORY], "memory.max_usage_in_bytes", NULL, out);
+}
+
+int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out)
+{
+    if (cg->kind == CGROUP_BACKEND_V2) {
+        uint64_t us = 0;
+        int r = pread_number(&cg->cpu_fd, cg->dir[0], "cpu.stat", "usage_usec", &us);
+        *out = us * 1000;
+        return r;
+    }
+    return pread_number(&cg->cpu_fd, cg->dir[V1_CPUACCT], "cpuacct.usage", NULL, out);
 }
 
 bool cgroup_oom_killed(struct sbx_cgroup *cg)
@@ -467,6 +498,8 @@ int cgroup_destroy(struct sbx_cgroup *cg)
     int rc = 0;
     if (cg->peak_fd >= 0)
         close(cg->peak_fd);
+    if (cg->cpu_fd >= 0)
+        close(cg->cpu_fd);
     for (int c = 0; c < nctrl(cg->kind); c++) {
         if (!cg->dir[c])
             continue;

@@ -49,6 +49,8 @@ int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
 bool cgroup_oom_killed(struct sbx_cgroup *cg);
 /* Just the memory high-water mark, cheaply (after every execution). */
 int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out);
+/* The CPU time every process of the group has used so far, in ns (around every execution). */
+int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out);
 /* Kill every process in the group (v2 cgroup.kill; v1 freeze then SIGKILL each listed pid). */
 int cgroup_kill_all(struct sbx_cgroup *cg);
 /* Remove the group (killing what is left first). Frees cg. */

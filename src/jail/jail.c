@@ -622,6 +622,13 @@ int jail_read_memory_peak(struct jail *j, uint64_t *out)
     return cgroup_read_memory_peak(j->cg, out);
 }
 
+int jail_read_cpu_ns(struct jail *j, uint64_t *out)
+{
+    if (!j->cg)
+        return -ENOTSUP;
+    return cgroup_read_cpu_ns(j->cg, out);
+}
+
 void jail_destroy(struct jail *j)
 {
     if (!j)

@@ -86,6 +86,8 @@ bool jail_oom_killed(struct jail *j);
 /* The sandbox's memory high-water mark, cheap enough for every execution; -ENOTSUP without a
  * cgroup. */
 int jail_read_memory_peak(struct jail *j, uint64_t *out);
+/* The CPU time all of the sandbox's processes have used, in ns; -ENOTSUP without a cgroup. */
+int jail_read_cpu_ns(struct jail *j, uint64_t *out);
 
 /* Kill, reap and remove everything the sandbox held. */
 void jail_destroy(struct jail *j);

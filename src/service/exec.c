@@ -62,8 +62,21 @@ static void unlink_exec(struct sandbox *sb, struct exec *e)
     }
 }
 
+/* The CPU time of the run: of every process in the sandbox, from its cgroup (ns); without one,
+ * what the driver measured of itself and the children it waited for. */
+static void account_cpu(struct sandbox *sb, struct exec *e)
+{
+    uint64_t now = 0;
+    if (e->cpu_start_known && jail_read_cpu_ns(sb->jail, &now) == 0 && now >= e->cpu_start_ns)
+        e->outcome.cpu_ns = now - e->cpu_start_ns;
+    else if (e->outcome.frame)
+        e->outcome.cpu_ns =
+            (uint64_t)json_integer_value(json_object_get(e->outcome.frame, "cpu_ns"));
+}
+
 static void finish(struct sandbox *sb, struct exec *e)
 {
+    account_cpu(sb, e);
     unlink_exec(sb, e);
     if (sb->state == SBX_BUSY)
         sb->state = SBX_READY;
@@ -195,6 +208,7 @@ void exec_start_next(struct sandbox *sb)
     e->seq = ++sb->next_seq;
     e->started_ns = now_ns();
     e->started_wall_ms = (int64_t)wall_ms();
+    e->cpu_start_known = sb->jail && jail_read_cpu_ns(sb->jail, &e->cpu_start_ns) == 0;
     json_t *frame = json_pack("{s:s, s:I, s:s, s:s, s:s?, s:O?, s:O?}", "op", "exec", "id",
                               (json_int_t)e->seq, "language", e->language, "code", e->code, "cwd",
                               e->cwd, "argv", e->argv, "env", e->env);

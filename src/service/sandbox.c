@@ -161,11 +161,12 @@ static json_t *init_frame(struct sandbox *sb)
         guard = json_pack("{s:o, s:o, s:o}", "modules", string_array(&sb->svc->cfg->guard_modules),
                           "calls", string_array(&sb->svc->cfg->guard_calls), "attributes",
                           string_array(&sb->svc->cfg->guard_attributes));
-    /* Without a cgroup the server cannot read the memory peak: the driver reports its own. */
+    /* Without a cgroup the server cannot read the CPU time and memory peak: the driver reports
+     * its own. */
     return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:b}", "op", "init",
                      "workspace", "/workspace", "packages_dir", PACKAGES_DIR, "profile",
                      sb->profile->name, "guard", guard, "max_images", 4, "max_image_bytes", 1 << 20,
-                     "max_files", 20, "figures_dir", "/workspace/.mcp", "report_maxrss",
+                     "max_files", 20, "figures_dir", "/workspace/.mcp", "report_usage",
                      sb->jail->cg == NULL);
 }
 

@@ -44,6 +44,7 @@ struct exec_outcome {
     int exit_code;    /* of the driver when it died */
     int term_signal;  /* that killed the driver */
     bool oom_killed;  /* the sandbox hit its memory limit */
+    uint64_t cpu_ns;  /* CPU time of the run (see account_cpu in exec.c) */
     char reason[256]; /* why it failed when there is no frame */
 };
 
@@ -65,6 +66,8 @@ struct exec {
     uint32_t timeout_ms;
     uint64_t started_ns;
     int64_t started_wall_ms;
+    uint64_t cpu_start_ns; /* the sandbox cgroup's CPU time at the start */
+    bool cpu_start_known;
     struct outbuf out, err;
     int spill_fd[2]; /* full output files in the workspace once a stream overflows, or -1 */
     char spill_path[2][96];

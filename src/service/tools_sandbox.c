@@ -144,9 +144,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     double duration_ms = (double)(now_ns() - e->started_ns) / 1e6;
     if (!e->started_ns)
         duration_ms = 0;
-    /* The driver measures its own CPU time (and its children's) around the execution; the
-     * cgroup's high-water mark covers every process of the sandbox when there is one. */
-    uint64_t cpu_ns = (uint64_t)json_integer_value(json_object_get(f, "cpu_ns"));
+    /* The cgroup's high-water mark covers every process of the sandbox when there is one. */
+    uint64_t cpu_ns = o->cpu_ns;
     uint64_t peak = 0;
     if (!sb->jail || jail_read_memory_peak(sb->jail, &peak) < 0)
         peak = (uint64_t)json_integer_value(json_object_get(f, "maxrss_bytes"));

@@ -85,6 +85,24 @@ test('seed checks: hello, 1+1, numpy mean, and state that persists between calls
   await c.close();
 });
 
+test('cpu_ms is the CPU time of the run in fine steps: code, its threads, its commands', async () => {
+  const c = await server();
+  let { sc } = await run(c, 'x = 1');
+  // Ticks of 10 ms would make this 0 (or 10): the cgroup counts ns, getrusage (rootless) µs.
+  assert.ok(sc.cpu_ms > 0 && sc.cpu_ms < 5, `x = 1 used ${sc.cpu_ms} ms`);
+  const spin = 'import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass';
+  ({ sc } = await run(c, spin));
+  assert.ok(sc.cpu_ms >= 190 && sc.cpu_ms < 1000, `a 0.2 s spin used ${sc.cpu_ms} ms`);
+  // A thread the code starts and a command's child process are part of the run too.
+  ({ sc } = await run(c, `import threading\ndef f():\n    ${spin.replaceAll('\n', '\n    ')}\n` +
+    'th = threading.Thread(target=f)\nth.start()\nth.join()'));
+  assert.ok(sc.cpu_ms >= 190 && sc.cpu_ms < 1000, `a thread's 0.2 s spin counted ${sc.cpu_ms} ms`);
+  ({ sc } = await call(c, 'execute_command', { command: `python3 -c '${spin}'` }));
+  assert.equal(sc.success, true, JSON.stringify(sc));
+  assert.ok(sc.cpu_ms >= 190 && sc.cpu_ms < 1500, `a command's 0.2 s spin counted ${sc.cpu_ms} ms`);
+  await c.close();
+});
+
 test('exceptions come back as type, message and a traceback of the user code only', async () => {
   const c = await server();
   const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
