@@ -131,6 +131,16 @@ def raw_floor(code, n):
     return out[20:]
 
 
+def pipe_floor(binary, sessions, seconds):
+    """The throughput floor at N sessions: N warm interpreters fed x=1 over pipes by one C loop
+    (bench/pipefloor), with no protocol and no sandbox: the most any server could do here."""
+    tool = os.path.join(os.path.dirname(binary), "pipefloor")
+    r = subprocess.run([tool, "--sessions", str(sessions), "--seconds", str(seconds),
+                        "--python", PYTHON, "--child", FLOOR_CHILD, "--line", "x=1\n"],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
 def sandbox_cpu_file(server_pid):
     """The accounting file of the cgroup the server puts its sandboxes under
     (mcp-sandbox.<pid>, beneath its own): it keeps counting sandboxes already removed."""
@@ -476,6 +486,9 @@ def http_throughput(binary, quick):
             # settle, then every session loops run_code in its own sandbox.
             lvl = httpload(binary, warm.port, [n], seconds=secs, settle=1.0, cpu_pid=warm.p.pid)[0]
             lvl["cpu_us_per_call"] = cpu_per_call(lvl)
+            # The floor right after, at the same N: the ceiling of this machine for the level.
+            lvl["raw_floor"] = pipe_floor(binary, n, secs)
+            lvl["ratio_to_raw_floor"] = lvl["calls_per_s"] / lvl["raw_floor"]["calls_per_s"]
             out["levels"].append(lvl)
             if n not in cold_levels:
                 continue
@@ -571,6 +584,18 @@ def write_md(res):
                 lines.append(f"| {r['sessions']} | {kind} | {r['calls_per_s']:.0f} | {r['ok']} | "
                              f"{r['errors'] + r['setup_errors']} | {r['latency_us']['p50']:.0f} | "
                              f"{r['latency_us']['p99']:.0f} | {cpu} |")
+        lines += ["", "Raw floor: at each level, right after the warm run, that many warm "
+                  "`python3 -I` processes fed `x=1` over pipes by one C epoll loop "
+                  "(bench/pipefloor.c): no protocol, no HTTP, no sandbox. It is the most any "
+                  "server could reach on this machine at that level.", "",
+                  "| sessions | raw floor calls/s | machine CPU us/call | mcp-sandbox warm calls/s "
+                  "| share of the floor |", "|---|---|---|---|---|"]
+        for r in h["levels"]:
+            f = r.get("raw_floor")
+            if f:
+                lines.append(f"| {r['sessions']} | {f['calls_per_s']:.0f} | "
+                             f"{f['machine_cpu_us_per_call']:.1f} | {r['calls_per_s']:.0f} | "
+                             f"{r['ratio_to_raw_floor']:.2f} |")
         ld = h.get("load_200_sessions_60s")
         if ld:
             lines += ["", f"Load: 200 sessions for 60 s: {ld['ok']} executions "
@@ -608,10 +633,25 @@ def write_md(res):
     return lines
 
 
-def calls_per_s_bars(ax, levels, color):
-    ax.bar([str(r["sessions"]) for r in levels], [r["calls_per_s"] for r in levels], color=color)
+def calls_per_s_bars(ax, levels, color, floor=False):
+    """Bars of calls/s per level; with floor, each level's raw floor in grey beside it."""
+    x = range(len(levels))
+    w = 0.4 if floor else 0.8
+    ax.bar([i - (w / 2 if floor else 0) for i in x], [r["calls_per_s"] for r in levels],
+           width=w, color=color, label="mcp-sandbox")
     for i, r in enumerate(levels):
-        ax.text(i, r["calls_per_s"], f"{r['calls_per_s']:.0f}", ha="center", va="bottom")
+        ax.text(i - (w / 2 if floor else 0), r["calls_per_s"], f"{r['calls_per_s']:.0f}",
+                ha="center", va="bottom", fontsize=8)
+    if floor:
+        vals = [r.get("raw_floor", {}).get("calls_per_s", 0) for r in levels]
+        ax.bar([i + w / 2 for i in x], vals, width=w, color="#bbbbbb",
+               label="raw floor (no protocol, no sandbox)")
+        for i, v in enumerate(vals):
+            ax.text(i + w / 2, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
+        # Headroom above the tallest bar keeps the legend off the labels.
+        ax.set_ylim(0, 1.35 * max(vals + [r["calls_per_s"] for r in levels]))
+        ax.legend(fontsize=8, loc="upper left")
+    ax.set_xticks(list(x), [str(r["sessions"]) for r in levels])
     ax.set_xlabel("concurrent sessions")
 
 
@@ -647,7 +687,7 @@ def charts(res, outdir):
     h = res.get("http_throughput")
     if h:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.2))
-        calls_per_s_bars(a1, h["levels"], "#4477aa")
+        calls_per_s_bars(a1, h["levels"], "#4477aa", floor=True)
         a1.set_ylabel("calls/s")
         a1.set_title("Warm run_code x=1 over HTTP")
         calls_per_s_bars(a2, h["cold_levels"], "#228833")

@@ -40,6 +40,8 @@ assert h["levels"] and h["cold_levels"]
 for lvl in h["levels"] + h["cold_levels"]:
     assert lvl["calls_per_s"] > 0 and lvl["errors"] == 0 and lvl["setup_errors"] == 0, lvl
     assert lvl["cpu_us_per_call"]["server"] > 0, lvl
+for lvl in h["levels"]:
+    assert lvl["raw_floor"]["calls_per_s"] > 0 and lvl["ratio_to_raw_floor"] > 0, lvl
 for k in ("one_sandbox", "many_sandboxes"):
     f = d["floods"][k]
     assert f["seconds"] > 0 and f["rss_growth_kib"] >= 0 and f["ping"]["n"] > 0, k
