@@ -59,7 +59,14 @@ $(BUILD)/gen/seccomp_filter.c: $(BUILD)/tools/seccomp_gen
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS) $(BUILD)/gen/seccomp_filter.o
+# The driver's bytecode, compiled by the interpreter that sandboxes run; its source goes in
+# too (RUNTIME_OBJS), for a sandbox whose Python is another version than at build time.
+$(BUILD)/gen/driver_code.c: runtime/python/driver.py tools/driver_bytecode.py
+	@mkdir -p $(dir $@)
+	/usr/bin/python3 -I -S tools/driver_bytecode.py $< $@.tmp && mv $@.tmp $@
+
+$(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS) $(BUILD)/gen/seccomp_filter.o \
+                      $(BUILD)/gen/driver_code.o
 	@rm -f $@
 	ar rcs $@ $^
 

@@ -590,7 +590,10 @@ class Driver:
                 self.chan.send({"op": "refreshed", "id": req.get("id")})
             elif op == "init":
                 self.init(req)
-                self.chan.send({"op": "ready", "python": sys.version.split()[0]})
+                # The bootstrap says whether it loaded the build's bytecode or had to compile
+                # the source (another Python version than at build time).
+                self.chan.send({"op": "ready", "python": sys.version.split()[0],
+                                "driver": globals().get("DRIVER_LOADED_FROM", "source")})
             else:
                 self.chan.send({"op": "error", "id": req.get("id"),
                                 "message": "unknown op %r" % (op,)})

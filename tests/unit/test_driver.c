@@ -103,8 +103,10 @@ static json_t *init_frame(const char *ws, json_t *guard, int max_image_bytes)
                      max_image_bytes, "max_files", 20, "figures_dir", fig);
 }
 
-/* Starts the driver; returns the time from spawn to the ready frame in ns. */
-static uint64_t drv_start(struct drv *d, json_t *guard, int max_image_bytes)
+/* Starts the driver; returns the time from spawn to the ready frame in ns. With
+ * foreign_bytecode, the bytecode frame claims another Python version, as when the sandbox's
+ * Python changed since the build. */
+static uint64_t drv_launch(struct drv *d, json_t *guard, int max_image_bytes, bool foreign_bytecode)
 {
     memset(d, 0, sizeof(*d));
     snprintf(d->ws, sizeof(d->ws), "/tmp/test-driver-XXXXXX");
@@ -141,21 +143,33 @@ static uint64_t drv_start(struct drv *d, json_t *guard, int max_image_bytes)
     fcntl(d->out, F_SETFL, O_NONBLOCK);
     fcntl(d->err, F_SETFL, O_NONBLOCK);
     channel_decoder_init(&d->dec, CHANNEL_MAX_FRAME);
-    size_t len = 0;
-    const char *src = runtime_python_driver(&len);
-    unsigned char hdr[4] = {(unsigned char)(len >> 24), (unsigned char)(len >> 16),
-                            (unsigned char)(len >> 8), (unsigned char)len};
-    assert_int_equal(write_all(d->req, hdr, 4), 0);
-    assert_int_equal(write_all(d->req, src, len), 0);
+    struct iovec pieces[RUNTIME_DRIVER_PIECES];
+    runtime_python_driver_frames(pieces);
+    unsigned char *code = malloc(pieces[1].iov_len);
+    assert_non_null(code);
+    memcpy(code, pieces[1].iov_base, pieces[1].iov_len);
+    if (foreign_bytecode)
+        code[4] ^= 0x01; /* the low byte of the compiling interpreter's sys.hexversion */
+    pieces[1].iov_base = code;
+    for (size_t i = 0; i < RUNTIME_DRIVER_PIECES; i++)
+        assert_int_equal(write_all(d->req, pieces[i].iov_base, pieces[i].iov_len), 0);
+    free(code);
     send_frame(d, init_frame(d->ws, guard, max_image_bytes));
     json_t *ready = recv_frame(d, 10000);
     uint64_t dt = now_ns() - t0;
     assert_non_null(ready);
     assert_string_equal(json_string_value(json_object_get(ready, "op")), "ready");
     assert_non_null(json_string_value(json_object_get(ready, "python")));
+    assert_string_equal(json_string_value(json_object_get(ready, "driver")),
+                        foreign_bytecode ? "source" : "bytecode");
     json_decref(ready);
     clear_output(d);
     return dt;
+}
+
+static uint64_t drv_start(struct drv *d, json_t *guard, int max_image_bytes)
+{
+    return drv_launch(d, guard, max_image_bytes, false);
 }
 
 static int drv_stop(struct drv *d)
@@ -226,6 +240,17 @@ static void globals_persist_and_last_expression_is_the_result(void **state)
     expect_ok(run(&d, "x = 'a'\nx * 3"), "'aaa'");
     /* the user's namespace is not the driver's */
     expect_ok(run(&d, "'Driver' in globals()"), "False");
+    assert_true(WIFEXITED(drv_stop(&d)));
+}
+
+/* The build's bytecode is for the build's Python; another version compiles the source, and the
+ * driver works the same. */
+static void bytecode_for_another_python_falls_back_to_the_source(void **state)
+{
+    (void)state;
+    struct drv d;
+    drv_launch(&d, NULL, 1 << 20, true);
+    expect_ok(run(&d, "x = 20\nx * 2 + 2"), "42");
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
@@ -614,6 +639,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globals_persist_and_last_expression_is_the_result),
+        cmocka_unit_test(bytecode_for_another_python_falls_back_to_the_source),
         cmocka_unit_test(exceptions_are_trimmed_to_user_code),
         cmocka_unit_test(interrupt_and_exit_do_not_end_the_driver),
         cmocka_unit_test(output_is_flushed_before_the_result),
