@@ -48,6 +48,17 @@ static const char *const step_names[] = {
     [STEP_EXEC] = "exec",
 };
 
+const char *const jail_base_env[] = {
+    "PATH=/usr/local/bin:/usr/bin:/bin",
+    "HOME=/workspace",
+    "LANG=C.UTF-8",
+    "MPLBACKEND=Agg",
+    "USER=sandbox",
+    "TMPDIR=/tmp",
+    "PYTHONDONTWRITEBYTECODE=1",
+    NULL,
+};
+
 static int cap_last_cap(void)
 {
     static int cached = -1;
@@ -281,19 +292,9 @@ static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan
     snprintf(plan->group, sizeof(plan->group), "root:x:0:\nsandbox:x:%u:\n", uid);
 
     /* The environment is rebuilt from nothing: no host variable leaks in. */
-    static const char *const base_env[] = {
-        "PATH=/usr/local/bin:/usr/bin:/bin",
-        "HOME=/workspace",
-        "LANG=C.UTF-8",
-        "MPLBACKEND=Agg",
-        "USER=sandbox",
-        "TMPDIR=/tmp",
-        "PYTHONDONTWRITEBYTECODE=1",
-    };
     size_t n = 0, off = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(base_env); i++) {
-        plan->envp[n++] = (char *)base_env[i];
-    }
+    for (size_t i = 0; jail_base_env[i]; i++)
+        plan->envp[n++] = (char *)jail_base_env[i];
     for (size_t i = 0; spec->extra_env && spec->extra_env[i]; i++) {
         size_t len = strlen(spec->extra_env[i]) + 1;
         if (off + len > sizeof(plan->env_store) || n + 1 >= ARRAY_SIZE(plan->envp))

@@ -61,6 +61,9 @@ struct jail {
 /* Build the sandbox and exec argv in it. Returns once the command has been exec'd (or with
  * an error naming the layer that could not be set up). */
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
+/* The environment every sandbox starts from ("NAME=value", NULL-terminated); nothing of the
+ * caller's is in it. Commands composed with a whole environment of their own start from it. */
+extern const char *const jail_base_env[];
 
 /* Persistent sandboxes. status_fd is non-blocking and readable when the workload ends.
  * jail_workload_status reads one record: 1 with the exit code or signal, 0 if none is there. */

@@ -3,6 +3,7 @@
  * indexes, into the sandbox's package directory, wheels only unless configured otherwise. */
 #include "packages.h"
 
+#include "jail/jail.h"
 #include "util.h"
 
 #include <string.h>
@@ -60,10 +61,20 @@ json_t *packages_pip_env(uint16_t proxy_port)
 {
     char proxy[32];
     snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%u", proxy_port);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "PATH",
-                     "/usr/local/bin:/usr/bin:/bin", "LANG", "C.UTF-8", "HOME", "/workspace",
-                     "TMPDIR", "/tmp", "http_proxy", proxy, "https_proxy", proxy, "HTTP_PROXY",
-                     proxy, "HTTPS_PROXY", proxy, "PIP_CONFIG_FILE", "/dev/null");
+    json_t *env = json_object();
+    for (size_t i = 0; jail_base_env[i]; i++) {
+        const char *eq = strchr(jail_base_env[i], '=');
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - jail_base_env[i]), jail_base_env[i]);
+        json_object_set_new(env, name, json_string(eq + 1));
+    }
+    /* pip reaches the index only through the egress proxy, and reads no config file. */
+    static const char *const proxy_vars[] = {"http_proxy", "https_proxy", "HTTP_PROXY",
+                                             "HTTPS_PROXY"};
+    for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
+        json_object_set_new(env, proxy_vars[i], json_string(proxy));
+    json_object_set_new(env, "PIP_CONFIG_FILE", json_string("/dev/null"));
+    return env;
 }
 
 json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,

@@ -261,6 +261,11 @@ static void what_a_report_can_cost_is_bounded(void **state)
     assert_string_equal(json_string_value(json_object_get(env, "HTTPS_PROXY")),
                         "http://127.0.0.1:3128");
     assert_null(json_object_get(env, "PYTHONPATH"));
+    /* The sandbox's own base environment, not the caller's. */
+    assert_string_equal(json_string_value(json_object_get(env, "PATH")),
+                        "/usr/local/bin:/usr/bin:/bin");
+    assert_string_equal(json_string_value(json_object_get(env, "HOME")), "/workspace");
+    assert_string_equal(json_string_value(json_object_get(env, "TMPDIR")), "/tmp");
     json_decref(env);
 }
 
