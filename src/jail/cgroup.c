@@ -342,41 +342,6 @@ int cgroup_dirfd(struct sbx_cgroup *cg)
     return open(cg->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-static uint64_t read_u64(const char *dir, const char *file)
-{
-    char path[512];
-    char *s = NULL;
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    if (read_file_max(path, 64, &s, NULL) < 0)
-        return 0;
-    uint64_t v = strtoull(s, NULL, 10);
-    free(s);
-    return v;
-}
-
-/* "key value" lines (memory.events, cpu.stat, memory.oom_control). */
-static uint64_t read_keyed(const char *dir, const char *file, const char *key)
-{
-    char path[512];
-    char *s = NULL;
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    if (read_file_max(path, 8192, &s, NULL) < 0)
-        return 0;
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    for (char *line = s; line && *line;) {
-        if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
-    free(s);
-    return v;
-}
-
 /* The number in dir/file, or the one after "key " when key is set; *fd opened on first use. */
 static int pread_number(int *fd, const char *dir, const char *file, const char *key, uint64_t *out)
 {
@@ -387,7 +352,7 @@ static int pread_number(int *fd, const char *dir, const char *file, const char *
         if (*fd < 0)
             return -errno;
     }
-    char buf[1024];
+    char buf[4096];
     ssize_t n = pread(*fd, buf, sizeof(buf) - 1, 0);
     if (n <= 0)
         return n < 0 ? -errno : -EIO;
@@ -406,6 +371,24 @@ static int pread_number(int *fd, const char *dir, const char *file, const char *
     }
     *out = strtoull(at, NULL, 10);
     return 0;
+}
+
+/* One reading of a file that is not kept open: the number after "key " (memory.events,
+ * cpu.stat, memory.oom_control), or the file's only number when key is NULL; 0 if unreadable. */
+static uint64_t read_keyed(const char *dir, const char *file, const char *key)
+{
+    int fd = -1;
+    uint64_t v = 0;
+    if (pread_number(&fd, dir, file, key, &v) < 0)
+        v = 0;
+    if (fd >= 0)
+        close(fd);
+    return v;
+}
+
+static uint64_t read_u64(const char *dir, const char *file)
+{
+    return read_keyed(dir, file, NULL);
 }
 
 int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
