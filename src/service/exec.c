@@ -67,7 +67,8 @@ static void unlink_exec(struct sandbox *sb, struct exec *e)
 static void account_cpu(struct sandbox *sb, struct exec *e)
 {
     uint64_t now = 0;
-    if (e->cpu_start_known && jail_read_cpu_ns(sb->jail, &now) == 0 && now >= e->cpu_start_ns)
+    if (e->cpu_start_known && sb->jail && jail_read_cpu_ns(sb->jail, &now) == 0 &&
+        now >= e->cpu_start_ns)
         e->outcome.cpu_ns = now - e->cpu_start_ns;
     else if (e->outcome.frame)
         e->outcome.cpu_ns =
