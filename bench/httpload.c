@@ -41,6 +41,8 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "proc_stat.h"
+
 enum phase { P_INIT, P_NOTIFY, P_WARM, P_READY, P_CALL, P_DELETE, P_DONE };
 
 struct conn {
@@ -397,20 +399,6 @@ static double kernel_threads_cpu(void)
     return sum;
 }
 
-static double machine_busy(void)
-{
-    FILE *f = fopen("/proc/stat", "r");
-    unsigned long long v[8] = {0};
-    if (!f)
-        return 0;
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n < 5)
-        return 0;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / ticks; /* all but idle, iowait */
-}
-
 /* Seconds of CPU in a cgroup's accounting file: cpuacct.usage (ns) or cpu.stat (usage_usec). */
 static double cgroup_cpu(const char *path)
 {
@@ -444,7 +432,7 @@ static struct cpu_sample cpu_sample(void)
                           ? cgroup_cpu(opt.sandbox_cpu_file)
                           : tree_cpu(opt.cpu_pid, 0) + proc_cpu_ex(opt.cpu_pid, true);
         s.kernel_threads = kernel_threads_cpu();
-        s.machine_busy = machine_busy();
+        s.machine_busy = machine_busy_seconds();
     }
     return s;
 }

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_stat.h"
+
 extern char **environ;
 
 struct child {
@@ -32,22 +34,6 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Busy CPU of the whole machine so far, in clock ticks (user, nice, system, irq, softirq,
- * steal). */
-static double machine_busy_ticks(void)
-{
-    unsigned long long v[8] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f)
-        return 0;
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n != 8)
-        return 0;
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
 }
 
 static int spawn_child(struct child *c, const char *python, const char *code)
@@ -167,7 +153,7 @@ int main(int argc, char **argv)
                 else if (++warm == n) {
                     t0 = now_ns();
                     t_end = t0 + (uint64_t)(seconds * 1e9);
-                    busy0 = machine_busy_ticks();
+                    busy0 = machine_busy_seconds();
                 }
                 if (write(c->to, line, line_len) != (ssize_t)line_len)
                     rc = 1;
@@ -177,7 +163,7 @@ int main(int argc, char **argv)
             break;
     }
     double elapsed = t0 ? (double)(now_ns() - t0) / 1e9 : 0;
-    double busy_s = (machine_busy_ticks() - busy0) / (double)sysconf(_SC_CLK_TCK);
+    double busy_s = machine_busy_seconds() - busy0;
     /* EOF on stdin ends a child's loop; its last answer is read away so that it does not die
      * of EPIPE. */
     for (size_t i = 0; i < started; i++)
