@@ -419,22 +419,16 @@ bool cgroup_oom_killed(struct sbx_cgroup *cg)
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
 {
     memset(u, 0, sizeof(*u));
-    if (cg->kind == CGROUP_BACKEND_V2) {
-        const char *d = cg->dir[0];
-        u->memory_current_bytes = read_u64(d, "memory.current");
-        u->memory_peak_bytes = read_u64(d, "memory.peak");
-        if (!u->memory_peak_bytes)
-            u->memory_peak_bytes = u->memory_current_bytes;
-        u->cpu_usage_ns = read_keyed(d, "cpu.stat", "usage_usec") * 1000;
-        u->oom_killed = cgroup_oom_killed(cg);
-        u->pids_current = (uint32_t)read_u64(d, "pids.current");
-        return 0;
-    }
-    u->memory_current_bytes = read_u64(cg->dir[V1_MEMORY], "memory.usage_in_bytes");
-    u->memory_peak_bytes = read_u64(cg->dir[V1_MEMORY], "memory.max_usage_in_bytes");
-    u->cpu_usage_ns = read_u64(cg->dir[V1_CPUACCT], "cpuacct.usage");
+    bool v2 = cg->kind == CGROUP_BACKEND_V2;
+    u->memory_current_bytes =
+        read_u64(cg->dir[v2 ? 0 : V1_MEMORY], v2 ? "memory.current" : "memory.usage_in_bytes");
+    /* Kernels before 5.19 have no memory.peak: the current use is the best lower bound. */
+    if (cgroup_read_memory_peak(cg, &u->memory_peak_bytes) < 0 || !u->memory_peak_bytes)
+        u->memory_peak_bytes = u->memory_current_bytes;
+    if (cgroup_read_cpu_ns(cg, &u->cpu_usage_ns) < 0)
+        u->cpu_usage_ns = 0;
     u->oom_killed = cgroup_oom_killed(cg);
-    u->pids_current = (uint32_t)read_u64(cg->dir[V1_PIDS], "pids.current");
+    u->pids_current = (uint32_t)read_u64(cg->dir[v2 ? 0 : V1_PIDS], "pids.current");
     return 0;
 }
 
