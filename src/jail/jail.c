@@ -12,7 +12,6 @@
 #include "util.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -151,10 +150,13 @@ static void child_main(const struct jail_child_plan *plan)
     /* Become the sandbox uid at once: new inodes (the generated /etc, mount points) need a
      * mapped fsuid, and host root is deliberately unmapped. Capabilities in the new user
      * namespace survive, because uid 0 was never mapped there; they are dropped below. */
-    if (setgroups(0, NULL) < 0 && errno != EPERM)
+    /* Raw syscalls, not libc's: in a process that has ever had a second thread, libc would
+     * try to apply the change to that process's other threads too, from a copy of its thread
+     * list, under a lock another thread may have held when we were cloned. */
+    if (syscall(SYS_setgroups, 0, NULL) < 0 && errno != EPERM)
         jail_child_fail(plan, STEP_IDS, errno);
-    if (setresgid(plan->gid, plan->gid, plan->gid) < 0 ||
-        setresuid(plan->uid, plan->uid, plan->uid) < 0)
+    if (syscall(SYS_setresgid, plan->gid, plan->gid, plan->gid) < 0 ||
+        syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
         jail_child_fail(plan, STEP_IDS, errno);
     r = jail_setup_rootfs(plan, &step);
     if (r < 0)
