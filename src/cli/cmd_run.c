@@ -185,7 +185,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         .stdin_fd = in_pipe[0],
         .stdout_fd = out_pipe[1],
         .stderr_fd = err_pipe[1],
-        .name = NULL, /* this process's only sandbox: its cgroup is mcp-sandbox.<pid> */
+        .name = NULL,         /* this process's only sandbox: its cgroup is mcp-sandbox.<pid> */
+        .share_memory = true, /* we live exactly as long as it: init needs no copy of us */
     };
     struct sbx_err err = {0};
     struct jail *j = NULL;

@@ -324,9 +324,10 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     close_all_but(status_fd, plan);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* Init is a fork of the server: its memory still holds the server's environment, which
-     * /proc/1/environ would show to the workload (same uid when rootless). Wipe it, and make
-     * init non-dumpable so its /proc entries belong to root and refuse the workload. */
+    /* Init is a fork of the server, or shares the memory of `run`: either way that memory
+     * holds the caller's environment, which /proc/1/environ would show to the workload (same
+     * uid when rootless). Wipe it (run reads no variable after the spawn), and make init
+     * non-dumpable so its /proc entries belong to root and refuse the workload. */
     extern char **environ;
     for (char **e = environ; e && *e; e++)
         memset(*e, 0, strlen(*e));

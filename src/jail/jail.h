@@ -30,6 +30,9 @@ struct jail_spec {
      * network namespace, made before any sandbox code runs and handed to the caller (the
      * server's egress proxy) as jail.proxy_fd. 0: none. */
     uint16_t proxy_port;
+    /* A one-shot caller that lives as long as this, its only sandbox (mcp-sandbox run): init
+     * may share the caller's memory rather than copy it. Ignored when persistent. */
+    bool share_memory;
 };
 
 struct jail_usage {
@@ -41,6 +44,7 @@ struct jail_usage {
 };
 
 struct sbx_cgroup;
+struct jail_spawner;
 
 struct jail {
     pid_t pid;                  /* host pid of the sandbox's init (pid 1 inside) */
@@ -54,8 +58,9 @@ struct jail {
     char degraded[256];         /* comma-separated missing layers (allow_degraded only) */
     uint64_t setup_ns;          /* clone until the exec of the command */
     bool reaped;
-    int init_status;      /* wait status of init, valid when reaped */
-    struct rusage rusage; /* of init and what it reaped */
+    int init_status;              /* wait status of init, valid when reaped */
+    struct rusage rusage;         /* of init and what it reaped */
+    struct jail_spawner *spawner; /* share_memory: the thread init borrowed its TLS from */
 };
 
 /* Build the sandbox and exec argv in it. Returns once the command has been exec'd (or with

@@ -11,3 +11,12 @@ out=$(PATH="$hostbin:$PATH" host-only-cmd 2>&1); expect "run: (control) the call
 out=$(PATH="$hostbin:$PATH" "$SBX" run -- host-only-cmd 2>&1); expect "run: the caller's PATH is not searched inside" "cannot run host-only-cmd: No such file or directory" "$out"
 rm -rf "$hostbin"
 out=$("$SBX" run -- /etc/passwd 2>&1); expect "run: a file that is not executable is refused (EACCES)" "cannot run /etc/passwd: Permission denied" "$out"
+
+# Init shares run's memory (and so its errno) while run drains the output: every byte of a
+# command that prints and exits at once arrives, run after run.
+short=0
+for i in $(seq 1 20); do
+    n=$("$SBX" run -- sh -c 'head -c 300000 /dev/zero; head -c 100000 /dev/zero >&2' 2>/dev/null | wc -c)
+    [ "$n" = 300000 ] || short=$((short + 1))
+done
+expect "run: 20 runs that print 300 kB and exit deliver all of it" "^0 short$" "$short short"
