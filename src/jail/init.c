@@ -295,6 +295,9 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, NULL);
+    /* Read now: a plan in a caller's memory is gone once the caller has seen the exec. */
+    extern char **environ;
+    char **env = const_plan->env_to_wipe ? const_plan->env_to_wipe : environ;
     pid_t child = start_workload(const_plan);
     if (child < 0)
         jail_child_fail(const_plan, STEP_FORK, errno);
@@ -326,10 +329,9 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* Init is a fork of the server, or shares the memory of `run`: either way that memory
      * holds the caller's environment, which /proc/1/environ would show to the workload (same
-     * uid when rootless). Wipe it (run reads no variable after the spawn), and make init
-     * non-dumpable so its /proc entries belong to root and refuse the workload. */
-    extern char **environ;
-    for (char **e = environ; e && *e; e++)
+     * uid when rootless). Wipe it, and make init non-dumpable so its /proc entries belong to
+     * root and refuse the workload. */
+    for (char **e = env; e && *e; e++)
         memset(*e, 0, strlen(*e));
     prctl(PR_SET_DUMPABLE, 0);
 

@@ -563,6 +563,26 @@ static void spawner_release(struct jail_spawner *s)
     free(s);
 }
 
+/* Init will wipe the environment the caller started with, in the caller's own memory: the
+ * caller goes on with a copy (once per process; later spawns wipe the same, already empty,
+ * strings). */
+static char **environment_to_wipe(void)
+{
+    static char **original;
+    if (!original) {
+        extern char **environ;
+        size_t n = 0;
+        while (environ && environ[n])
+            n++;
+        char **copy = xcalloc(n + 1, sizeof(*copy));
+        for (size_t i = 0; i < n; i++)
+            copy[i] = xstrdup(environ[i]);
+        original = environ;
+        environ = copy;
+    }
+    return original;
+}
+
 static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
 {
     size_t guard = (size_t)getpagesize(), map_len = INIT_STACK_LEN + guard;
@@ -612,6 +632,7 @@ static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
     s->to_spawner = to[1];
     s->from_spawner = from[0];
     int rc = spawn_prepare(st, err);
+    st->plan.env_to_wipe = environment_to_wipe();
     char byte;
     ssize_t n = 0;
     if (rc == 0 && write(s->to_spawner, "l", 1) != 1)

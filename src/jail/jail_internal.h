@@ -56,6 +56,9 @@ struct jail_child_plan {
     bool cgroup_active;
     bool want_landlock;
     const void *seccomp; /* const struct seccomp_program * or NULL */
+    /* The caller's environment as /proc/<init>/environ would show it; init wipes it. NULL:
+     * init's own (a copy, when init is a fork). */
+    char **env_to_wipe;
     char workspace_opts[96];
     char tmp_opts[96];
     char shm_opts[96];

@@ -22,6 +22,7 @@
 #include "lib/err.h"
 
 static struct sbx_config cfg;
+static char *shown; /* JAIL_SHARED_MARK=... in the area this process started with */
 
 static int count_entries(const char *dir)
 {
@@ -101,6 +102,21 @@ static void shared_memory_sandboxes_run_and_leave_nothing_behind(void **state)
     assert_int_equal(after_settling("/proc/self/task", tasks), tasks);
 }
 
+/* Init wipes the environment the caller started with (what /proc/<init>/environ would show)
+ * in the memory it shares with the caller, who goes on reading a copy. */
+static void the_callers_environment_is_wiped_where_init_shows_it_but_still_readable(void **state)
+{
+    (void)state;
+    assert_non_null(shown);
+    char out[256];
+    struct sbx_err err = {0};
+    char *argv[] = {"/bin/true", NULL};
+    assert_int_equal(run_shared(argv, out, sizeof(out), &err), 0);
+    assert_int_equal(shown[0], '\0');
+    assert_non_null(getenv("JAIL_SHARED_MARK"));
+    assert_string_equal(getenv("JAIL_SHARED_MARK"), "secret-value");
+}
+
 static void a_failed_shared_memory_spawn_releases_its_spawner(void **state)
 {
     (void)state;
@@ -118,12 +134,24 @@ static void a_failed_shared_memory_spawn_releases_its_spawner(void **state)
     assert_string_equal(out, "fine\n");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    /* The mark must be in the environment this process started with: start again with it. */
+    if (!getenv("JAIL_SHARED_MARK")) {
+        setenv("JAIL_SHARED_MARK", "secret-value", 1);
+        execv("/proc/self/exe", argv);
+        return 1;
+    }
+    extern char **environ;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "JAIL_SHARED_MARK=", 17) == 0)
+            shown = *e;
     config_init_defaults(&cfg);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shared_memory_sandboxes_run_and_leave_nothing_behind),
         cmocka_unit_test(a_failed_shared_memory_spawn_releases_its_spawner),
+        cmocka_unit_test(the_callers_environment_is_wiped_where_init_shows_it_but_still_readable),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     jail_shutdown();
