@@ -91,6 +91,15 @@ int seccomp_policy_compile(struct seccomp_program *out, struct sbx_err *err)
         sbx_fail_errno(err, -r, "seccomp bad-arch action");
         goto out;
     }
+    /* A binary tree over syscall numbers instead of a chain of comparisons: the kernel runs
+     * the program once per syscall number when it is loaded (to cache the calls it always
+     * allows), and the shorter paths made that load about 15% cheaper here (225 -> 185 us,
+     * four interleaved runs of 100 loads each). */
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+    if (r < 0) {
+        sbx_fail_errno(err, -r, "seccomp binary-tree layout");
+        goto out;
+    }
     if (add_rules(ctx, err) < 0)
         goto out;
     if (pipe2(fds, O_CLOEXEC) < 0) {
