@@ -591,17 +591,14 @@ static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
     if (map == MAP_FAILED)
         return sbx_fail_errno(err, errno, "mapping the sandbox init's stack");
     mprotect(map, guard, PROT_NONE);
-    st->shared_stack = map + guard;
     int to[2] = {-1, -1}, from[2] = {-1, -1};
+    int e = 0;
+    const char *what = "pipe";
     if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0) {
-        int e = errno;
-        for (int i = 0; i < 2; i++) {
-            cleanup_closep(&to[i]);
-            cleanup_closep(&from[i]);
-        }
-        munmap(map, map_len);
-        return sbx_fail_errno(err, e, "pipe");
+        e = errno;
+        goto fail;
     }
+    st->shared_stack = map + guard;
     struct spawner_start start = {.st = st,
                                   .err = err,
                                   .rc = -1,
@@ -617,16 +614,12 @@ static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     pthread_t thread;
-    int e = pthread_create(&thread, &attr, spawner_main, &start);
+    e = pthread_create(&thread, &attr, spawner_main, &start);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (e != 0) {
-        for (int i = 0; i < 2; i++) {
-            close(to[i]);
-            close(from[i]);
-        }
-        munmap(map, map_len);
-        return sbx_fail_errno(err, e, "starting the spawner thread");
+        what = "starting the spawner thread";
+        goto fail;
     }
     struct jail_spawner *s = xcalloc(1, sizeof(*s));
     s->to_spawner = to[1];
@@ -646,6 +639,14 @@ static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
     /* Whatever happened, init has its spawner until jail_destroy releases it. */
     st->j->spawner = s;
     return rc;
+fail:
+    st->shared_stack = NULL;
+    for (int i = 0; i < 2; i++) {
+        cleanup_closep(&to[i]);
+        cleanup_closep(&from[i]);
+    }
+    munmap(map, map_len);
+    return sbx_fail_errno(err, e, "%s", what);
 }
 
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)

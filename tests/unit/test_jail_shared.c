@@ -34,7 +34,7 @@ static int count_entries(const char *dir)
         if (e->d_name[0] != '.')
             n++;
     closedir(d);
-    return n - 1; /* the DIR's own fd or nothing: counted the same way every time */
+    return n; /* in /proc/self/fd, the DIR's own fd too: the same in every count compared */
 }
 
 /* The spawner is detached and, once released, closes its ends and ends on its own: give it
