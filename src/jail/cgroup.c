@@ -26,6 +26,8 @@ struct cgroup_state {
     const char *why;
     /* v2: the server's parent group; v1: one per controller (co-mounted ones share a path). */
     char *parent[V1__COUNT];
+    /* v1: the group this process is in, per controller, where a thread returns to. */
+    char *own[V1__COUNT];
     bool parent_made[V1__COUNT];
 };
 
@@ -175,6 +177,7 @@ static bool probe_v1(const struct proc_text *self_cg)
         if (access(dir, W_OK) < 0)
             return false;
         state.parent[c] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
+        state.own[c] = xstrdup(dir);
     }
     return true;
 }
@@ -194,7 +197,8 @@ enum cgroup_backend_kind cgroup_backend(const char **why)
         } else {
             for (int c = 0; c < V1__COUNT; c++) {
                 free(state.parent[c]);
-                state.parent[c] = NULL;
+                free(state.own[c]);
+                state.parent[c] = state.own[c] = NULL;
             }
             state.kind = CGROUP_BACKEND_NONE;
             state.why = "no writable cgroup: run as root, or delegate a cgroup v2 subtree with "
@@ -333,6 +337,35 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
             return sbx_fail_errno(err, -r, "moving the sandbox into %s", cg->dir[c]);
     }
     return 0;
+}
+
+/* Writes "0" (the caller) to each dirs[c]/tasks; on a failure, moves back to back[c] what it
+ * had moved. */
+static int move_thread(char *const *dirs, char *const *back)
+{
+    for (int c = 0; c < V1__COUNT; c++) {
+        int r = write_in(dirs[c], "tasks", "0");
+        if (r < 0) {
+            while (back && c-- > 0)
+                write_in(back[c], "tasks", "0");
+            return r;
+        }
+    }
+    return 0;
+}
+
+int cgroup_enter_thread(struct sbx_cgroup *cg)
+{
+    if (cg->kind != CGROUP_BACKEND_V1)
+        return -ENOTSUP;
+    return move_thread(cg->dir, state.own);
+}
+
+int cgroup_leave_thread(struct sbx_cgroup *cg)
+{
+    if (cg->kind != CGROUP_BACKEND_V1)
+        return -ENOTSUP;
+    return move_thread(state.own, NULL);
 }
 
 int cgroup_dirfd(struct sbx_cgroup *cg)

@@ -42,6 +42,14 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* v1: move the calling thread alone (not its process) into the group, so that what it clones
+ * next is born there, and back out after the clone. A thread that moves itself skips the lock
+ * that moving a process takes for writing (cgroup_threadgroup_rwsem, whose RCU grace period cost
+ * ~0.8 ms here, and which stalls every fork and exit on the machine meanwhile). While inside,
+ * the thread's CPU time counts to the group, and so could a page its process faults in.
+ * -ENOTSUP on v2, where a thread cannot sit apart from its process: use cgroup_attach. */
+int cgroup_enter_thread(struct sbx_cgroup *cg);
+int cgroup_leave_thread(struct sbx_cgroup *cg);
 /* Open an fd of the v2 group directory for clone3(CLONE_INTO_CGROUP), or -1 on v1. */
 int cgroup_dirfd(struct sbx_cgroup *cg);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);

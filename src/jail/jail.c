@@ -163,11 +163,9 @@ static void child_main(const struct jail_child_plan *plan)
     r = jail_setup_rootfs(plan, &step);
     if (r < 0)
         jail_child_fail(plan, step, -r);
-    /* Second byte: we are in our cgroup. The server moves us while we build the root: on
-     * cgroup v1 that move waits for an RCU grace period (the cgroup_threadgroup_rwsem taken
-     * for writing), about a millisecond that would otherwise come before all of the above.
-     * Nothing of the sandbox's has run yet, and nothing runs before this point but this
-     * code. */
+    /* Second byte: we are in our cgroup. On v1 we were born there; on v2 the server moves us
+     * while we build the root. Nothing of the sandbox's has run yet, and nothing runs before
+     * this point but this code. */
     if (read(plan->sync_fd, &c, 1) != 1)
         _exit(127);
     close(plan->sync_fd);
@@ -438,9 +436,19 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     struct jail *j = st->j;
 
     uint64_t t0 = now_ns();
+    /* On cgroup v1 the clone is born in its group: this thread steps in for the clone and
+     * out again. Otherwise (v2) the child is moved once it exists. */
+    bool born_inside = j->cg && cgroup_enter_thread(j->cg) == 0;
     j->pid = clone_sandbox(&st->plan, st->shared_stack, &j->pidfd);
+    if (j->pid == 0)
+        child_main(&st->plan); /* never returns; a shared-memory child starts in child_entry */
+    int e = errno;
+    /* Left inside, this thread would count against the sandbox's pids and keep its group
+     * from being removed. */
+    int left = born_inside ? cgroup_leave_thread(j->cg) : 0;
+    if (left < 0)
+        return sbx_fail_errno(err, -left, "leaving the sandbox's cgroup after the clone");
     if (j->pid < 0) {
-        int e = errno;
         if (e == EPERM || e == EINVAL || e == ENOSPC || e == EUSERS)
             return sbx_fail_errno(
                 err, e,
@@ -449,8 +457,6 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
                 "and user.max_user_namespaces > 0)");
         return sbx_fail_errno(err, e, "clone");
     }
-    if (j->pid == 0)
-        child_main(&st->plan); /* never returns; a shared-memory child starts in child_entry */
 
     /* The child's ends: closing ours lets EOF mean "exec happened" or "the child died". */
     cleanup_closep(&st->sync_pipe[0]);
@@ -465,7 +471,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
         return sbx_fail_errno(err, -r, "user namespace: writing the uid/gid map");
     if (write(st->sync_pipe[1], "m", 1) != 1)
         return sbx_fail_errno(err, errno, "starting the sandbox");
-    if (j->cg && cgroup_attach(j->cg, j->pid, err) < 0)
+    if (j->cg && !born_inside && cgroup_attach(j->cg, j->pid, err) < 0)
         return sbx_err_wrap(err, "cgroup limits");
     if (write(st->sync_pipe[1], "c", 1) != 1)
         return sbx_fail_errno(err, errno, "starting the sandbox");

@@ -1,0 +1,133 @@
+/* Where a sandbox's processes and the thread that spawned it sit in the cgroup hierarchies.
+ * On v1 the spawning thread steps into the sandbox's groups for the clone and out again
+ * (cgroup_enter_thread): the sandbox must be in its groups from birth, and the thread, with
+ * every other thread of this process, back where it was. Both spawn paths are checked: the
+ * forked init of the server and the shared-memory init of `run`. These start real
+ * sandboxes, as root (the unit tier's user). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jail/jail.h"
+#include "lib/config.h"
+#include "lib/err.h"
+
+static struct sbx_config cfg;
+
+#define CGROUP_TEXT 4096
+
+static void cgroup_of(const char *proc_path, char *buf)
+{
+    int fd = open(proc_path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, CGROUP_TEXT - 1);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+}
+
+/* Every thread of this process is in the groups `want` lists. */
+static void all_threads_are_in(const char *want)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], got[CGROUP_TEXT];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/cgroup", e->d_name);
+        cgroup_of(path, got);
+        if (strcmp(got, want) != 0)
+            fail_msg("thread %s is in\n%s\nnot\n%s", e->d_name, got, want);
+    }
+    closedir(d);
+}
+
+static void check_spawn(bool share_memory)
+{
+    char before[CGROUP_TEXT];
+    cgroup_of("/proc/thread-self/cgroup", before);
+    int in[2];
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    char *argv[] = {"/bin/sh", "-c", "read x; exit 3", NULL};
+    struct jail_spec spec = {.profile = config_profile(&cfg, "standard"),
+                             .cfg = &cfg,
+                             .argv = argv,
+                             .stdin_fd = in[0],
+                             .stdout_fd = -1,
+                             .stderr_fd = -1,
+                             .share_memory = share_memory};
+    struct jail *j = NULL;
+    struct sbx_err err = {0};
+    if (jail_spawn(&spec, &j, &err) < 0)
+        fail_msg("spawn failed: %s", err.msg);
+    close(in[0]);
+    if (strncmp(j->limits_backend, "cgroup", 6) != 0)
+        fail_msg("no cgroup backend (%s): run this test as root", j->limits_backend);
+
+    all_threads_are_in(before);
+    /* init and the shell, nothing else: the spawning thread is not counted. */
+    struct jail_usage u;
+    assert_int_equal(jail_read_usage(j, &u), 0);
+    assert_int_equal(u.pids_current, 2);
+    /* init is in the sandbox's group in each hierarchy, not in ours. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)j->pid);
+    char init_cg[CGROUP_TEXT];
+    cgroup_of(path, init_cg);
+    static const char *const ctrls[] = {":memory:", ":pids:", ":cpu:", ":cpuacct:"};
+    for (size_t i = 0; i < sizeof(ctrls) / sizeof(ctrls[0]); i++) {
+        const char *line = strstr(init_cg, ctrls[i]);
+        if (!line)
+            continue; /* v2: one line for all */
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (!memmem(line, len, "mcp-sandbox.", 12))
+            fail_msg("init's %s group is not the sandbox's:\n%s", ctrls[i], init_cg);
+    }
+
+    assert_int_equal(write(in[1], "\n", 1), 1);
+    close(in[1]);
+    struct pollfd pfd = {.fd = j->pidfd, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 10000), 1);
+    int code = -1, sig = 0;
+    assert_int_equal(jail_try_reap(j, &code, &sig), 1);
+    assert_int_equal(code, 3);
+    jail_destroy(j);
+    all_threads_are_in(before);
+}
+
+static void a_forked_sandbox_is_in_its_groups_and_the_spawner_is_not(void **state)
+{
+    (void)state;
+    check_spawn(false);
+}
+
+static void a_shared_memory_sandbox_is_in_its_groups_and_the_spawner_is_not(void **state)
+{
+    (void)state;
+    check_spawn(true);
+}
+
+int main(void)
+{
+    config_init_defaults(&cfg);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_forked_sandbox_is_in_its_groups_and_the_spawner_is_not),
+        cmocka_unit_test(a_shared_memory_sandbox_is_in_its_groups_and_the_spawner_is_not),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    jail_shutdown();
+    config_free(&cfg);
+    return rc;
+}
