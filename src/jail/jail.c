@@ -428,7 +428,7 @@ static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
     return 0;
 }
 
-/* The clone, the id maps and the cgroup move, then the wait for the command's exec. */
+/* The clone, the id maps and the cgroup move: the child is then on its way to the exec. */
 static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
 {
     const struct jail_spec *spec = st->spec;
@@ -476,19 +476,29 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     if (write(st->sync_pipe[1], "c", 1) != 1)
         return sbx_fail_errno(err, errno, "starting the sandbox");
 
+    j->status_fd = steal_fd(&st->status_pipe[0]);
+    j->setup_fd = steal_fd(&st->err_pipe[0]);
+    j->setup_t0 = t0;
+    return 0;
+}
+
+/* The child's report on the error pipe, or EOF once the command has been exec'd. */
+static int await_exec(struct jail *j, struct sbx_err *err)
+{
     struct jail_child_error ce;
     ssize_t n;
     do
-        n = read(st->err_pipe[0], &ce, sizeof(ce));
+        n = read(j->setup_fd, &ce, sizeof(ce));
     while (n < 0 && errno == EINTR);
-    j->setup_ns = now_ns() - t0;
+    j->setup_ns = now_ns() - j->setup_t0;
+    cleanup_closep(&j->setup_fd);
     if (n == (ssize_t)sizeof(ce)) {
         const char *what =
             (ce.step > 0 && (size_t)ce.step < ARRAY_SIZE(step_names) && step_names[ce.step])
                 ? step_names[ce.step]
                 : "setup";
         if (ce.step == STEP_EXEC)
-            return sbx_fail_errno(err, ce.err, "cannot run %s", spec->argv[0]);
+            return sbx_fail_errno(err, ce.err, "cannot run %s", j->command);
         return sbx_fail_errno(err, ce.err, "sandbox refused: %s failed", what);
     }
     if (n != 0)
@@ -497,16 +507,14 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
 }
 
 /* After the exec: the fds a persistent sandbox hands back. */
-static int spawn_finish(struct spawn_state *st, struct sbx_err *err)
+static int spawn_finish(struct jail *j, struct sbx_err *err)
 {
-    struct jail *j = st->j;
-    j->status_fd = steal_fd(&st->status_pipe[0]);
-    if (st->plan.proxy_port) {
+    if (j->expect_proxy) {
         j->proxy_fd = receive_fd(j->status_fd, 'P');
         if (j->proxy_fd < 0)
             return sbx_fail_errno(err, -j->proxy_fd, "sandbox setup: receiving the proxy's socket");
     }
-    if (st->spec->persistent) {
+    if (j->persistent) {
         j->root_fd = receive_fd(j->status_fd, 'F');
         if (j->root_fd < 0)
             return sbx_fail_errno(err, -j->root_fd, "sandbox setup: receiving its root directory");
@@ -547,6 +555,8 @@ static void *spawner_main(void *arg)
     char byte;
     if (read(in, &byte, 1) == 1) {
         start->rc = spawn_launch(start->st, start->err);
+        if (start->rc == 0)
+            start->rc = await_exec(start->st->j, start->err);
         /* start lives on the caller's stack: not touched after this. */
         ssize_t w = write(out, "d", 1);
         (void)w;
@@ -655,13 +665,31 @@ fail:
     return sbx_fail_errno(err, e, "%s", what);
 }
 
+static struct jail *jail_new(const struct jail_spec *spec)
+{
+    struct jail *j = xcalloc(1, sizeof(*j));
+    j->pidfd = j->status_fd = j->root_fd = j->proxy_fd = j->setup_fd = -1;
+    j->pid = -1;
+    j->persistent = spec->persistent;
+    j->expect_proxy = spec->persistent && spec->proxy_port;
+    snprintf(j->command, sizeof(j->command), "%s", spec->argv[0]);
+    return j;
+}
+
+static void spawn_state_close(struct spawn_state *st)
+{
+    for (int i = 0; i < 2; i++) {
+        cleanup_closep(&st->sync_pipe[i]);
+        cleanup_closep(&st->err_pipe[i]);
+        cleanup_closep(&st->status_pipe[i]);
+    }
+}
+
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)
 {
     struct spawn_state st = {
         .spec = spec, .sync_pipe = {-1, -1}, .err_pipe = {-1, -1}, .status_pipe = {-1, -1}};
-    st.j = xcalloc(1, sizeof(*st.j));
-    st.j->pidfd = st.j->status_fd = st.j->root_fd = st.j->proxy_fd = -1;
-    st.j->pid = -1;
+    st.j = jail_new(spec);
     int rc;
     if (spec->share_memory && !spec->persistent) {
         rc = spawn_sharing_memory(&st, err);
@@ -669,19 +697,44 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
         rc = spawn_prepare(&st, err);
         if (rc == 0)
             rc = spawn_launch(&st, err);
+        if (rc == 0)
+            rc = await_exec(st.j, err);
     }
     if (rc == 0)
-        rc = spawn_finish(&st, err);
-    for (int i = 0; i < 2; i++) {
-        cleanup_closep(&st.sync_pipe[i]);
-        cleanup_closep(&st.err_pipe[i]);
-        cleanup_closep(&st.status_pipe[i]);
-    }
+        rc = spawn_finish(st.j, err);
+    spawn_state_close(&st);
     if (rc < 0) {
         jail_destroy(st.j); /* kills and reaps init if there is one, then frees its spawner */
         return -1;
     }
     *out = st.j;
+    return 0;
+}
+
+int jail_spawn_begin(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)
+{
+    struct spawn_state st = {
+        .spec = spec, .sync_pipe = {-1, -1}, .err_pipe = {-1, -1}, .status_pipe = {-1, -1}};
+    st.j = jail_new(spec);
+    /* Init is a copy of this process: the plan on this stack is its own from the clone on. */
+    int rc = spawn_prepare(&st, err);
+    if (rc == 0)
+        rc = spawn_launch(&st, err);
+    spawn_state_close(&st);
+    if (rc < 0) {
+        jail_destroy(st.j);
+        return -1;
+    }
+    *out = st.j;
+    return 0;
+}
+
+int jail_spawn_end(struct jail *j, struct sbx_err *err)
+{
+    if (j->setup_fd < 0)
+        return sbx_fail(err, EINVAL, "no sandbox setup is under way");
+    if (await_exec(j, err) < 0 || spawn_finish(j, err) < 0)
+        return -1;
     return 0;
 }
 
@@ -827,6 +880,8 @@ void jail_destroy(struct jail *j)
         close(j->root_fd);
     if (j->proxy_fd >= 0)
         close(j->proxy_fd);
+    if (j->setup_fd >= 0)
+        close(j->setup_fd);
     /* Only now that init is reaped may the thread whose TLS it used end. */
     spawner_release(j->spawner);
     free(j);

@@ -57,6 +57,11 @@ struct jail {
     const char *limits_backend; /* "cgroup-v2", "cgroup-v1" or "rlimit" */
     char degraded[256];         /* comma-separated missing layers (allow_degraded only) */
     uint64_t setup_ns;          /* clone until the exec of the command */
+    int setup_fd;               /* jail_spawn_begin: readable once the setup has ended, else -1 */
+    uint64_t setup_t0;          /* when the clone began */
+    bool persistent;
+    bool expect_proxy; /* spec.proxy_port: the listener comes with the setup's end */
+    char command[128]; /* argv[0], for "cannot run ..." */
     bool reaped;
     int init_status;              /* wait status of init, valid when reaped */
     struct rusage rusage;         /* of init and what it reaped */
@@ -66,6 +71,13 @@ struct jail {
 /* Build the sandbox and exec argv in it. Returns once the command has been exec'd (or with
  * an error naming the layer that could not be set up). */
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
+/* jail_spawn in two halves, for an event loop that must not wait for the child's setup
+ * (a few milliseconds). jail_spawn_begin returns once the child is cloned and on its way;
+ * j->setup_fd then becomes readable when the command has been exec'd or the setup failed,
+ * and jail_spawn_end says which. On failure the caller still destroys j. Not for
+ * spec.share_memory. */
+int jail_spawn_begin(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
+int jail_spawn_end(struct jail *j, struct sbx_err *err);
 /* The environment every sandbox starts from ("NAME=value", NULL-terminated); nothing of the
  * caller's is in it. Commands composed with a whole environment of their own start from it. */
 extern const char *const jail_base_env[];

@@ -53,8 +53,13 @@ void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
     *gid = rootless ? getegid() : svc->cfg->host_uid;
 }
 
-int sandbox_root_fd(const struct sandbox *sb)
+static void settle_setup(struct sandbox *sb);
+
+int sandbox_root_fd(struct sandbox *sb)
 {
+    /* The root arrives with the end of the setup: a file tool that comes first waits for it
+     * (milliseconds, and only then). */
+    settle_setup(sb);
     return sb->jail ? sb->jail->root_fd : -1;
 }
 
@@ -234,6 +239,9 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
 {
     (void)loop;
     struct sandbox *sb = data;
+    /* A frame means the driver runs, so its setup has ended: take that first, whatever order
+     * the loop reports the two in. */
+    settle_setup(sb);
     char buf[65536];
     /* Sandbox code can write to fd 4 too: a bounded bite per turn, like the output pipes. */
     for (int bites = 0; bites < 16; bites++) {
@@ -397,6 +405,58 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
 
 /* ---- spawn and close ---- */
 
+/* A closed sandbox's jail: killed at once, cleaned up when its init has gone. Init's exit
+ * (its pid namespace emptied, its mounts undone) takes a millisecond or more, which the loop
+ * spends serving everyone else. */
+struct dying_jail {
+    struct sandbox_service *svc;
+    struct jail *jail;
+    struct ev_watch *w;
+    struct dying_jail *next;
+};
+
+static void bury_jail(struct dying_jail *d)
+{
+    for (struct dying_jail **pp = &d->svc->dying; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            break;
+        }
+    ev_unwatch(d->w);
+    jail_destroy(d->jail); /* init is a zombie now: no wait */
+    free(d);
+}
+
+static void on_jail_gone(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    (void)events;
+    bury_jail(data);
+}
+
+static void retire_jail(struct sandbox_service *svc, struct jail *j)
+{
+    if (!j)
+        return;
+    struct sbx_err err = {0};
+    struct dying_jail *d = NULL;
+    if (!svc->stopping && j->pidfd >= 0 && !j->reaped) {
+        jail_kill(j);
+        d = xcalloc(1, sizeof(*d));
+        d->w = ev_watch(svc->loop, j->pidfd, EPOLLIN, on_jail_gone, d, &err);
+    }
+    if (!d || !d->w) {
+        free(d);
+        jail_destroy(j);
+        return;
+    }
+    d->svc = svc;
+    d->jail = j;
+    d->next = svc->dying;
+    svc->dying = d;
+}
+
 /* What a sandbox holds beyond its struct: watches, proxy, jail and pipes. Safe on a sandbox
  * that was only partly built. */
 static void release_sandbox(struct sandbox *sb)
@@ -406,16 +466,59 @@ static void release_sandbox(struct sandbox *sb)
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);
     ev_unwatch(sb->status_w);
-    sb->chan_w = sb->out_w = sb->err_w = sb->status_w = NULL;
+    ev_unwatch(sb->setup_w);
+    sb->chan_w = sb->out_w = sb->err_w = sb->status_w = sb->setup_w = NULL;
     egress_proxy_free(sb->proxy);
     sb->proxy = NULL;
-    jail_destroy(sb->jail);
+    retire_jail(sb->svc, sb->jail);
     sb->jail = NULL;
     cleanup_closep(&sb->chan_fd);
     cleanup_closep(&sb->req_fd);
     cleanup_closep(&sb->req_rfd);
     cleanup_closep(&sb->out_fd);
     cleanup_closep(&sb->err_fd);
+}
+
+/* After the exec: the egress proxy (network "packages") and the workload's status. */
+static int finish_spawn(struct sandbox *sb, struct sbx_err *err)
+{
+    struct sandbox_service *svc = sb->svc;
+    if (strcmp(sb->network, "packages") == 0) {
+        const struct sbx_config *cfg = svc->cfg;
+        struct egress_limits lim = {
+            .max_connections = cfg->proxy_max_connections,
+            .max_bytes = cfg->proxy_max_bytes,
+            .idle_ms = cfg->proxy_idle_timeout_s * 1000,
+        };
+        if (egress_proxy_new(svc->loop, svc->resolver, svc->egress, &lim, sb->id,
+                             steal_fd(&sb->jail->proxy_fd), &sb->proxy, err) < 0)
+            return sbx_err_wrap(err, "the sandbox's egress proxy");
+    }
+    sb->status_w = ev_watch(svc->loop, sb->jail->status_fd, EPOLLIN, on_status, sb, err);
+    return sb->status_w ? 0 : -1;
+}
+
+/* The child's setup takes milliseconds, during which the loop serves everyone else. This
+ * ends it: at once when the loop saw it end, or by waiting when something needs it first. */
+static void settle_setup(struct sandbox *sb)
+{
+    if (!sb->setup_w)
+        return;
+    ev_unwatch(sb->setup_w);
+    sb->setup_w = NULL;
+    struct sbx_err err = {0};
+    if (jail_spawn_end(sb->jail, &err) < 0 || finish_spawn(sb, &err) < 0) {
+        jail_kill(sb->jail);
+        mark_broken(sb, err.msg);
+    }
+}
+
+static void on_setup_done(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    (void)events;
+    settle_setup(data);
 }
 
 static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
@@ -455,21 +558,8 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         .persistent = true,
         .proxy_port = packages ? EGRESS_PROXY_PORT : 0,
     };
-    if (jail_spawn(&spec, &sb->jail, err) < 0)
+    if (jail_spawn_begin(&spec, &sb->jail, err) < 0)
         goto fail;
-    if (packages) {
-        const struct sbx_config *cfg = svc->cfg;
-        struct egress_limits lim = {
-            .max_connections = cfg->proxy_max_connections,
-            .max_bytes = cfg->proxy_max_bytes,
-            .idle_ms = cfg->proxy_idle_timeout_s * 1000,
-        };
-        if (egress_proxy_new(svc->loop, svc->resolver, svc->egress, &lim, sb->id,
-                             steal_fd(&sb->jail->proxy_fd), &sb->proxy, err) < 0) {
-            sbx_err_wrap(err, "the sandbox's egress proxy");
-            goto fail;
-        }
-    }
     cleanup_closep(&chan[1]);
     cleanup_closep(&outp[1]);
     cleanup_closep(&errp[1]);
@@ -487,9 +577,9 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     sb->chan_w = ev_watch(svc->loop, sb->chan_fd, EPOLLIN, on_channel, sb, err);
     sb->out_w = sb->chan_w ? ev_watch(svc->loop, sb->out_fd, EPOLLIN, on_output, sb, err) : NULL;
     sb->err_w = sb->out_w ? ev_watch(svc->loop, sb->err_fd, EPOLLIN, on_output, sb, err) : NULL;
-    sb->status_w =
-        sb->err_w ? ev_watch(svc->loop, sb->jail->status_fd, EPOLLIN, on_status, sb, err) : NULL;
-    if (!sb->status_w)
+    sb->setup_w =
+        sb->err_w ? ev_watch(svc->loop, sb->jail->setup_fd, EPOLLIN, on_setup_done, sb, err) : NULL;
+    if (!sb->setup_w)
         goto fail;
     if (start_driver(sb) < 0) {
         sbx_fail(err, EPIPE, "the sandbox's interpreter did not accept its configuration");
@@ -787,6 +877,7 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
 
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
 {
+    settle_setup(sb);
     if (sb->state == SBX_BROKEN)
         return sbx_fail(err, EIO, "%s", sb->broken_reason);
     exec_fail_all(sb, "the sandbox was reset");
@@ -953,6 +1044,8 @@ void sandbox_service_free(struct sandbox_service *svc)
     svc->stopping = true;
     while (svc->list)
         sandbox_close(svc->list, NULL);
+    while (svc->dying)
+        bury_jail(svc->dying);
     while (svc->graveyard) {
         struct sandbox *sb = svc->graveyard;
         svc->graveyard = sb->next;

@@ -102,8 +102,9 @@ struct sandbox {
     int chan_fd, out_fd, err_fd; /* our ends: the driver's frames, its stdout and stderr */
     int req_fd, req_rfd;         /* the pipe the driver reads requests from: both ends */
     struct ev_watch *chan_w, *out_w, *err_w, *status_w;
-    struct ev_watch *req_w; /* while requests wait for room in the pipe */
-    char *req_buf;          /* those requests (a bounded queue: one execution at a time) */
+    struct ev_watch *setup_w; /* until the jail's setup has ended (jail_spawn_begin) */
+    struct ev_watch *req_w;   /* while requests wait for room in the pipe */
+    char *req_buf;            /* those requests (a bounded queue: one execution at a time) */
     size_t req_len, req_off;
     struct channel_decoder dec;
     uint64_t next_seq;
@@ -126,6 +127,8 @@ struct sandbox {
 /* Builds a download URL for a workspace file (the HTTP transport provides it); malloc'd. */
 typedef char *(*sandbox_link_fn)(void *data, const char *sandbox_id, const char *rel_path);
 
+struct dying_jail;
+
 struct sandbox_service {
     struct ev_loop *loop;
     struct mcp_server *srv;
@@ -133,6 +136,7 @@ struct sandbox_service {
     struct history *history;
     struct sandbox *list;
     struct sandbox *graveyard; /* closed, freed on the next loop turn */
+    struct dying_jail *dying;  /* closed sandboxes' jails, killed, until init is gone */
     size_t n_live;             /* owned sandboxes (pool excluded) */
     size_t n_pool;
     struct ev_timer *sweeper;
@@ -202,7 +206,7 @@ json_t *sandbox_limits_json(const struct sbx_profile *p);
 json_t *sandbox_usage_json(struct sandbox *sb);
 const char *sandbox_state_name(enum sandbox_state st);
 /* The sandbox's root directory (for the file tools), or -1 if it has none. */
-int sandbox_root_fd(const struct sandbox *sb);
+int sandbox_root_fd(struct sandbox *sb);
 
 /* exec.c: the execution engine behind sandbox_exec. */
 void exec_start_next(struct sandbox *sb);

@@ -432,7 +432,7 @@ static void t_list_sandboxes(struct mcp_call *call, json_t *args, void *data)
     tool_finish(call, NULL, json_pack("{s:o}", "sandboxes", arr));
 }
 
-static uint64_t workspace_bytes(const struct sandbox *sb)
+static uint64_t workspace_bytes(struct sandbox *sb)
 {
     struct sbx_err err = {0};
     cleanup_fd int fd = files_open(sandbox_root_fd(sb), "/workspace", O_RDONLY | O_DIRECTORY, &err);

@@ -553,6 +553,29 @@ for (const how of ['the client goes away', 'the server gets SIGTERM']) {
   });
 }
 
+test('a closed sandbox\'s processes and cgroups go away while the server keeps answering', async () => {
+  const { client, transport } = await connect(serverArgs());
+  const pid = transport.pid;
+  const marker = `sbx-e2e-close-${process.pid}-${Date.now()}`;
+  const id = (await call(client, 'create_sandbox')).sc.sandbox_id;
+  const r = await call(client, 'execute_command', { sandbox_id: id, command: `(exec -a ${marker} sleep 300 &) ; echo ok` });
+  assert.equal(r.sc.stdout, 'ok\n');
+  for (let i = 0; i < 100 && markedProcesses(marker) < 1; i++) await new Promise((res) => setTimeout(res, 50));
+  assert.equal(markedProcesses(marker), 1, 'the control: the marked process runs');
+  const groups = serverCgroups(pid).map((d) => `${d}/${id}`).filter((d) => existsSync(d));
+  // Rootless, the limits are rlimits: no cgroup to look for.
+  if (process.getuid() === 0) assert.ok(groups.length > 0, 'the control: the sandbox has cgroups');
+  await call(client, 'close_sandbox', { sandbox_id: id });
+  await client.ping();
+  for (let i = 0; i < 100 && (markedProcesses(marker) > 0 || groups.some((d) => existsSync(d))); i++) {
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  assert.equal(markedProcesses(marker), 0, 'no process of the closed sandbox is left');
+  assert.deepEqual(groups.filter((d) => existsSync(d)), [], 'none of its cgroups is left');
+  assert.ok(existsSync(`/proc/${pid}`), 'the server still runs');
+  await client.close();
+});
+
 test('a subscribed sandbox file announces its changes (notifications/resources/updated)', async () => {
   const { client } = await connect(serverArgs());
   const { ResourceUpdatedNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
