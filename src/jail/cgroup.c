@@ -28,6 +28,9 @@ struct cgroup_state {
     char *parent[V1__COUNT];
     /* v1: the group this process is in, per controller, where a thread returns to. */
     char *own[V1__COUNT];
+    /* v1: threads may step into a sandbox's groups (cgroup_enter_thread): they can step back,
+     * each own/tasks being writable. */
+    bool thread_moves;
     bool parent_made[V1__COUNT];
 };
 
@@ -179,6 +182,12 @@ static bool probe_v1(const struct proc_text *self_cg)
         state.parent[c] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
         state.own[c] = xstrdup(dir);
     }
+    state.thread_moves = true;
+    for (int c = 0; c < V1__COUNT; c++) {
+        cleanup_free char *tasks = xasprintf("%s/tasks", state.own[c]);
+        if (access(tasks, W_OK) < 0)
+            state.thread_moves = false;
+    }
     return true;
 }
 
@@ -300,7 +309,11 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
                 goto fail;
             }
             cg->dir[c] = xstrdup(state.parent[c]);
-            if (mkdir(cg->dir[c], 0755) < 0) {
+            /* Co-mounted controllers (cpu,cpuacct) share a path: made once. */
+            bool shared = false;
+            for (int k = 0; k < c; k++)
+                shared |= strcmp(state.parent[k], state.parent[c]) == 0;
+            if (!shared && mkdir(cg->dir[c], 0755) < 0) {
                 sbx_fail_errno(err, errno, "creating %s", cg->dir[c]);
                 free(cg->dir[c]);
                 cg->dir[c] = NULL;
@@ -356,16 +369,22 @@ static int move_thread(char *const *dirs, char *const *back)
 
 int cgroup_enter_thread(struct sbx_cgroup *cg)
 {
-    if (cg->kind != CGROUP_BACKEND_V1)
+    if (cg->kind != CGROUP_BACKEND_V1 || !state.thread_moves)
         return -ENOTSUP;
-    return move_thread(cg->dir, state.own);
+    int r = move_thread(cg->dir, state.own);
+    if (r < 0)
+        state.thread_moves = false; /* the slow way from now on: it cannot strand a thread */
+    return r;
 }
 
 int cgroup_leave_thread(struct sbx_cgroup *cg)
 {
     if (cg->kind != CGROUP_BACKEND_V1)
         return -ENOTSUP;
-    return move_thread(state.own, NULL);
+    int r = move_thread(state.own, NULL);
+    if (r < 0 && (r = move_thread(state.own, NULL)) < 0)
+        state.thread_moves = false;
+    return r;
 }
 
 int cgroup_dirfd(struct sbx_cgroup *cg)
@@ -479,7 +498,9 @@ static int kill_listed(const char *dir)
         long pid = strtol(p, &end, 10);
         if (end == p)
             break;
-        if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
+        /* Never this process: on v1 it is listed while one of its threads is in the group
+         * (cgroup_enter_thread). */
+        if (pid > 0 && pid != getpid() && kill((pid_t)pid, SIGKILL) == 0)
             n++;
         p = end;
         while (*p == '\n')

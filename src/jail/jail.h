@@ -74,8 +74,8 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
 /* jail_spawn in two halves, for an event loop that must not wait for the child's setup
  * (a few milliseconds). jail_spawn_begin returns once the child is cloned and on its way;
  * j->setup_fd then becomes readable when the command has been exec'd or the setup failed,
- * and jail_spawn_end says which. On failure the caller still destroys j. Not for
- * spec.share_memory. */
+ * and jail_spawn_end says which. A failed begin has destroyed j itself; after a failed end
+ * the caller destroys j. Not for spec.share_memory. */
 int jail_spawn_begin(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
 int jail_spawn_end(struct jail *j, struct sbx_err *err);
 /* The environment every sandbox starts from ("NAME=value", NULL-terminated); nothing of the

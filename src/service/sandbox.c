@@ -242,6 +242,8 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
     /* A frame means the driver runs, so its setup has ended: take that first, whatever order
      * the loop reports the two in. */
     settle_setup(sb);
+    if (sb->closing)
+        return;
     char buf[65536];
     /* Sandbox code can write to fd 4 too: a bounded bite per turn, like the output pipes. */
     for (int bites = 0; bites < 16; bites++) {
@@ -277,6 +279,11 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
         }
         if (n < 0 && errno == EINTR)
             continue;
+        if (n == 0) {
+            /* Every writer is gone (init died): a hang-up stays readable, so stop watching. */
+            ev_unwatch(sb->chan_w);
+            sb->chan_w = NULL;
+        }
         break;
     }
     (void)events;
@@ -302,6 +309,12 @@ static void drain_pipe(struct sandbox *sb, int stream, size_t limit)
         }
         if (n < 0 && errno == EINTR)
             continue;
+        if (n == 0) {
+            /* Every writer is gone: stop watching the hang-up. */
+            struct ev_watch **w = stream == 1 ? &sb->out_w : &sb->err_w;
+            ev_unwatch(*w);
+            *w = NULL;
+        }
         return;
     }
 }
@@ -509,7 +522,14 @@ static void settle_setup(struct sandbox *sb)
     struct sbx_err err = {0};
     if (jail_spawn_end(sb->jail, &err) < 0 || finish_spawn(sb, &err) < 0) {
         jail_kill(sb->jail);
-        mark_broken(sb, err.msg);
+        if (sb->pooled) {
+            /* As a refill that failed at once: no new attempt before the pool is used. */
+            log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
+            sb->svc->refill_paused = true;
+        }
+        char why[sizeof(sb->broken_reason)];
+        snprintf(why, sizeof(why), "%.110s (close this sandbox and create another)", err.msg);
+        mark_broken(sb, why);
     }
 }
 
@@ -742,7 +762,8 @@ static void on_refill(struct ev_loop *loop, void *data)
     struct sandbox_service *svc = data;
     svc->refill = NULL;
     const struct sbx_profile *p = NULL;
-    if (!pool_want(svc, &p) || svc->n_live + svc->n_pool >= svc->cfg->max_sandboxes)
+    if (svc->refill_paused || !pool_want(svc, &p) ||
+        svc->n_live + svc->n_pool >= svc->cfg->max_sandboxes)
         return;
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -808,12 +829,18 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
                         "limit reached: limits.max_sandboxes = %u sandboxes on this server",
                         cfg->max_sandboxes);
 
+    svc->refill_paused = false; /* the pool is in use: worth another try */
     struct sandbox *sb = NULL;
     for (struct sandbox *c = svc->list; c; c = c->next)
         if (c->pooled && c->profile == p && c->state != SBX_BROKEN &&
             strcmp(c->network, network) == 0 &&
             (!sb || (c->state == SBX_READY && sb->state != SBX_READY)))
             sb = c;
+    /* One still in its setup is handed out only once that setup has worked. */
+    if (sb)
+        settle_setup(sb);
+    if (sb && sb->state == SBX_BROKEN)
+        sb = NULL;
     if (sb) {
         sb->pooled = false;
         svc->n_pool--;

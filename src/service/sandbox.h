@@ -143,6 +143,8 @@ struct sandbox_service {
     struct ev_timer *refill;
     struct ev_timer *history_timer; /* batched history writes */
     uint64_t exec_counter;
+    /* A pooled sandbox's setup failed: refills wait until a sandbox is taken from the pool. */
+    bool refill_paused;
     bool stopping;           /* the server is shutting down: free at once, no refills */
     sandbox_link_fn link_fn; /* set by the HTTP transport: download URLs in links */
     void *link_data;

@@ -576,6 +576,28 @@ test('a closed sandbox\'s processes and cgroups go away while the server keeps a
   await client.close();
 });
 
+test('a sandbox whose init is killed from outside is broken, and the server neither spins nor stops', async () => {
+  const { client, transport } = await connect(serverArgs());
+  const pid = transport.pid;
+  const id = (await call(client, 'create_sandbox')).sc.sandbox_id;
+  assert.equal((await call(client, 'run_code', { sandbox_id: id, code: 'print(6*7)' })).sc.stdout, '42\n');
+  // The server's children are the sandboxes' inits (this one and the warm pool's): all ours.
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  assert.ok(children.length >= 1, 'the control: the server has sandbox inits');
+  for (const c of children) process.kill(Number(c), 'SIGKILL');
+  await new Promise((res) => setTimeout(res, 300));
+  const ticks = () => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ').slice(11, 13).reduce((a, b) => a + Number(b), 0);
+  const before = ticks();
+  await new Promise((res) => setTimeout(res, 1000));
+  // A loop woken by a hang-up it never reads would burn the whole second (100 ticks).
+  assert.ok(ticks() - before < 20, `the idle server used ${ticks() - before} ticks in 1 s`);
+  await client.ping();
+  const r = await call(client, 'run_code', { sandbox_id: id, code: 'x = 1' });
+  assert.equal(r.r.isError, true);
+  assert.match(r.text, /ended unexpectedly/);
+  await client.close();
+});
+
 test('a subscribed sandbox file announces its changes (notifications/resources/updated)', async () => {
   const { client } = await connect(serverArgs());
   const { ResourceUpdatedNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
