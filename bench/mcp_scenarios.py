@@ -275,7 +275,9 @@ def time_to_ready(binary, quick):
         unpooled.append((time.perf_counter_ns() - t) / 1000.0)
         srv.tool("close_sandbox", {"sandbox_id": sid})
     srv.close()
+    churn = [churn_pings(binary, pool, 2 if quick else 5) for pool in (0, 2)]
     return {
+        "churn": churn,
         "create_sandbox_from_pool": stats_us(pooled),
         "create_sandbox_no_pool_until_first_run": stats_us(unpooled),
         "create_run_close_print1": stats_us(crc),
@@ -283,6 +285,56 @@ def time_to_ready(binary, quick):
         "create_run_close_ratio_to_bare": statistics.median(
             [a / b for a, b in zip(crc, bare)]),
     }
+
+
+def churn_pings(binary, pool_size, seconds):
+    """One stdio server; one request at a time cycles create_sandbox and close_sandbox while a
+    ping goes every 2 ms: how long everyone else waits while sandboxes come and go."""
+    srv = Server(binary, f"[profiles.standard]\npool_size = {pool_size}\n")
+    time.sleep(1.0)
+    import select
+    out, buf = srv.p.stdout.fileno(), b""
+    sent, pings, cycles = {}, [], 0
+    busy, sid = None, None
+    t_end = time.perf_counter() + seconds
+    next_ping = time.perf_counter()
+    while time.perf_counter() < t_end or sent or busy:
+        now = time.perf_counter()
+        if busy is None and now < t_end:
+            if sid is None:
+                busy, line = srv.encode("tools/call", {"name": "create_sandbox", "arguments": {}})
+            else:
+                busy, line = srv.encode("tools/call", {"name": "close_sandbox",
+                                                       "arguments": {"sandbox_id": sid}})
+            os.write(srv.fd, line)
+        if now >= next_ping and now < t_end:
+            pid_, line = srv.encode("ping", {})
+            sent[pid_] = time.perf_counter_ns()
+            os.write(srv.fd, line)
+            next_ping = now + 0.002
+        if select.select([out], [], [], 0.001)[0]:
+            # Not readline: lines the buffered reader took would be invisible to select.
+            buf += os.read(out, 1 << 20)
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                msg = json.loads(line)
+                mid = msg.get("id")
+                if mid in sent:
+                    pings.append((time.perf_counter_ns() - sent.pop(mid)) / 1000.0)
+                elif mid == busy:
+                    busy = None
+                    if msg.get("result", {}).get("isError") or "error" in msg:
+                        raise RuntimeError(f"churn: {msg}")
+                    if sid is None:
+                        sid = msg["result"]["structuredContent"]["sandbox_id"]
+                    else:
+                        sid, cycles = None, cycles + 1
+    # The buffered reader was bypassed: close without srv.close's readline-free path.
+    srv.p.stdin.close()
+    srv.p.wait()
+    subprocess.run(["rm", "-rf", srv.dir])
+    return {"pool_size": pool_size, "seconds": seconds, "cycles": cycles,
+            "ping": stats_us(pings)}
 
 
 def meminfo_used():
@@ -556,6 +608,16 @@ def write_md(res):
                          f"{s['min_us']:.0f} | {s['max_us']:.0f} |")
         lines += ["", f"create_run_close / bare python (median of pairwise ratios): "
                   f"{t['create_run_close_ratio_to_bare']:.3f}", ""]
+        lines += ["Sandboxes coming and going: one client cycles `create_sandbox` and "
+                  "`close_sandbox` (one request at a time) while it pings the same stdio server "
+                  "every 2 ms.", "",
+                  "| pool_size | seconds | create+close cycles | ping median us | p99 us | "
+                  "max us |", "|---|---|---|---|---|---|"]
+        for c in t.get("churn", []):
+            p = c["ping"]
+            lines.append(f"| {c['pool_size']} | {c['seconds']} | {c['cycles']} | "
+                         f"{p['median_us']:.0f} | {p['p99_us']:.0f} | {p['max_us']:.0f} |")
+        lines.append("")
     h = res.get("http_throughput")
     if h:
         lines += ["## 4. Throughput over Streamable HTTP", "",

@@ -32,6 +32,9 @@ t = d["time_to_ready"]
 for k in ("create_sandbox_from_pool", "create_sandbox_no_pool_until_first_run",
           "create_run_close_print1", "bare_python_print1"):
     assert t[k]["median_us"] > 0, k
+assert [c["pool_size"] for c in t["churn"]] == [0, 2]
+for c in t["churn"]:
+    assert c["cycles"] > 0 and c["ping"]["n"] > 0 and c["ping"]["median_us"] > 0, c
 # MemAvailable moves with everything else on the machine; the summed PSS is the steady figure.
 assert d["density"]["rows"] and all(isinstance(r["mib_per_sandbox_memavailable"], float)
                                     and r["mib_per_sandbox_pss"] > 0 for r in d["density"]["rows"])
