@@ -163,6 +163,7 @@ static bool probe_v2(const struct proc_text *self_cg)
 
 static bool probe_v1(const struct proc_text *self_cg)
 {
+    bool moves = true;
     cleanup_free char *text = NULL;
     struct proc_text mounts = {0};
     /* Hosts running many containers have thousands of mounts. */
@@ -181,13 +182,11 @@ static bool probe_v1(const struct proc_text *self_cg)
             return false;
         state.parent[c] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
         state.own[c] = xstrdup(dir);
-    }
-    state.thread_moves = true;
-    for (int c = 0; c < V1__COUNT; c++) {
-        cleanup_free char *tasks = xasprintf("%s/tasks", state.own[c]);
+        cleanup_free char *tasks = xasprintf("%s/tasks", dir);
         if (access(tasks, W_OK) < 0)
-            state.thread_moves = false;
+            moves = false;
     }
+    state.thread_moves = moves;
     return true;
 }
 

@@ -687,19 +687,21 @@ static void spawn_state_close(struct spawn_state *st)
 
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)
 {
+    struct jail *j = NULL;
+    if (!spec->share_memory || spec->persistent) {
+        if (jail_spawn_begin(spec, &j, err) < 0)
+            return -1;
+        if (jail_spawn_end(j, err) < 0) {
+            jail_destroy(j);
+            return -1;
+        }
+        *out = j;
+        return 0;
+    }
     struct spawn_state st = {
         .spec = spec, .sync_pipe = {-1, -1}, .err_pipe = {-1, -1}, .status_pipe = {-1, -1}};
     st.j = jail_new(spec);
-    int rc;
-    if (spec->share_memory && !spec->persistent) {
-        rc = spawn_sharing_memory(&st, err);
-    } else {
-        rc = spawn_prepare(&st, err);
-        if (rc == 0)
-            rc = spawn_launch(&st, err);
-        if (rc == 0)
-            rc = await_exec(st.j, err);
-    }
+    int rc = spawn_sharing_memory(&st, err);
     if (rc == 0)
         rc = spawn_finish(st.j, err);
     spawn_state_close(&st);
@@ -864,10 +866,14 @@ void jail_destroy(struct jail *j)
     if (!j)
         return;
     if (j->pid > 0 && !j->reaped) {
-        jail_kill(j);
         int st;
-        while (wait4(j->pid, &st, 0, &j->rusage) < 0 && errno == EINTR)
-            ;
+        /* An init that has already gone (a closed sandbox the server killed and waited for)
+         * needs no second kill. */
+        if (wait4(j->pid, &st, WNOHANG, &j->rusage) == 0) {
+            jail_kill(j);
+            while (wait4(j->pid, &st, 0, &j->rusage) < 0 && errno == EINTR)
+                ;
+        }
         j->reaped = true;
     }
     if (j->cg)

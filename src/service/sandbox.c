@@ -436,7 +436,7 @@ static void bury_jail(struct dying_jail *d)
             break;
         }
     ev_unwatch(d->w);
-    jail_destroy(d->jail); /* init is a zombie now: no wait */
+    jail_destroy(d->jail); /* init has gone, unless the server is stopping: no wait */
     free(d);
 }
 
