@@ -7,6 +7,7 @@ import json
 import os
 import platform
 
+import machine_costs
 import mcp_scenarios
 import oneshot
 
@@ -19,6 +20,8 @@ def write_md(res, path):
              ""]
     if res.get("only"):
         lines += [f"Only these scenarios ran: {', '.join(res['only'])}.", ""]
+    if "machine_costs" in res:
+        lines += machine_costs.write_md(res["machine_costs"])
     if "cold_one_shot" in res:
         lines += cold_md(res["cold_one_shot"])
     lines += mcp_scenarios.write_md(res)
@@ -78,6 +81,8 @@ def chart(res, path):
 
 
 SCENARIOS = {
+    # First, on a machine not yet busy with the scenarios' leftovers.
+    "machine_costs": machine_costs.run,
     "cold_one_shot": lambda binary, quick: oneshot.run(binary, 12 if quick else 100),
     "warm_execution": mcp_scenarios.warm_execution,
     "time_to_ready": mcp_scenarios.time_to_ready,

@@ -13,6 +13,12 @@ fi
 /usr/bin/python3 - "$out/latest.json" <<'PY' && tap_ok "bench: every peer has numbers or a reason" || tap_fail "bench: every peer has numbers or a reason"
 import json, sys
 d = json.load(open(sys.argv[1]))
+m = d["machine_costs"]
+for k in ("syscall_ns", "page_fault_ns", "pipe_round_trip_us"):
+    assert m[k]["median"] > 0 and m[k]["min"] > 0, k
+for k, v in list(m["spawn_us"].items()) + list(m["clone_reaped_us"].items()):
+    assert v.get("median", 0) > 0 or len(v.get("error", "")) > 3, (k, v)  # a figure or why not
+assert m["clone_reaped_us"]["fork"]["median"] > 0 and m["spawn_us"]["static_no_libc"]["median"] > 0
 peers = d["cold_one_shot"]["peers"]
 assert len(peers) >= 8
 for p in peers:
