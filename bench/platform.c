@@ -28,6 +28,8 @@
 
 extern char **environ;
 
+enum { MAX_ROUNDS = 21 };
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -50,7 +52,7 @@ static void print_stats(const char *name, double *v, int n, const char *sep)
 
 static void syscall_ns(int rounds)
 {
-    double v[rounds];
+    double v[MAX_ROUNDS];
     enum { CALLS = 20000 };
     for (int r = 0; r < rounds; r++) {
         double t = now_ns();
@@ -64,7 +66,7 @@ static void syscall_ns(int rounds)
 /* A write to a fresh anonymous 4 KiB page (huge pages off for the region). */
 static void page_fault_ns(int rounds)
 {
-    double v[rounds];
+    double v[MAX_ROUNDS];
     enum { PAGES = 1024 };
     long page = sysconf(_SC_PAGESIZE);
     for (int r = 0; r < rounds; r++) {
@@ -87,7 +89,7 @@ static void page_fault_ns(int rounds)
 static void cpuid_ns(int rounds)
 {
 #if defined(__x86_64__)
-    double v[rounds];
+    double v[MAX_ROUNDS];
     enum { CALLS = 1000 };
     for (int r = 0; r < rounds; r++) {
         unsigned a, b, c, d;
@@ -129,7 +131,7 @@ static void pipe_round_trip_us(int rounds)
     }
     close(there[0]);
     close(back[1]);
-    double v[rounds];
+    double v[MAX_ROUNDS];
     enum { TRIPS = 2000 };
     for (int r = 0; r < rounds; r++) {
         double t = now_ns();
@@ -148,29 +150,34 @@ static void pipe_round_trip_us(int rounds)
     print_stats("pipe_round_trip_us", v, rounds, ", ");
 }
 
+enum { PROGRAMS = 3 };
+
 /* posix_spawn until waitpid returns, for each program, interleaved. */
-static void spawn_us(const char *const paths[], const char *const names[], int count, int reps)
+static void spawn_us(const char *const paths[PROGRAMS], const char *const names[PROGRAMS], int reps)
 {
-    double *v[count];
-    for (int p = 0; p < count; p++)
+    double *v[PROGRAMS];
+    for (int p = 0; p < PROGRAMS; p++)
         v[p] = calloc((size_t)reps, sizeof(double));
     for (int i = 0; i < reps; i++)
-        for (int p = 0; p < count; p++) {
+        for (int p = 0; p < PROGRAMS; p++) {
             char *argv[] = {(char *)paths[p], NULL};
             pid_t pid;
-            int status;
+            int status = 0;
             double t = now_ns();
             int e = posix_spawn(&pid, paths[p], NULL, NULL, argv, environ);
-            if (e != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-                WEXITSTATUS(status) != 0) {
-                fprintf(stderr, "platform: %s did not run: %s\n", paths[p], strerror(e));
+            if (e != 0) {
+                fprintf(stderr, "platform: cannot spawn %s: %s\n", paths[p], strerror(e));
+                exit(1);
+            }
+            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+                fprintf(stderr, "platform: %s did not exit 0 (status %#x)\n", paths[p], status);
                 exit(1);
             }
             v[p][i] = (now_ns() - t) / 1e3;
         }
     printf("\"spawn_us\": {");
-    for (int p = 0; p < count; p++) {
-        print_stats(names[p], v[p], reps, p + 1 < count ? ", " : "");
+    for (int p = 0; p < PROGRAMS; p++) {
+        print_stats(names[p], v[p], reps, p + 1 < PROGRAMS ? ", " : "");
         free(v[p]);
     }
     printf("}, ");
@@ -247,15 +254,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "platform: --nolibc, --glibc-static and --dynamic are required\n");
         return 2;
     }
-    int rounds = quick ? 5 : 21, reps = quick ? 30 : 200;
+    int rounds = quick ? 5 : MAX_ROUNDS, reps = quick ? 30 : 200;
     printf("{");
     syscall_ns(rounds);
     page_fault_ns(rounds);
     cpuid_ns(rounds);
     pipe_round_trip_us(rounds);
-    const char *const paths[] = {nolibc, glibc_static, dynamic};
-    const char *const names[] = {"static_no_libc", "static_glibc", "dynamic_glibc"};
-    spawn_us(paths, names, 3, reps);
+    const char *const paths[PROGRAMS] = {nolibc, glibc_static, dynamic};
+    const char *const names[PROGRAMS] = {"static_no_libc", "static_glibc", "dynamic_glibc"};
+    spawn_us(paths, names, reps);
     clone_reaped_us(quick ? 20 : 100);
     printf("}\n");
     return 0;
