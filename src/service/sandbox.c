@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #define DRIVER_READY_MS   30000 /* a driver that is not ready by then is broken */
+#define REFILL_RETRY_MS   10000 /* after a failed warm-pool refill */
 #define MAX_QUICK_DEATHS  3     /* consecutive deaths before ready: the sandbox is broken */
 #define SWEEP_INTERVAL_MS 5000
 
@@ -54,6 +55,7 @@ void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
 }
 
 static void settle_setup(struct sandbox *sb);
+static void pause_refill(struct sandbox_service *svc);
 
 int sandbox_root_fd(struct sandbox *sb)
 {
@@ -206,6 +208,18 @@ static void on_ready_timeout(struct ev_loop *loop, void *data)
     (void)loop;
     struct sandbox *sb = data;
     sb->start_timer = NULL;
+    if (sb->setup_w) {
+        /* Its setup never ended (a stalled mount source, a stopped init): nothing may wait
+         * for it from now on, or the loop would stall with it. */
+        ev_unwatch(sb->setup_w);
+        sb->setup_w = NULL;
+        jail_kill(sb->jail);
+        if (sb->pooled)
+            pause_refill(sb->svc);
+        mark_broken(sb, "the sandbox's setup did not finish in time (close this sandbox and "
+                        "create another)");
+        return;
+    }
     mark_broken(sb, "the Python interpreter did not start in time");
 }
 
@@ -379,7 +393,8 @@ static void restart_driver(struct sandbox *sb)
     }
     sb->state = SBX_RESTARTING;
     if (!sb->start_timer)
-        sb->start_timer = ev_timer_add(sb->svc->loop, DRIVER_READY_MS, on_ready_timeout, sb);
+        sb->start_timer =
+            ev_timer_add(sb->svc->loop, sb->svc->ready_timeout_ms, on_ready_timeout, sb);
 }
 
 static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -523,9 +538,8 @@ static void settle_setup(struct sandbox *sb)
     if (jail_spawn_end(sb->jail, &err) < 0 || finish_spawn(sb, &err) < 0) {
         jail_kill(sb->jail);
         if (sb->pooled) {
-            /* As a refill that failed at once: no new attempt before the pool is used. */
             log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
-            sb->svc->refill_paused = true;
+            pause_refill(sb->svc);
         }
         char why[sizeof(sb->broken_reason)];
         snprintf(why, sizeof(why), "%.110s (close this sandbox and create another)", err.msg);
@@ -605,7 +619,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
         sbx_fail(err, EPIPE, "the sandbox's interpreter did not accept its configuration");
         goto fail;
     }
-    sb->start_timer = ev_timer_add(svc->loop, DRIVER_READY_MS, on_ready_timeout, sb);
+    sb->start_timer = ev_timer_add(svc->loop, svc->ready_timeout_ms, on_ready_timeout, sb);
     sb->state = SBX_STARTING;
     sb->next = svc->list;
     svc->list = sb;
@@ -769,7 +783,8 @@ static void on_refill(struct ev_loop *loop, void *data)
     struct sandbox *sb;
     if (spawn(svc, p, p->network, &sb, &err) < 0) {
         log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
-        return; /* retried when the next sandbox is taken or closed */
+        pause_refill(svc);
+        return;
     }
     sb->pooled = true;
     svc->n_pool++;
@@ -781,6 +796,25 @@ static void schedule_refill(struct sandbox_service *svc)
 {
     if (!svc->refill)
         svc->refill = ev_timer_add(svc->loop, 0, on_refill, svc);
+}
+
+static void on_refill_retry(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox_service *svc = data;
+    svc->refill_retry = NULL;
+    svc->refill_paused = false;
+    schedule_refill(svc);
+}
+
+/* A refill failed: no new attempt before the pool is used (each attempt costs a spawn), or
+ * before a while has passed, so that a server nobody calls still gets its pool back (and
+ * /readyz its 200) once the cause has gone. */
+static void pause_refill(struct sandbox_service *svc)
+{
+    svc->refill_paused = true;
+    if (!svc->refill_retry && !svc->stopping)
+        svc->refill_retry = ev_timer_add(svc->loop, svc->refill_retry_ms, on_refill_retry, svc);
 }
 
 /* ---- create, lookup, limits ---- */
@@ -1032,6 +1066,8 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     svc->loop = loop;
     svc->srv = srv;
     svc->cfg = cfg;
+    svc->ready_timeout_ms = DRIVER_READY_MS;
+    svc->refill_retry_ms = REFILL_RETRY_MS;
     svc->egress = xcalloc(1, sizeof(*svc->egress));
     if (egress_policy_build(cfg, svc->egress, err) < 0 ||
         resolver_new(loop, &svc->resolver, err) < 0)
@@ -1083,6 +1119,8 @@ void sandbox_service_free(struct sandbox_service *svc)
         ev_timer_cancel(svc->sweeper);
     if (svc->refill)
         ev_timer_cancel(svc->refill);
+    if (svc->refill_retry)
+        ev_timer_cancel(svc->refill_retry);
     if (svc->history_timer)
         ev_timer_cancel(svc->history_timer);
     history_close(svc->history); /* flushes what is pending */

@@ -143,8 +143,14 @@ struct sandbox_service {
     struct ev_timer *refill;
     struct ev_timer *history_timer; /* batched history writes */
     uint64_t exec_counter;
-    /* A pooled sandbox's setup failed: refills wait until a sandbox is taken from the pool. */
+    /* How long a sandbox may take from its spawn until its driver says ready (tests shorten
+     * it). */
+    int ready_timeout_ms;
+    /* A refill failed: refills wait until a sandbox is taken from the pool, or until
+     * refill_retry fires (refill_retry_ms later; tests shorten it). */
     bool refill_paused;
+    struct ev_timer *refill_retry;
+    int refill_retry_ms;
     bool stopping;           /* the server is shutting down: free at once, no refills */
     sandbox_link_fn link_fn; /* set by the HTTP transport: download URLs in links */
     void *link_data;

@@ -11,22 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "jail/jail.h"
-#include "protocol/mcp.h"
-#include "service/loop.h"
-#include "service/sandbox.h"
+#include "service_fixture.h"
 
 struct peer {
     struct mcp_session *s;
     json_t *inbox;
 };
-
-static struct ev_loop *loop;
-static struct sbx_config cfg;
-static struct mcp_server *srv;
-static struct sandbox_service *svc;
-static char state_dir[64];
 
 static void collect(void *ctx, json_t *msg, const json_t *related)
 {
@@ -184,42 +174,10 @@ static void another_owner_sees_nothing(void **state)
     json_decref(bob.inbox);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(state_dir, sizeof(state_dir), "/tmp/sbx-owner-XXXXXX");
-    if (!mkdtemp(state_dir))
-        return -1;
-    config_init_defaults(&cfg);
-    cfg.state_dir = strdup(state_dir);
-    cfg.profiles[0].pool_size = 0;
-    struct sbx_err err = {0};
-    struct mcp_server_opts o = {.cfg = &cfg, .transport_name = "test"};
-    if (ev_loop_new(&loop, &err) < 0 || mcp_server_new(loop, &o, &srv, &err) < 0 ||
-        sandbox_service_new(loop, srv, &cfg, &svc, &err) < 0) {
-        fprintf(stderr, "setup: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    sandbox_service_free(svc);
-    mcp_server_free(srv);
-    ev_loop_free(loop);
-    jail_shutdown();
-    config_free(&cfg);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(another_owner_sees_nothing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }

@@ -1,0 +1,153 @@
+/* Sandbox setups that go wrong, through the real service.
+ * - A setup that never ends (here: its init stopped before it could report the exec) must not
+ *   stall the server: once the ready timeout passes the sandbox is broken, its processes are
+ *   killed, and whatever asks for it afterwards (the file tools' root, a reset, a close) gets
+ *   an answer at once instead of waiting on the setup.
+ * - A warm-pool refill that fails is tried again after a while, even if nobody creates a
+ *   sandbox meanwhile. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "service_fixture.h"
+
+static void stop(struct ev_loop *l, void *data)
+{
+    (void)data;
+    ev_loop_stop(l);
+}
+
+static void run_loop_ms(int ms)
+{
+    ev_timer_add(loop, ms, stop, NULL);
+    ev_loop_run(loop);
+}
+
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* A sandbox caught in its setup: its init stopped before the setup's end was reported. The
+ * setup takes milliseconds, so a few tries may be needed to catch one. */
+static struct sandbox *stalled_sandbox(void)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        struct sandbox *sb = NULL;
+        struct sbx_err err = {0};
+        if (sandbox_create(svc, "tester", NULL, NULL, NULL, &sb, &err) < 0)
+            fail_msg("create: %s", err.msg);
+        pid_t init = sb->jail->pid;
+        kill(init, SIGSTOP);
+        for (int i = 0; i < 200 && proc_state(init) != 'T'; i++)
+            usleep(1000);
+        struct pollfd p = {.fd = sb->jail->setup_fd, .events = POLLIN};
+        if (proc_state(init) == 'T' && sb->setup_w && p.fd >= 0 && poll(&p, 1, 50) == 0)
+            return sb;
+        kill(init, SIGCONT);
+        sandbox_close(sb, NULL);
+        run_loop_ms(50);
+    }
+    fail_msg("never caught a sandbox in its setup");
+    return NULL;
+}
+
+/* Takes every free fd number below the soft limit, which it lowers to the highest fd open
+ * now plus one: nothing more can be opened. Returns how many fillers it opened (in fillers). */
+static int exhaust_fds(int *fillers, int max, struct rlimit *old)
+{
+    int top = 2;
+    for (int fd = 3; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            top = fd;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, old), 0);
+    struct rlimit low = *old;
+    low.rlim_cur = (rlim_t)top + 1;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int n = 0, fd;
+    while (n < max && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+        fillers[n++] = fd;
+    assert_true(n < max);
+    return n;
+}
+
+/* Runs first: the refill the service scheduled when it was made has not run yet. */
+static void a_failed_refill_is_tried_again_without_a_create(void **state)
+{
+    (void)state;
+    svc->refill_retry_ms = 300;
+    cfg.profiles[0].pool_size = 1;
+    /* With no fd to spare, the refill's spawn fails (EMFILE). */
+    int fillers[4096];
+    struct rlimit old;
+    int n = exhaust_fds(fillers, 4096, &old);
+    run_loop_ms(50);
+    for (int i = 0; i < n; i++)
+        close(fillers[i]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_true(svc->refill_paused);
+    assert_int_equal(svc->n_pool, 0);
+    /* Nobody creates a sandbox; the retry alone brings the pool back. */
+    for (int i = 0; i < 100 && svc->n_pool == 0; i++)
+        run_loop_ms(20);
+    assert_int_equal(svc->n_pool, 1);
+    assert_false(svc->refill_paused);
+    cfg.profiles[0].pool_size = 0;
+}
+
+static void a_stalled_setup_breaks_the_sandbox_without_stalling_the_server(void **state)
+{
+    (void)state;
+    cfg.profiles[0].pool_size = 0; /* every create spawns */
+    svc->ready_timeout_ms = 300;
+    struct sandbox *sb = stalled_sandbox();
+    pid_t init = sb->jail->pid;
+    run_loop_ms(600); /* the ready timeout passes */
+    assert_int_equal(sb->state, SBX_BROKEN);
+    assert_non_null(strstr(sb->broken_reason, "setup did not finish in time"));
+
+    /* None of these may wait on the setup: before the fix, the first blocked for good. */
+    alarm(10);
+    assert_int_equal(sandbox_root_fd(sb), -1);
+    struct sbx_err err = {0};
+    assert_int_equal(sandbox_restart_interpreter(sb, &err), -1);
+    assert_non_null(strstr(err.msg, "setup did not finish in time"));
+    sandbox_close(sb, NULL);
+    alarm(0);
+
+    /* The stopped init was killed, and its jail is buried once it has gone. */
+    for (int i = 0; i < 100 && svc->dying; i++)
+        run_loop_ms(20);
+    assert_null(svc->dying);
+    assert_int_equal(kill(init, 0), -1);
+    assert_int_equal(errno, ESRCH);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_failed_refill_is_tried_again_without_a_create),
+        cmocka_unit_test(a_stalled_setup_breaks_the_sandbox_without_stalling_the_server),
+    };
+    return cmocka_run_group_tests(tests, service_setup, service_teardown);
+}
