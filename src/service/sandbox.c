@@ -16,6 +16,7 @@
 #include "service/loop.h"
 #include "util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 
 #define DRIVER_READY_MS   30000 /* a driver that is not ready by then is broken */
 #define REFILL_RETRY_MS   10000 /* after a failed warm-pool refill */
+#define SETUP_WAIT_MS     5000  /* the longest the loop waits for a sandbox's setup */
 #define MAX_QUICK_DEATHS  3     /* consecutive deaths before ready: the sandbox is broken */
 #define SWEEP_INTERVAL_MS 5000
 
@@ -203,24 +205,28 @@ static void mark_broken(struct sandbox *sb, const char *why)
     exec_fail_all(sb, why);
 }
 
+/* A setup that has not ended in time never will (a stalled mount source, a stopped init):
+ * nothing may wait for it from now on, or the loop would stall with it. */
+static void abandon_setup(struct sandbox *sb)
+{
+    ev_unwatch(sb->setup_w);
+    sb->setup_w = NULL;
+    jail_kill(sb->jail);
+    if (sb->pooled)
+        pause_refill(sb->svc);
+    mark_broken(sb, "the sandbox's setup did not finish in time (close this sandbox and create "
+                    "another)");
+}
+
 static void on_ready_timeout(struct ev_loop *loop, void *data)
 {
     (void)loop;
     struct sandbox *sb = data;
     sb->start_timer = NULL;
-    if (sb->setup_w) {
-        /* Its setup never ended (a stalled mount source, a stopped init): nothing may wait
-         * for it from now on, or the loop would stall with it. */
-        ev_unwatch(sb->setup_w);
-        sb->setup_w = NULL;
-        jail_kill(sb->jail);
-        if (sb->pooled)
-            pause_refill(sb->svc);
-        mark_broken(sb, "the sandbox's setup did not finish in time (close this sandbox and "
-                        "create another)");
-        return;
-    }
-    mark_broken(sb, "the Python interpreter did not start in time");
+    if (sb->setup_w)
+        abandon_setup(sb);
+    else
+        mark_broken(sb, "the Python interpreter did not start in time");
 }
 
 static void handle_frame(struct sandbox *sb, json_t *frame)
@@ -527,11 +533,21 @@ static int finish_spawn(struct sandbox *sb, struct sbx_err *err)
 }
 
 /* The child's setup takes milliseconds, during which the loop serves everyone else. This
- * ends it: at once when the loop saw it end, or by waiting when something needs it first. */
+ * ends it: at once when the loop saw it end, or by waiting when something needs it first,
+ * for setup_wait_ms at most. */
 static void settle_setup(struct sandbox *sb)
 {
     if (!sb->setup_w)
         return;
+    struct pollfd p = {.fd = sb->jail->setup_fd, .events = POLLIN};
+    int ready;
+    do
+        ready = poll(&p, 1, sb->svc->setup_wait_ms);
+    while (ready < 0 && errno == EINTR);
+    if (ready == 0) {
+        abandon_setup(sb);
+        return;
+    }
     ev_unwatch(sb->setup_w);
     sb->setup_w = NULL;
     struct sbx_err err = {0};
@@ -828,6 +844,13 @@ static size_t owner_count(const struct sandbox_service *svc, const char *owner)
     return n;
 }
 
+/* Which pooled sandbox to hand out first: a ready one, then one past its setup (its driver
+ * starting), then one still in its setup, which has to be waited for. */
+static int pool_rank(const struct sandbox *sb)
+{
+    return sb->state == SBX_READY ? 2 : !sb->setup_w;
+}
+
 int sandbox_create(struct sandbox_service *svc, const char *owner, const char *name,
                    const char *profile_name, const char *network, struct sandbox **out,
                    struct sbx_err *err)
@@ -867,8 +890,7 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     struct sandbox *sb = NULL;
     for (struct sandbox *c = svc->list; c; c = c->next)
         if (c->pooled && c->profile == p && c->state != SBX_BROKEN &&
-            strcmp(c->network, network) == 0 &&
-            (!sb || (c->state == SBX_READY && sb->state != SBX_READY)))
+            strcmp(c->network, network) == 0 && (!sb || pool_rank(c) > pool_rank(sb)))
             sb = c;
     /* One still in its setup is handed out only once that setup has worked. */
     if (sb)
@@ -1067,6 +1089,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     svc->srv = srv;
     svc->cfg = cfg;
     svc->ready_timeout_ms = DRIVER_READY_MS;
+    svc->setup_wait_ms = SETUP_WAIT_MS;
     svc->refill_retry_ms = REFILL_RETRY_MS;
     svc->egress = xcalloc(1, sizeof(*svc->egress));
     if (egress_policy_build(cfg, svc->egress, err) < 0 ||

@@ -146,6 +146,9 @@ struct sandbox_service {
     /* How long a sandbox may take from its spawn until its driver says ready (tests shorten
      * it). */
     int ready_timeout_ms;
+    /* The longest the loop waits for a setup that something needs before it has ended (tests
+     * shorten it); past it the setup is abandoned like at the ready timeout. */
+    int setup_wait_ms;
     /* A refill failed: refills wait until a sandbox is taken from the pool, or until
      * refill_retry fires (refill_retry_ms later; tests shorten it). */
     bool refill_paused;

@@ -3,6 +3,8 @@
  *   stall the server: once the ready timeout passes the sandbox is broken, its processes are
  *   killed, and whatever asks for it afterwards (the file tools' root, a reset, a close) gets
  *   an answer at once instead of waiting on the setup.
+ * - Something that needs a setup before it has ended (a file tool just after create_sandbox)
+ *   waits for it, but only so long: a stalled one is then abandoned the same way.
  * - A warm-pool refill that fails is tried again after a while, even if nobody creates a
  *   sandbox meanwhile. */
 #include <setjmp.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "service_fixture.h"
@@ -115,11 +118,49 @@ static void a_failed_refill_is_tried_again_without_a_create(void **state)
     cfg.profiles[0].pool_size = 0;
 }
 
+/* Waits until the stopped init of sb has been killed and its jail buried. */
+static void assert_gone(pid_t init)
+{
+    for (int i = 0; i < 100 && svc->dying; i++)
+        run_loop_ms(20);
+    assert_null(svc->dying);
+    assert_int_equal(kill(init, 0), -1);
+    assert_int_equal(errno, ESRCH);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void a_stalled_setup_that_is_needed_is_waited_for_a_bounded_time(void **state)
+{
+    (void)state;
+    cfg.profiles[0].pool_size = 0;
+    svc->ready_timeout_ms = 60000; /* not the timeout: the wait's own bound ends it */
+    svc->setup_wait_ms = 200;
+    struct sandbox *sb = stalled_sandbox();
+    pid_t init = sb->jail->pid;
+    alarm(10); /* unbounded, the wait below never ends */
+    uint64_t t0 = now_ms();
+    assert_int_equal(sandbox_root_fd(sb), -1); /* a file tool's first step */
+    uint64_t waited = now_ms() - t0;
+    alarm(0);
+    assert_true(waited >= 150 && waited < 2000);
+    assert_int_equal(sb->state, SBX_BROKEN);
+    assert_non_null(strstr(sb->broken_reason, "setup did not finish in time"));
+    sandbox_close(sb, NULL);
+    assert_gone(init);
+}
+
 static void a_stalled_setup_breaks_the_sandbox_without_stalling_the_server(void **state)
 {
     (void)state;
     cfg.profiles[0].pool_size = 0; /* every create spawns */
     svc->ready_timeout_ms = 300;
+    svc->setup_wait_ms = 5000;
     struct sandbox *sb = stalled_sandbox();
     pid_t init = sb->jail->pid;
     run_loop_ms(600); /* the ready timeout passes */
@@ -136,11 +177,7 @@ static void a_stalled_setup_breaks_the_sandbox_without_stalling_the_server(void 
     alarm(0);
 
     /* The stopped init was killed, and its jail is buried once it has gone. */
-    for (int i = 0; i < 100 && svc->dying; i++)
-        run_loop_ms(20);
-    assert_null(svc->dying);
-    assert_int_equal(kill(init, 0), -1);
-    assert_int_equal(errno, ESRCH);
+    assert_gone(init);
 }
 
 int main(void)
@@ -148,6 +185,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_failed_refill_is_tried_again_without_a_create),
         cmocka_unit_test(a_stalled_setup_breaks_the_sandbox_without_stalling_the_server),
+        cmocka_unit_test(a_stalled_setup_that_is_needed_is_waited_for_a_bounded_time),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
