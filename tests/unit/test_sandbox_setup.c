@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "service_fixture.h"
+#include "util.h"
 
 static void stop(struct ev_loop *l, void *data)
 {
@@ -37,18 +37,19 @@ static void run_loop_ms(int ms)
     ev_loop_run(loop);
 }
 
+/* The state letter of /proc/PID/stat ('T' when stopped), or 0. */
 static char proc_state(pid_t pid)
 {
-    char path[64], buf[512];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file_max(path, 4096, &text, &len) < 0)
         return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
-    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+    const char *close_paren = strrchr(text, ')');
+    char state = close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+    free(text);
+    return state;
 }
 
 /* A sandbox caught in its setup: its init stopped before the setup's end was reported. The
@@ -126,13 +127,6 @@ static void assert_gone(pid_t init)
     assert_null(svc->dying);
     assert_int_equal(kill(init, 0), -1);
     assert_int_equal(errno, ESRCH);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void a_stalled_setup_that_is_needed_is_waited_for_a_bounded_time(void **state)
