@@ -454,6 +454,7 @@ static void bury_jail(struct dying_jail *d)
     for (struct dying_jail **pp = &d->svc->dying; *pp; pp = &(*pp)->next)
         if (*pp == d) {
             *pp = d->next;
+            d->svc->n_dying--;
             break;
         }
     ev_unwatch(d->w);
@@ -475,7 +476,9 @@ static void retire_jail(struct sandbox_service *svc, struct jail *j)
         return;
     struct sbx_err err = {0};
     struct dying_jail *d = NULL;
-    if (!svc->stopping && j->pidfd >= 0 && !j->reaped) {
+    /* Dying sandboxes still hold their memory and cgroups: past max_sandboxes of them (inits
+     * that do not die, say), the next one is waited for here instead. */
+    if (!svc->stopping && j->pidfd >= 0 && !j->reaped && svc->n_dying < svc->cfg->max_sandboxes) {
         jail_kill(j);
         d = xcalloc(1, sizeof(*d));
         d->w = ev_watch(svc->loop, j->pidfd, EPOLLIN, on_jail_gone, d, &err);
@@ -489,6 +492,7 @@ static void retire_jail(struct sandbox_service *svc, struct jail *j)
     d->jail = j;
     d->next = svc->dying;
     svc->dying = d;
+    svc->n_dying++;
 }
 
 /* What a sandbox holds beyond its struct: watches, proxy, jail and pipes. Safe on a sandbox

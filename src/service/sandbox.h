@@ -137,6 +137,7 @@ struct sandbox_service {
     struct sandbox *list;
     struct sandbox *graveyard; /* closed, freed on the next loop turn */
     struct dying_jail *dying;  /* closed sandboxes' jails, killed, until init is gone */
+    size_t n_dying;            /* at most max_sandboxes */
     size_t n_live;             /* owned sandboxes (pool excluded) */
     size_t n_pool;
     struct ev_timer *sweeper;
