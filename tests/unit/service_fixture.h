@@ -20,6 +20,19 @@ static struct mcp_server *srv;
 static struct sandbox_service *svc;
 static char state_dir[64];
 
+static void stop_loop(struct ev_loop *l, void *data)
+{
+    (void)data;
+    ev_loop_stop(l);
+}
+
+/* Serves the loop for ms milliseconds. */
+static void run_loop_ms(int ms)
+{
+    ev_timer_add(loop, ms, stop_loop, NULL);
+    ev_loop_run(loop);
+}
+
 static int service_setup(void **state)
 {
     (void)state;

@@ -26,12 +26,6 @@ static void collect(void *ctx, json_t *msg, const json_t *related)
 
 static const struct mcp_transport_ops ops = {.send = collect};
 
-static void stop(struct ev_loop *l, void *data)
-{
-    (void)data;
-    ev_loop_stop(l);
-}
-
 /* Sends one request and runs the loop until its response arrives (or 30 s pass). */
 static json_t *request(struct peer *p, int id, const char *method, json_t *params)
 {
@@ -52,8 +46,7 @@ static json_t *request(struct peer *p, int id, const char *method, json_t *param
                 return m;
             }
         }
-        ev_timer_add(loop, 10, stop, NULL);
-        ev_loop_run(loop);
+        run_loop_ms(10);
     }
     fail_msg("no response to %s", method);
     return NULL;

@@ -25,18 +25,6 @@
 #include "service_fixture.h"
 #include "util.h"
 
-static void stop(struct ev_loop *l, void *data)
-{
-    (void)data;
-    ev_loop_stop(l);
-}
-
-static void run_loop_ms(int ms)
-{
-    ev_timer_add(loop, ms, stop, NULL);
-    ev_loop_run(loop);
-}
-
 /* The state letter of /proc/PID/stat ('T' when stopped), or 0. */
 static char proc_state(pid_t pid)
 {

@@ -12,12 +12,6 @@
 
 #include "service_fixture.h"
 
-static void stop(struct ev_loop *l, void *data)
-{
-    (void)data;
-    ev_loop_stop(l);
-}
-
 static void closes_past_max_sandboxes_dying_at_once_wait_for_the_sandbox(void **state)
 {
     (void)state;
@@ -43,8 +37,7 @@ static void closes_past_max_sandboxes_dying_at_once_wait_for_the_sandbox(void **
     }
     /* The loop buries the others. */
     for (int spins = 0; spins < 100 && svc->dying; spins++) {
-        ev_timer_add(loop, 20, stop, NULL);
-        ev_loop_run(loop);
+        run_loop_ms(20);
     }
     assert_null(svc->dying);
     assert_int_equal(svc->n_dying, 0);
