@@ -54,6 +54,9 @@ struct jail_child_plan {
     int cap_last;
     uint64_t ignored; /* signals the server ignores (bit sig-1): SIG_IGN would survive exec */
     bool cgroup_active;
+    /* The cloning thread is already in a fresh network namespace with loopback up (made ahead
+     * by a spawner thread): the clone inherits it instead of making one. */
+    bool netns_ready;
     bool want_landlock;
     const void *seccomp; /* const struct seccomp_program * or NULL */
     /* The caller's environment as /proc/<init>/environ would show it; init wipes it. NULL:

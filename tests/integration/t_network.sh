@@ -27,3 +27,49 @@ s=socket.socket(); s.bind(("127.0.0.1",8000)); s.listen(1)
 c=socket.create_connection(("127.0.0.1",8000)); a,_=s.accept(); c.send(b"hi"); print(a.recv(2).decode())' 2>&1)
 expect "net: loopback inside the sandbox works" "^hi$" "$out"
 kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null
+# Every sandbox has a network namespace of its own, also when the spawner made it ahead of the
+# clone: a listener in one sandbox is out of reach of the next.
+held=$(mktemp "${TMPDIR:-/tmp}/mcp-sbx-net.XXXXXX")
+"$SBX" run -- /usr/bin/python3 -I -c '
+import socket, time
+s=socket.socket(); s.bind(("127.0.0.1",8000)); s.listen(1); print("listening", flush=True)
+time.sleep(6)' > "$held" 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do grep -q listening "$held" && break; sleep 0.05; done
+expect "net: (control) a sandbox listens on its 127.0.0.1:8000" "^listening$" "$(cat "$held")"
+out=$("$SBX" run -- /usr/bin/python3 -I -c '
+import socket
+try:
+    socket.create_connection(("127.0.0.1",8000), timeout=2); print("connected")
+except OSError as e:
+    print("errno", e.errno)' 2>&1)
+expect "net: another sandbox's 127.0.0.1 listener is unreachable" "^errno 111$" "$out"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+rm -f "$held"
+# The namespace can be read but not changed: no capability over it is left in the sandbox.
+out=$("$SBX" run -- /usr/bin/python3 -I -c '
+import fcntl, socket, struct
+s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags=struct.unpack("16sh14x", fcntl.ioctl(s, 0x8913, struct.pack("16sh14x", b"lo", 0)))[1]
+print("lo up" if flags & 1 else "lo down")
+try:
+    fcntl.ioctl(s, 0x8914, struct.pack("16sh14x", b"lo", flags & ~1)); print("changed")
+except OSError as e:
+    print("errno", e.errno)' 2>&1)
+expect "net: (control) loopback's flags are readable and it is up" "^lo up$" "$out"
+expect "net: bringing loopback down is refused" "^errno 1$" "$out"
+# Who owns the namespace: as root the spawner makes it ahead of the clone in the host's user
+# namespace, which the sandbox cannot even name; rootless the clone makes it in the sandbox's.
+out=$("$SBX" run -- /usr/bin/python3 -I -c '
+import fcntl, os
+ns = os.open("/proc/self/ns/net", os.O_RDONLY)
+try:
+    owner = fcntl.ioctl(ns, 0xb701)  # NS_GET_USERNS
+    print("owner", "self" if os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino else "other")
+except OSError as e:
+    print("errno", e.errno)' 2>&1)
+if is_root; then
+    expect "net: the namespace belongs to the host's user namespace, out of the sandbox's reach" "^errno 1$" "$out"
+else
+    expect "net: the namespace belongs to the sandbox's own user namespace" "^owner self$" "$out"
+fi
