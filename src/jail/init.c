@@ -107,7 +107,7 @@ static void close_all_but(int status_fd, const struct jail_child_plan *plan)
 
 static void report_and_exit(int err_fd, enum jail_step step, int err)
 {
-    struct jail_child_error e = {.step = step, .err = err};
+    struct jail_child_report e = {.step = step, .err = err};
     ssize_t w = write(err_fd, &e, sizeof(e));
     (void)w;
     _exit(127);
@@ -298,9 +298,12 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     /* Read now: a plan in a caller's memory is gone once the caller has seen the exec. */
     extern char **environ;
     char **env = const_plan->env_to_wipe ? const_plan->env_to_wipe : environ;
+    int err_fd = const_plan->err_fd;
     pid_t child = start_workload(const_plan);
     if (child < 0)
         jail_child_fail(const_plan, STEP_FORK, errno);
+    /* vfork returns once the command has exec'd (or, failing, has written why and exited). */
+    struct jail_child_report execed = {.step = STEP_EXECED, .at_ns = now_ns()};
 
     /* Only the status channel stays open in init (and, for a persistent sandbox, copies of the
      * workload's fds so it can be started again); the parent sees EOF on the error pipe once
@@ -324,6 +327,10 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         again.pass_fds = kept_pass;
         again.err_fd = -1;
     }
+    /* Reported only now: the caller may let the plan go once it has the report, and init is
+     * done with it. A failed exec's report came first and is the one the caller reads. */
+    ssize_t w = write(err_fd, &execed, sizeof(execed));
+    (void)w;
     close_all_but(status_fd, plan);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);

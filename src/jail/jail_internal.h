@@ -12,7 +12,8 @@
 
 /* Which setup step failed in the child: reported to the parent over the error pipe. */
 enum jail_step {
-    STEP_SYNC = 1,
+    STEP_EXECED = 0, /* no failure: init's report that the command was exec'd */
+    STEP_SYNC,
     STEP_CGROUP_NS,
     STEP_HOSTNAME,
     STEP_LOOPBACK,
@@ -30,9 +31,12 @@ enum jail_step {
     STEP_EXEC,
 };
 
-struct jail_child_error {
+/* What the child writes on the error pipe: the step that failed and its errno, or, once,
+ * STEP_EXECED with the moment init saw the command's exec. */
+struct jail_child_report {
     int32_t step;
     int32_t err;
+    uint64_t at_ns; /* STEP_EXECED: CLOCK_MONOTONIC, comparable with the parent's clock */
 };
 
 /* Everything the child needs, prepared by the parent before clone so the child never allocates. */
