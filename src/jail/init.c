@@ -295,7 +295,7 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, NULL);
-    /* Read now: a plan in a caller's memory is gone once the caller has seen the exec. */
+    /* Read now: a plan in a caller's memory is gone once the caller has the exec report. */
     extern char **environ;
     char **env = const_plan->env_to_wipe ? const_plan->env_to_wipe : environ;
     int err_fd = const_plan->err_fd;
@@ -306,8 +306,7 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     struct jail_child_report execed = {.step = STEP_EXECED, .at_ns = now_ns()};
 
     /* Only the status channel stays open in init (and, for a persistent sandbox, copies of the
-     * workload's fds so it can be started again); the parent sees EOF on the error pipe once
-     * the workload has exec'd. */
+     * workload's fds so it can be started again). */
     int status_fd = fcntl(const_plan->status_fd, F_DUPFD_CLOEXEC, 3);
     if (status_fd < 0)
         _exit(125);

@@ -459,7 +459,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
         return sbx_fail_errno(err, e, "clone");
     }
 
-    /* The child's ends: closing ours lets EOF mean "exec happened" or "the child died". */
+    /* The child's ends: closing ours lets EOF mean that the child died. */
     cleanup_closep(&st->sync_pipe[0]);
     cleanup_closep(&st->err_pipe[1]);
     cleanup_closep(&st->status_pipe[1]);
@@ -483,7 +483,9 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     return 0;
 }
 
-/* The child's report on the error pipe, or EOF once the command has been exec'd. */
+/* The child's report on the error pipe: init's STEP_EXECED record, or the step that failed.
+ * EOF alone (init gone before it could report) counts as an exec, as it always has: what
+ * became of the sandbox then shows in its status. */
 static int await_exec(struct jail *j, struct sbx_err *err)
 {
     struct jail_child_report ce;
