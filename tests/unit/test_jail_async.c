@@ -16,6 +16,7 @@
 #include "jail/jail.h"
 #include "lib/config.h"
 #include "lib/err.h"
+#include "lib/util.h"
 
 static struct sbx_config cfg;
 
@@ -72,12 +73,9 @@ static void the_setup_time_ends_at_the_exec_not_when_the_caller_looks(void **sta
     int in[2];
     assert_int_equal(pipe2(in, O_CLOEXEC), 0);
     char *argv[] = {"/bin/sh", "-c", "read x", NULL};
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t before = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t before = now_ns();
     struct jail *j = begin(argv, in[0]); /* returns once the setup fd is readable */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t ready = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t ready = now_ns();
     close(in[0]);
     struct timespec late = {0, 300 * 1000 * 1000};
     nanosleep(&late, NULL);
