@@ -33,7 +33,7 @@ RUNTIME_OBJS := $(RUNTIME_FILES:%=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-all: $(BUILD)/mcp-sandbox $(BUILD)/tests/probe $(UNIT_BINS)
+all: $(BUILD)/mcp-sandbox $(BUILD)/tests/probe $(BUILD)/tests/vm-sandboxes $(UNIT_BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -93,6 +93,11 @@ PROBE_SRCS := $(sort $(wildcard tests/integration/probe*.c))
 $(BUILD)/tests/probe: $(PROBE_SRCS) tests/integration/probe.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -static -o $@ $(PROBE_SRCS)
+
+# The server's cgroup use, for the cgroup2-vm tier's busybox guest: linked like the front end.
+$(BUILD)/tests/vm-sandboxes: tests/vm/cgroup2-sandboxes.c $(BUILD)/libmcpsbx.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(FRONT_STATIC) -o $@ $< $(BUILD)/libmcpsbx.a $(FRONT_LIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libmcpsbx.a
 	@mkdir -p $(dir $@)

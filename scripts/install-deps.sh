@@ -9,7 +9,7 @@ BUILD_PKGS=(gcc make pkg-config binutils libc6-dev libjansson-dev libseccomp-dev
             libmicrohttpd-dev nettle-dev libsqlite3-dev libjose-dev libssl-dev python3 python3-pip
             python3-numpy python3-matplotlib ca-certificates)
 TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iproute2
-           nodejs npm git procps bubblewrap)
+           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static)
 
 want=("${BUILD_PKGS[@]}")
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then want+=("${TEST_PKGS[@]}"); fi
@@ -36,6 +36,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then
+    # The cgroup2-vm tier boots Debian's cloud kernel under qemu: fetched, never installed.
+    if [ ! -s .deps/vm/vmlinuz ]; then
+        echo "install-deps: Debian's cloud kernel into .deps/vm" >&2
+        mkdir -p .deps/vm
+        kpkg() { apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
+        pkg=$(kpkg)
+        [ -n "$pkg" ] || { apt-get update -qq >&2; pkg=$(kpkg); }
+        (cd .deps/vm && rm -f ./*.deb && apt-get download -q "$pkg" >&2 2>&1 &&
+            dpkg-deb --fsys-tarfile ./*.deb | tar -xO --wildcards './boot/vmlinuz-*' > vmlinuz.part &&
+            mv vmlinuz.part vmlinuz && rm -f ./*.deb)
+    fi
     # Node 22 (the conformance suite needs it) and the MCP clients, kept inside the tree.
     if [ ! -x tests/e2e/node_modules/.bin/node22 ] || [ tests/e2e/package.json -nt tests/e2e/node_modules/.installed ]; then
         echo "install-deps: npm packages into tests/e2e/node_modules" >&2

@@ -32,6 +32,15 @@ struct cgroup_state {
      * each own/tasks being writable. */
     bool thread_moves;
     bool parent_made[V1__COUNT];
+    /* v2, when this process sits alone in a delegated cgroup whose children get no
+     * controllers yet (a unit with Delegate=yes, `systemd-run --scope -p Delegate=yes`): the
+     * kernel lets a cgroup hand controllers down only while it holds no process, so this
+     * process first moves into a leaf of its own, own/mcp-sandbox.<pid>.self, and moves back
+     * at shutdown. */
+    char *v2_own;        /* the cgroup to enable controllers in; NULL if nothing to do */
+    char *v2_leaf;       /* set while this process is in the leaf */
+    char v2_enabled[64]; /* what was enabled, to disable again: "-memory -pids -cpu" */
+    char why_buf[512];
 };
 
 static struct cgroup_state state;
@@ -142,6 +151,34 @@ static bool file_has_words(const char *path, const char *const *words, size_t n)
     return ok;
 }
 
+bool cgroup_v2_steps_aside(void)
+{
+    return cgroup_backend(NULL) == CGROUP_BACKEND_V2 && state.v2_own;
+}
+
+static int write_in(const char *dir, const char *file, const char *value)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    return write_file_str(path, value);
+}
+
+static const char *const v2_need[] = {"memory", "pids", "cpu"};
+
+/* Whether pid is the only process listed in dir/cgroup.procs. */
+static bool only_process_in(const char *dir, pid_t pid)
+{
+    cleanup_free char *path = xasprintf("%s/cgroup.procs", dir);
+    cleanup_free char *s = NULL;
+    if (read_file_max(path, 1 << 20, &s, NULL) < 0)
+        return false;
+    char *end;
+    long first = strtol(s, &end, 10);
+    while (*end == '\n')
+        end++;
+    return first == (long)pid && *end == '\0';
+}
+
 static bool probe_v2(const struct proc_text *self_cg)
 {
     struct statfs sf;
@@ -153,12 +190,91 @@ static bool probe_v2(const struct proc_text *self_cg)
         return false;
     bool root = n == 1 && own[0] == '/';
     cleanup_free char *dir = xasprintf("/sys/fs/cgroup%.*s", root ? 0 : (int)n, own);
-    static const char *const need[] = {"memory", "pids", "cpu"};
     cleanup_free char *ctl = xasprintf("%s/cgroup.subtree_control", dir);
-    if (!file_has_words(ctl, need, ARRAY_SIZE(need)) || access(dir, W_OK) < 0)
+    cleanup_free char *avail = xasprintf("%s/cgroup.controllers", dir);
+    cleanup_free char *procs = xasprintf("%s/cgroup.procs", dir);
+    const char *why = NULL;
+    if (file_has_words(ctl, v2_need, ARRAY_SIZE(v2_need))) {
+        if (access(dir, W_OK) < 0)
+            why = "is not writable by this user: delegate it (systemd: Delegate=yes)";
+    } else if (!file_has_words(avail, v2_need, ARRAY_SIZE(v2_need))) {
+        why = "is not given the memory, pids and cpu controllers by its parent: delegate them "
+              "(systemd: Delegate=yes)";
+    } else if (access(dir, W_OK) < 0 || access(ctl, W_OK) < 0 || access(procs, W_OK) < 0) {
+        why = "is not writable by this user: delegate it (systemd: Delegate=yes)";
+    } else if (!only_process_in(dir, getpid())) {
+        /* The kernel hands controllers down only from a cgroup with no process in it. */
+        why = "holds other processes, so it cannot hand controllers down: start mcp-sandbox "
+              "alone in a delegated cgroup (systemd-run --scope -p Delegate=yes mcp-sandbox "
+              "..., or a unit with Delegate=yes)";
+    } else {
+        state.v2_own = xstrdup(dir);
+    }
+    if (why) {
+        snprintf(state.why_buf, sizeof(state.why_buf), "cgroup v2: this process's cgroup %s %s",
+                 dir, why);
+        state.why = state.why_buf;
         return false;
+    }
     state.parent[0] = xasprintf("%s/mcp-sandbox.%d", dir, (int)getpid());
     return true;
+}
+
+/* v2: move this process into own/mcp-sandbox.<pid>.self and enable the controllers in own, once,
+ * before the first group is made. A process that joined own since the probe makes the enabling
+ * fail (EBUSY): then this process moves back and the sandbox is refused. */
+static int v2_step_aside(struct sbx_err *err)
+{
+    if (!state.v2_own || state.v2_leaf)
+        return 0;
+    cleanup_free char *ctl = xasprintf("%s/cgroup.subtree_control", state.v2_own);
+    char enable[64] = "", disable[64] = "";
+    for (size_t i = 0; i < ARRAY_SIZE(v2_need); i++) {
+        const char *one[] = {v2_need[i]};
+        if (file_has_words(ctl, one, 1))
+            continue;
+        size_t e = strlen(enable), d = strlen(disable);
+        snprintf(enable + e, sizeof(enable) - e, "%s+%s", e ? " " : "", v2_need[i]);
+        snprintf(disable + d, sizeof(disable) - d, "%s-%s", d ? " " : "", v2_need[i]);
+    }
+    char *leaf = xasprintf("%s/mcp-sandbox.%d.self", state.v2_own, (int)getpid());
+    if (mkdir(leaf, 0755) < 0 && errno != EEXIST) {
+        sbx_fail_errno(err, errno, "creating %s", leaf);
+        free(leaf);
+        return -1;
+    }
+    int r = write_in(leaf, "cgroup.procs", "0");
+    if (r < 0) {
+        rmdir(leaf);
+        sbx_fail_errno(err, -r, "moving this process into %s", leaf);
+        free(leaf);
+        return -1;
+    }
+    if (enable[0] && (r = write_in(state.v2_own, "cgroup.subtree_control", enable)) < 0) {
+        write_in(state.v2_own, "cgroup.procs", "0");
+        rmdir(leaf);
+        free(leaf);
+        return sbx_fail_errno(err, -r,
+                              "enabling %s in %s (a process that joined it since the start "
+                              "prevents it: start mcp-sandbox alone in a delegated cgroup)",
+                              enable, state.v2_own);
+    }
+    state.v2_leaf = leaf;
+    snprintf(state.v2_enabled, sizeof(state.v2_enabled), "%s", disable);
+    return 0;
+}
+
+/* v2: undo v2_step_aside once the groups beneath are gone. */
+static void v2_step_back(void)
+{
+    if (!state.v2_leaf)
+        return;
+    if (state.v2_enabled[0])
+        write_in(state.v2_own, "cgroup.subtree_control", state.v2_enabled);
+    if (write_in(state.v2_own, "cgroup.procs", "0") == 0)
+        rmdir(state.v2_leaf);
+    free(state.v2_leaf);
+    state.v2_leaf = NULL;
 }
 
 static bool probe_v1(const struct proc_text *self_cg)
@@ -209,20 +325,15 @@ enum cgroup_backend_kind cgroup_backend(const char **why)
                 state.parent[c] = state.own[c] = NULL;
             }
             state.kind = CGROUP_BACKEND_NONE;
-            state.why = "no writable cgroup: run as root, or delegate a cgroup v2 subtree with "
-                        "memory, pids and cpu enabled (systemd: Delegate=yes)";
+            /* A v2 probe that found the hierarchy says what is missing there. */
+            if (!state.why)
+                state.why = "no writable cgroup: run as root, or delegate a cgroup v2 subtree "
+                            "with memory, pids and cpu enabled (systemd: Delegate=yes)";
         }
     }
     if (why)
         *why = state.why;
     return state.kind;
-}
-
-static int write_in(const char *dir, const char *file, const char *value)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    return write_file_str(path, value);
 }
 
 static int ensure_parent(int c, struct sbx_err *err)
@@ -296,6 +407,8 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
     enum cgroup_backend_kind kind = cgroup_backend(NULL);
     if (kind == CGROUP_BACKEND_NONE)
         return sbx_fail(err, ENOTSUP, "%s", state.why);
+    if (kind == CGROUP_BACKEND_V2 && v2_step_aside(err) < 0)
+        return -1;
     struct sbx_cgroup *cg = xcalloc(1, sizeof(*cg));
     cg->peak_fd = cg->cpu_fd = -1;
     cg->kind = kind;
@@ -558,6 +671,7 @@ void cgroup_cleanup_all(void)
             rmdir(state.parent[c]);
         state.parent_made[c] = false;
     }
+    v2_step_back();
 }
 
 /* Removes the empty groups of an earlier server or `run` that died without cleaning up (a
@@ -584,7 +698,9 @@ int cgroup_sweep_stale(void)
             if (strncmp(e->d_name, "mcp-sandbox.", 12) != 0 || e->d_type != DT_DIR)
                 continue;
             long pid = strtol(e->d_name + 12, &end, 10);
-            if (end == e->d_name + 12 || *end || pid <= 0 || pid == (long)getpid())
+            /* mcp-sandbox.<pid>, or the leaf a v2 process stepped into (.self) */
+            if (end == e->d_name + 12 || (*end && strcmp(end, ".self") != 0) || pid <= 0 ||
+                pid == (long)getpid())
                 continue;
             if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
                 continue;

@@ -34,6 +34,9 @@ struct sbx_cgroup;
 
 /* Which backend is usable by this process (probed once). why gets a hint when NONE. */
 enum cgroup_backend_kind cgroup_backend(const char **why);
+/* v2: whether this process must first step into a leaf of its own cgroup to hand controllers
+ * down (it sits alone in a delegated cgroup that hands none down yet). */
+bool cgroup_v2_steps_aside(void);
 
 /* Create a group named name (unique per sandbox) with lim applied, beneath this process's
  * mcp-sandbox.<pid>. name NULL: a process that runs one sandbox only (`run`) uses

@@ -99,7 +99,9 @@ const struct feature_status *features_probe(void)
     const char *why = NULL;
     enum cgroup_backend_kind cg = cgroup_backend(&why);
     snprintf(detail, sizeof(detail), "%s",
-             cg == CGROUP_BACKEND_V2   ? "v2 delegated subtree: memory pids cpu writable"
+             cg == CGROUP_BACKEND_V2 && cgroup_v2_steps_aside()
+                 ? "v2, alone in a delegated cgroup: steps into a leaf to hand memory pids cpu down"
+             : cg == CGROUP_BACKEND_V2 ? "v2 delegated subtree: memory pids cpu writable"
              : cg == CGROUP_BACKEND_V1 ? "v1: memory pids cpu cpuacct writable"
                                        : "none writable: limits fall back to rlimits");
     /* Not required: without it the limits fall back to rlimits, which is reported. */
