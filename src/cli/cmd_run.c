@@ -1,6 +1,8 @@
 /* `mcp-sandbox run`: the engine's own front end. Streams the command's output (or captures
  * it, bounded, with --json), passes stdin through, enforces the wall-clock limit, and exits
- * like the command: 124 on timeout, 137 when the OOM killer fired, 128+N on signal N. */
+ * like the command: 124 on timeout, 137 when the OOM killer fired, 128+N on signal N.
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed to the command; a second one kills everything
+ * in the sandbox. Either way `run` cleans up (its cgroups) before it exits. */
 #include "cli.h"
 
 #include "jail/jail.h"
@@ -14,6 +16,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/signalfd.h>
 
 static const char run_usage[] =
     "usage: mcp-sandbox run [--profile NAME] [--memory SIZE] [--cpus N] [--timeout SECONDS]\n"
@@ -171,6 +174,17 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     if (rc >= 0)
         return rc;
     signal(SIGPIPE, SIG_IGN);
+    /* Taken from a signalfd in the loop, so that a Ctrl-C reaches the command and never
+     * leaves this process dead with its cgroups behind. Blocked before the spawn: the spawner
+     * and init inherit the mask (and block everything anyway); the command gets a clean one. */
+    sigset_t passed;
+    sigemptyset(&passed);
+    sigaddset(&passed, SIGINT);
+    sigaddset(&passed, SIGTERM);
+    sigaddset(&passed, SIGHUP);
+    sigaddset(&passed, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &passed, NULL);
+    int sig_fd = signalfd(-1, &passed, SFD_CLOEXEC | SFD_NONBLOCK);
 
     int out_pipe[2], err_pipe[2], in_pipe[2];
     if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 ||
@@ -214,10 +228,11 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     uint64_t deadline = t0 + (uint64_t)o.profile.timeout_ms * 1000000ull;
     bool timed_out = false, exited = false;
     int exit_code = -1, term_signal = 0;
+    int signals_seen = 0;
 
     while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0) {
-        struct pollfd pfd[5];
-        int n = 0, i_out = -1, i_err = -1, i_in = -1, i_child = -1, i_pid = -1;
+        struct pollfd pfd[6];
+        int n = 0, i_out = -1, i_err = -1, i_in = -1, i_child = -1, i_pid = -1, i_sig = -1;
         if (streams[0].fd >= 0)
             i_out = n, pfd[n++] = (struct pollfd){streams[0].fd, POLLIN, 0};
         if (streams[1].fd >= 0)
@@ -228,6 +243,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
             i_child = n, pfd[n++] = (struct pollfd){child_in, POLLOUT, 0};
         if (!exited)
             i_pid = n, pfd[n++] = (struct pollfd){j->pidfd, POLLIN, 0};
+        if (!exited && sig_fd >= 0)
+            i_sig = n, pfd[n++] = (struct pollfd){sig_fd, POLLIN, 0};
         uint64_t now = now_ns();
         int wait_ms = -1;
         if (!exited)
@@ -264,6 +281,17 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
                 stdin_open = false;
             } else if (w > 0) {
                 in_off += (size_t)w;
+            }
+        }
+        if (i_sig >= 0 && pfd[i_sig].revents) {
+            struct signalfd_siginfo si;
+            while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                /* The first goes to the command (through init), which may handle it; a
+                 * second means stop now. */
+                if (signals_seen++ == 0)
+                    jail_signal(j, (int)si.ssi_signo);
+                else
+                    jail_kill(j);
             }
         }
         if (i_pid >= 0 && pfd[i_pid].revents) {
@@ -333,6 +361,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         fprintf(stderr, "mcp-sandbox: the OOM killer fired (memory limit %llu bytes)\n",
                 (unsigned long long)o.profile.memory_bytes);
     }
+    if (signals_seen > 1 && !o.json)
+        fprintf(stderr, "mcp-sandbox: signalled twice: everything in the sandbox was killed\n");
     if (j->degraded[0])
         fprintf(stderr, "mcp-sandbox: DEGRADED: running without %s\n", j->degraded);
     outbuf_free(&streams[0].buf);
@@ -344,5 +374,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
             close(streams[i].fd);
     jail_destroy(j);
     jail_shutdown();
+    if (sig_fd >= 0)
+        close(sig_fd);
     return status;
 }

@@ -20,3 +20,36 @@ for i in $(seq 1 20); do
     [ "$n" = 300000 ] || short=$((short + 1))
 done
 expect "run: 20 runs that print 300 kB and exit deliver all of it" "^0 short$" "$short short"
+
+# Signals to `run` go to the command, and `run` still cleans up after it: no cgroup of its pid
+# is left. A second signal kills everything in the sandbox.
+groups_of() { find /sys/fs/cgroup -maxdepth 7 -name "mcp-sandbox.$1*" 2>/dev/null | wc -l; }
+# wait_ready FILE: until the command inside has printed "ready" (5 s at most).
+wait_ready() { for _ in $(seq 1 100); do grep -qs ready "$1" && return 0; sleep 0.05; done; return 1; }
+sig_out=${TMPDIR:-/tmp}/sbx-sig.$$
+"$SBX" run -- /bin/sh -c 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+if is_root; then
+    n=$(groups_of "$runner")
+    [ "$n" -gt 0 ] && tap_ok "run: (control) its cgroups exist while the command runs ($n)" || tap_fail "run: (control) its cgroups exist while the command runs"
+fi
+kill -TERM "$runner"; wait "$runner"; rc=$?
+expect "run: SIGTERM reaches the command, which handles it" "got-term" "$(cat "$sig_out")"
+expect "run: and run exits with the command's code" "^rc=7$" "rc=$rc"
+expect "run: a signalled run leaves no cgroup behind" "^0$" "$(groups_of "$runner")"
+"$SBX" run -- /bin/sh -c 'trap "" TERM INT; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -TERM "$runner"; sleep 0.3
+kill -0 "$runner" 2>/dev/null && tap_ok "run: (control) a command that ignores SIGTERM keeps running" || tap_fail "run: (control) a command that ignores SIGTERM keeps running"
+kill -INT "$runner"; wait "$runner"; rc=$?
+expect "run: a second signal kills everything (exit 137)" "^rc=137$" "rc=$rc"
+expect "run: and says so on stderr" "signalled twice: everything in the sandbox was killed" "$(cat "$sig_out")"
+expect "run: and leaves no cgroup behind" "^0$" "$(groups_of "$runner")"
+"$SBX" run -- /bin/sleep 30 > "$sig_out" 2>&1 &
+runner=$!
+sleep 0.5
+kill -INT "$runner"; wait "$runner"; rc=$?
+expect "run: Ctrl-C (SIGINT) ends a command that does not handle it: exit 130" "^rc=130$" "rc=$rc"
+rm -f "$sig_out"
