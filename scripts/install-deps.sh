@@ -9,7 +9,7 @@ BUILD_PKGS=(gcc make pkg-config binutils libc6-dev libjansson-dev libseccomp-dev
             libmicrohttpd-dev nettle-dev libsqlite3-dev libjose-dev libssl-dev python3 python3-pip
             python3-numpy python3-matplotlib ca-certificates)
 TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iproute2
-           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static)
+           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static debootstrap)
 
 want=("${BUILD_PKGS[@]}")
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then want+=("${TEST_PKGS[@]}"); fi
@@ -46,6 +46,17 @@ if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then
         (cd .deps/vm && rm -f ./*.deb && apt-get download -q "$pkg" >&2 2>&1 &&
             dpkg-deb --fsys-tarfile ./*.deb | tar -xO --wildcards './boot/vmlinuz-*' > vmlinuz.part &&
             mv vmlinuz.part vmlinuz && rm -f ./*.deb)
+    fi
+    # The systemd-vm tier boots a stock Debian 12 (cgroup v2 only, systemd) as an initramfs.
+    if [ ! -s .deps/vm/debian.cpio ]; then
+        echo "install-deps: a Debian 12 with systemd (debootstrap) into .deps/vm" >&2
+        mkdir -p .deps/vm
+        tmp=$(mktemp -d /tmp/mcp-sandbox-debootstrap.XXXXXX)
+        debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$tmp/root" \
+            http://deb.debian.org/debian > "$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; rm -rf "$tmp"; exit 1; }
+        (cd "$tmp/root" && find . | busybox cpio -o -H newc 2>/dev/null) > .deps/vm/debian.cpio.part &&
+            mv .deps/vm/debian.cpio.part .deps/vm/debian.cpio
+        rm -rf "$tmp"
     fi
     # Node 22 (the conformance suite needs it) and the MCP clients, kept inside the tree.
     if [ ! -x tests/e2e/node_modules/.bin/node22 ] || [ tests/e2e/package.json -nt tests/e2e/node_modules/.installed ]; then

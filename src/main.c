@@ -72,6 +72,7 @@ static const char *flag_value(const char *flag, int argc, char **argv, int *i, b
 
 int main(int argc, char **argv)
 {
+    cli_scope_copy_started();
     static struct cli_ctx ctx;
     ctx.argv = argv;
     const struct subcommand *cmd = NULL;

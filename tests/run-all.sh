@@ -62,6 +62,7 @@ want unit && tier unit tests/tiers/unit.sh "$BUILD"
 want integration && tier integration tests/integration/run.sh "$BUILD"
 want rootless && tier rootless tests/tiers/rootless.sh "$BUILD"
 want cgroup2-vm && tier cgroup2-vm tests/tiers/cgroup2-vm.sh "$BUILD"
+want systemd-vm && tier systemd-vm tests/tiers/systemd-vm.sh "$BUILD"
 want e2e && tier e2e tests/tiers/e2e.sh "$BUILD"
 want conformance && tier conformance tests/tiers/conformance.sh "$BUILD"
 want fuzz && tier fuzz tests/tiers/fuzz.sh

@@ -16,6 +16,14 @@ struct cli_ctx {
 /* Print "mcp-sandbox: MSG" and a hint to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* cgroup v2 only, in a cgroup that gives no limits (shared, not delegated), under systemd: run
+ * this command
+ * again in a delegated scope of its own (own_scope.c) and return its exit status; -1 when
+ * that does not apply or systemd cannot, and the caller carries on. */
+int cli_rerun_in_own_scope(struct cli_ctx *ctx);
+/* First thing in main: a copy started by cli_rerun_in_own_scope tells the original. */
+void cli_scope_copy_started(void);
+
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx);

@@ -173,6 +173,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     int rc = parse_args(argc, argv, ctx, &o, &cmd_idx);
     if (rc >= 0)
         return rc;
+    rc = cli_rerun_in_own_scope(ctx);
+    if (rc >= 0)
+        return rc;
     signal(SIGPIPE, SIG_IGN);
     /* Taken from a signalfd in the loop, so that a Ctrl-C reaches the command and never
      * leaves this process dead with its cgroups behind. Blocked before the spawn: the spawner

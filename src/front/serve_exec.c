@@ -21,6 +21,9 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
 {
     (void)argc;
     (void)argv;
+    int rc = cli_rerun_in_own_scope(ctx);
+    if (rc >= 0)
+        return rc;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {

@@ -40,6 +40,7 @@ struct cgroup_state {
     char *v2_own;        /* the cgroup to enable controllers in; NULL if nothing to do */
     char *v2_leaf;       /* set while this process is in the leaf */
     char v2_enabled[64]; /* what was enabled, to disable again: "-memory -pids -cpu" */
+    bool v2_undelegated; /* v2 is there, but this process's cgroup does not serve */
     char why_buf[512];
 };
 
@@ -156,6 +157,11 @@ bool cgroup_v2_steps_aside(void)
     return cgroup_backend(NULL) == CGROUP_BACKEND_V2 && state.v2_own;
 }
 
+bool cgroup_v2_needs_delegation(void)
+{
+    return cgroup_backend(NULL) == CGROUP_BACKEND_NONE && state.v2_undelegated;
+}
+
 static int write_in(const char *dir, const char *file, const char *value)
 {
     char path[512];
@@ -211,6 +217,7 @@ static bool probe_v2(const struct proc_text *self_cg)
         state.v2_own = xstrdup(dir);
     }
     if (why) {
+        state.v2_undelegated = true;
         snprintf(state.why_buf, sizeof(state.why_buf), "cgroup v2: this process's cgroup %s %s",
                  dir, why);
         state.why = state.why_buf;

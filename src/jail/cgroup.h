@@ -37,6 +37,10 @@ enum cgroup_backend_kind cgroup_backend(const char **why);
 /* v2: whether this process must first step into a leaf of its own cgroup to hand controllers
  * down (it sits alone in a delegated cgroup that hands none down yet). */
 bool cgroup_v2_steps_aside(void);
+/* v2: whether limits are missing for want of a delegated cgroup of this process's own (its
+ * cgroup is shared with other processes, as a login shell's scope is, or is given no
+ * controllers, as a plain service's is). */
+bool cgroup_v2_needs_delegation(void);
 
 /* Create a group named name (unique per sandbox) with lim applied, beneath this process's
  * mcp-sandbox.<pid>. name NULL: a process that runs one sandbox only (`run`) uses

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# cgroup v2 under systemd, in a VM: a stock Debian 12 (cgroup v2 only, systemd) where
+# mcp-sandbox starts from a cgroup it shares with others, as from a login shell, and must get a
+# delegated scope of its own from systemd (src/cli/own_scope.c). Debian's cloud kernel boots
+# under qemu (software emulation, about 20 s) a debootstrapped Debian 12 with systemd that
+# scripts/install-deps.sh --test builds once into .deps/vm/debian.cpio; the static mcp-sandbox
+# and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP; this relays it.
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+BUILD=${1:-build}
+KERNEL=.deps/vm/vmlinuz
+ROOTFS=.deps/vm/debian.cpio
+SBX=$BUILD/mcp-sandbox
+
+missing=""
+command -v qemu-system-x86_64 >/dev/null || missing+=" qemu-system-x86"
+busybox --help 2>&1 | head -1 | grep -q BusyBox || missing+=" busybox-static"
+[ -s "$KERNEL" ] || missing+=" $KERNEL"
+[ -s "$ROOTFS" ] || missing+=" $ROOTFS"
+if [ -n "$missing" ]; then
+    tap_fail "systemd-vm: the VM's parts are installed (missing:$missing; run scripts/install-deps.sh --test)"
+    tap_done
+    exit 1
+fi
+if [ ! -x "$SBX" ] || readelf -l "$SBX" 2>/dev/null | grep -q INTERP; then
+    tap_fail "systemd-vm: $SBX is a static binary (the guest has none of its libraries)"
+    tap_done
+    exit 1
+fi
+
+work=$(mktemp -d /tmp/mcp-sandbox-vm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+extra=$work/extra
+mkdir -p "$extra"/{usr/local/bin,usr/local/lib/mcp-test,etc/systemd/system,newroot}
+cp "$SBX" "$extra/usr/local/bin/mcp-sandbox"
+cp tests/vm/systemd-guest.sh "$extra/usr/local/lib/mcp-test/guest.sh"
+# The initramfs root cannot be pivoted away from (the sandbox's pivot_root would fail): copy it
+# into a tmpfs and start systemd there.
+cat > "$extra/shim" <<'EOT'
+#!/bin/sh
+mount -t tmpfs -o mode=0755,size=90% root /newroot
+for d in /*; do
+    case $d in /proc|/sys|/dev|/newroot|/shim) ;; *) cp -a "$d" /newroot/ ;; esac
+done
+mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/tmp
+exec switch_root /newroot /lib/systemd/systemd
+EOT
+cat > "$extra/etc/systemd/system/mcp-test.service" <<'EOT'
+[Unit]
+Description=mcp-sandbox under systemd
+After=basic.target
+[Service]
+Type=oneshot
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+ExecStart=/bin/bash /usr/local/lib/mcp-test/guest.sh
+ExecStopPost=/bin/systemctl poweroff --force --force
+EOT
+chmod 755 "$extra/shim" "$extra/usr/local/lib/mcp-test/guest.sh"
+# A second archive after the first: the kernel unpacks both, the later files on top.
+(cd "$extra" && find . | busybox cpio -o -H newc 2>/dev/null) > "$work/extra.cpio"
+cat "$ROOTFS" "$work/extra.cpio" > "$work/initrd.cpio"
+
+log=$work/console.log
+timeout 600 qemu-system-x86_64 -accel tcg -machine q35 -cpu max -smp 2 -m 2048 \
+    -nographic -no-reboot -kernel "$KERNEL" -initrd "$work/initrd.cpio" \
+    -append "console=ttyS0 quiet panic=-1 rdinit=/shim systemd.unit=mcp-test.service" \
+    </dev/null > "$log" 2>&1
+rc=$?
+tap_relay "" < <(tr -d '\r' < "$log" | grep -E '^(ok|not ok) |^# ')
+if ! tr -d '\r' < "$log" | grep -q '^# guest: done'; then
+    tap_fail "systemd-vm: the guest ran to the end (qemu exit $rc)"
+    tr -d '\r' < "$log" | tail -20 | sed 's/^/#   /'
+fi
+tap_done

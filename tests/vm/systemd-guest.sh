@@ -1,0 +1,80 @@
+#!/bin/bash
+# Runs inside the systemd VM (tests/tiers/systemd-vm.sh) as mcp-test.service, a plain service:
+# its cgroup is not delegated (no controllers handed down) and this shell shares it, much as a
+# login shell shares its session scope on a stock Debian 12. mcp-sandbox must then get a
+# delegated scope from systemd for itself. Prints TAP lines for the host to relay; each case has its control.
+N=0
+ok() { N=$((N + 1)); echo "ok $N - $*"; }
+fail() { N=$((N + 1)); echo "not ok $N - $*"; }
+expect() {
+    if printf '%s\n' "$3" | grep -qE -- "$2"; then ok "$1"; else
+        fail "$1"
+        printf '%s\n' "$3" | head -5 | sed 's/^/#   got: /'
+    fi
+}
+expect_not() {
+    if printf '%s\n' "$3" | grep -qE -- "$2"; then
+        fail "$1"
+        printf '%s\n' "$3" | head -5 | sed 's/^/#   got: /'
+    else ok "$1"; fi
+}
+backend_of() { sed -n 's/.*"limits_backend":"\([^"]*\)".*/\1/p'; }
+SBX=/usr/local/bin/mcp-sandbox
+echo "# guest: $(uname -r), $(systemctl --version | head -1), in $(cat /proc/self/cgroup)"
+
+expect "systemd: (control) this service's own cgroup gives no limits (doctor, which asks no one)" \
+    'fallback .*mcp-test.service is not given the memory, pids and cpu controllers' \
+    "$($SBX doctor 2>&1 | grep 'cgroup limits')"
+out=$($SBX run --json -- /bin/true 2>&1)
+expect "systemd: run from a shared cgroup gets a delegated scope and cgroup-v2 limits" \
+    '^cgroup-v2$' "$(printf '%s' "$out" | backend_of)"
+
+$SBX run -- /bin/sleep 3 &
+runner=$!
+leaf=
+for _ in $(seq 1 100); do
+    leaf=$(find /sys/fs/cgroup/system.slice -maxdepth 2 -name 'mcp-sandbox.*.self' 2>/dev/null | head -1)
+    [ -n "$leaf" ] && break
+    sleep 0.1
+done
+expect "systemd: the copy sits in a transient scope of its own (leaf $leaf)" \
+    '^/sys/fs/cgroup/system.slice/run-[^/]*\.scope/mcp-sandbox\.[0-9]+\.self$' "$leaf"
+scope=${leaf%/*}
+expect "systemd: the scope is delegated (its controllers handed down)" 'memory' \
+    "$(cat "$scope/cgroup.subtree_control" 2>&1)"
+expect "systemd: the original stays behind in the shared cgroup" \
+    "^0::/system.slice/mcp-test.service$" "$(cat /proc/$runner/cgroup 2>&1)"
+wait $runner
+
+out=$($SBX run --memory 32M -- /bin/dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1; echo "rc=$?")
+expect "systemd: the memory limit holds: a 64 MiB buffer under 32 MiB is OOM-killed (137)" 'rc=137' "$out"
+out=$($SBX run --memory 32M -- /bin/dd if=/dev/zero of=/dev/null bs=4M count=1 2>&1; echo "rc=$?")
+expect "systemd: (control) a 4 MiB buffer under the same limit succeeds" 'rc=0' "$out"
+out=$($SBX run -- /bin/sh -c 'exit 42'; echo "rc=$?")
+expect "systemd: the command's exit code comes back through the copy" '^rc=42$' "$out"
+out=$(echo hello-through | $SBX run -- /bin/cat)
+expect "systemd: stdin and stdout pass through the copy" '^hello-through$' "$out"
+
+sig_out=/tmp/sig.$$
+$SBX run -- /bin/sh -c 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
+runner=$!
+for _ in $(seq 1 100); do grep -qs ready "$sig_out" && break; sleep 0.1; done
+kill -TERM $runner
+wait $runner
+rc=$?
+expect "systemd: SIGTERM to the original reaches the command through the copy" 'got-term' "$(cat "$sig_out")"
+expect "systemd: and the command's exit code comes back" '^rc=7$' "rc=$rc"
+
+# systemd refusing: its private socket hidden, systemd-run cannot connect. The original then
+# carries on with rlimits, and says why.
+out=$(unshare -m /bin/sh -c "mount --bind /dev/null /run/systemd/private && $SBX run --json -- /bin/true" 2>&1)
+expect "systemd: when systemd-run fails the run still happens, with rlimits" '"limits_backend":"rlimit"' "$out"
+expect "systemd: and says so" 'could not give this process a delegated cgroup' "$out"
+out=$(unshare -m /bin/sh -c "mount -t tmpfs none /run/systemd && $SBX run --json -- /bin/true" 2>&1)
+expect "systemd: without systemd running, rlimits as before" '"limits_backend":"rlimit"' "$out"
+expect_not "systemd: and no attempt to ask it" 'systemd-run' "$out"
+
+sleep 0.5
+left=$(find /sys/fs/cgroup -name 'mcp-sandbox.*' 2>/dev/null; systemctl list-units --no-legend --all 'run-*.scope' 2>/dev/null)
+expect "systemd: afterwards no group and no scope is left ('$left')" '^$' "$left"
+echo "# guest: done"
