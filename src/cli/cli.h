@@ -5,6 +5,8 @@
 
 #include "config.h"
 
+#include <signal.h>
+
 #define EXIT_USAGE 2
 
 struct cli_ctx {
@@ -23,6 +25,9 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_rerun_in_own_scope(struct cli_ctx *ctx);
 /* First thing in main: a copy started by cli_rerun_in_own_scope tells the original. */
 void cli_scope_copy_started(void);
+/* The signals run passes on to the command, and the original to its copy: SIGINT, SIGTERM,
+ * SIGHUP and SIGQUIT. */
+void cli_passed_signals(sigset_t *set);
 
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);

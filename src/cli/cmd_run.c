@@ -181,11 +181,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
      * leaves this process dead with its cgroups behind. Blocked before the spawn: the spawner
      * and init inherit the mask (and block everything anyway); the command gets a clean one. */
     sigset_t passed;
-    sigemptyset(&passed);
-    sigaddset(&passed, SIGINT);
-    sigaddset(&passed, SIGTERM);
-    sigaddset(&passed, SIGHUP);
-    sigaddset(&passed, SIGQUIT);
+    cli_passed_signals(&passed);
     sigprocmask(SIG_BLOCK, &passed, NULL);
     int sig_fd = signalfd(-1, &passed, SFD_CLOEXEC | SFD_NONBLOCK);
 

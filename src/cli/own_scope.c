@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,11 +36,22 @@ void cli_scope_copy_started(void)
     is_copy = true;
     int fd = atoi(v);
     unsetenv(SCOPE_FD_ENV);
-    if (fd > 2) {
+    struct stat st;
+    /* Only the pipe the original made: a stray variable must not write into another fd. */
+    if (fd > 2 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
         ssize_t w = write(fd, "1", 1);
         (void)w;
         close(fd);
     }
+}
+
+void cli_passed_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGQUIT);
 }
 
 static const char *find_systemd_run(void)
@@ -59,8 +71,9 @@ static int exit_status_of(int st)
 
 /* Waits for the copy, passing on the signals sent to this process alone. A terminal's Ctrl-C
  * goes to the whole foreground process group, the copy included: passed on as well, it would
- * count twice. Sets *started when the copy has said so. */
-static int wait_for_copy(pid_t pid, int ready_fd, const sigset_t *passed, bool *started)
+ * count twice. Sets *started when the copy has said so, and *signalled to the first signal. */
+static int wait_for_copy(pid_t pid, int ready_fd, const sigset_t *passed, bool *started,
+                         int *signalled)
 {
     int sig_fd = signalfd(-1, passed, SFD_CLOEXEC | SFD_NONBLOCK);
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -82,9 +95,12 @@ static int wait_for_copy(pid_t pid, int ready_fd, const sigset_t *passed, bool *
         }
         if (pfd[2].revents) {
             struct signalfd_siginfo si;
-            while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (!*signalled)
+                    *signalled = (int)si.ssi_signo;
                 if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE)
                     kill(pid, (int)si.ssi_signo);
+            }
         }
         if (pidfd < 0 || pfd[0].revents)
             break;
@@ -140,11 +156,7 @@ int cli_rerun_in_own_scope(struct cli_ctx *ctx)
         return -1;
     }
     sigset_t passed, old;
-    sigemptyset(&passed);
-    sigaddset(&passed, SIGINT);
-    sigaddset(&passed, SIGTERM);
-    sigaddset(&passed, SIGHUP);
-    sigaddset(&passed, SIGQUIT);
+    cli_passed_signals(&passed);
     sigprocmask(SIG_BLOCK, &passed, &old);
     pid_t pid = fork();
     if (pid == 0) {
@@ -164,10 +176,14 @@ int cli_rerun_in_own_scope(struct cli_ctx *ctx)
         return -1;
     }
     bool started = false;
-    int st = wait_for_copy(pid, ready[0], &passed, &started);
+    int signalled = 0;
+    int st = wait_for_copy(pid, ready[0], &passed, &started, &signalled);
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (started)
         return exit_status_of(st);
+    /* Told to stop while systemd was still being asked: stop, rather than run it here. */
+    if (signalled)
+        return 128 + signalled;
     fprintf(stderr, "mcp-sandbox: systemd-run could not give this process a delegated cgroup "
                     "(said above); carrying on without cgroup limits\n");
     return -1;

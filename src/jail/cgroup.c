@@ -41,7 +41,7 @@ struct cgroup_state {
     char *v2_leaf;       /* set while this process is in the leaf */
     char v2_enabled[64]; /* what was enabled, to disable again: "-memory -pids -cpu" */
     bool v2_undelegated; /* v2 is there, but this process's cgroup does not serve */
-    char why_buf[512];
+    char why_buf[768];
 };
 
 static struct cgroup_state state;
@@ -218,7 +218,9 @@ static bool probe_v2(const struct proc_text *self_cg)
     }
     if (why) {
         state.v2_undelegated = true;
-        snprintf(state.why_buf, sizeof(state.why_buf), "cgroup v2: this process's cgroup %s %s",
+        snprintf(state.why_buf, sizeof(state.why_buf),
+                 "cgroup v2: this process's cgroup %s %s. Where systemd runs the machine, run and "
+                 "serve ask it for such a cgroup themselves",
                  dir, why);
         state.why = state.why_buf;
         return false;

@@ -3,8 +3,8 @@
 # mcp-sandbox starts from a cgroup it shares with others, as from a login shell, and must get a
 # delegated scope of its own from systemd (src/cli/own_scope.c). Debian's cloud kernel boots
 # under qemu (software emulation, about 20 s) a debootstrapped Debian 12 with systemd that
-# scripts/install-deps.sh --test builds once into .deps/vm/debian.cpio; the static mcp-sandbox
-# and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP; this relays it.
+# scripts/install-deps.sh --test builds once into .deps/vm/debian.cpio; the static mcp-sandbox,
+# test_jail_cgroup and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP; this relays it.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 BUILD=${1:-build}
@@ -33,6 +33,12 @@ trap 'rm -rf "$work"' EXIT
 extra=$work/extra
 mkdir -p "$extra"/{usr/local/bin,usr/local/lib/mcp-test,etc/systemd/system,newroot}
 cp "$SBX" "$extra/usr/local/bin/mcp-sandbox"
+# The unit test that checks where a sandbox and its spawner sit, with the libraries it needs
+# beyond libc (jansson, cmocka), found through LD_LIBRARY_PATH so the guest's own stay as they are.
+cp "$BUILD/tests/test_jail_cgroup" "$extra/usr/local/lib/mcp-test/"
+for lib in $(ldd "$BUILD/tests/test_jail_cgroup" | awk '$3 ~ /^\// {print $3}'); do
+    case $lib in */libc.so.*) ;; *) cp "$lib" "$extra/usr/local/lib/mcp-test/" ;; esac
+done
 cp tests/vm/systemd-guest.sh "$extra/usr/local/lib/mcp-test/guest.sh"
 # The initramfs root cannot be pivoted away from (the sandbox's pivot_root would fail): copy it
 # into a tmpfs and start systemd there.

@@ -74,6 +74,12 @@ out=$(unshare -m /bin/sh -c "mount -t tmpfs none /run/systemd && $SBX run --json
 expect "systemd: without systemd running, rlimits as before" '"limits_backend":"rlimit"' "$out"
 expect_not "systemd: and no attempt to ask it" 'systemd-run' "$out"
 
+# The library used directly, as the unit tier does, from this same service: the test asks for
+# its own scope just as run does, then checks where the sandbox and the threads sit.
+out=$(LD_LIBRARY_PATH=/usr/local/lib/mcp-test /usr/local/lib/mcp-test/test_jail_cgroup 2>&1; echo "rc=$?")
+expect "systemd: test_jail_cgroup passes from a plain service" '^rc=0$' "$(printf '%s\n' "$out" | tail -1)"
+printf '%s\n' "$out" | grep -E 'FAIL|fail|error' | head -5 | sed 's/^/#   /'
+
 sleep 0.5
 left=$(find /sys/fs/cgroup -name 'mcp-sandbox.*' 2>/dev/null; systemctl list-units --no-legend --all 'run-*.scope' 2>/dev/null)
 expect "systemd: afterwards no group and no scope is left ('$left')" '^$' "$left"
