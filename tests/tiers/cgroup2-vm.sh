@@ -6,6 +6,7 @@
 # guest prints TAP; this script relays it. scripts/install-deps.sh --test fetches the kernel.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
+. tests/vm/boot.sh
 BUILD=${1:-build}
 KERNEL=.deps/vm/vmlinuz
 SBX=$BUILD/mcp-sandbox
@@ -46,26 +47,18 @@ cp "$SANDBOXES" "$root/usr/bin/vm-sandboxes"
 printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n' > "$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
 cp tests/vm/cgroup2-guest.sh "$root/init2"
+cp tests/vm/guest-lib.sh "$root/guest-lib.sh"
 # The initramfs root cannot be pivoted away from (the sandbox's pivot_root would fail):
 # copy it into a tmpfs and switch there first.
 cat > "$root/init" <<'EOF'
 #!/bin/sh
 mount -t tmpfs -o mode=0755 root /newroot
-cp -a /usr /bin /sbin /lib /etc /root /init2 /newroot/
+cp -a /usr /bin /sbin /lib /etc /root /init2 /guest-lib.sh /newroot/
 mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/tmp
 exec switch_root /newroot /init2
 EOF
 chmod 755 "$root/init" "$root/init2"
 (cd "$root" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1 > "$work/initrd.gz")
 
-log=$work/console.log
-timeout 600 qemu-system-x86_64 -accel tcg -machine q35 -cpu max -smp 2 -m 1024 \
-    -nographic -no-reboot -kernel "$KERNEL" -initrd "$work/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1 rdinit=/init" </dev/null > "$log" 2>&1
-rc=$?
-tap_relay "" < <(tr -d '\r' < "$log" | grep -E '^(ok|not ok) |^# ')
-if ! tr -d '\r' < "$log" | grep -q '^# guest: done'; then
-    tap_fail "cgroup2-vm: the guest ran to the end (qemu exit $rc)"
-    tr -d '\r' < "$log" | tail -20 | sed 's/^/#   /'
-fi
+vm_boot cgroup2-vm "$KERNEL" "$work/initrd.gz" 1024 "rdinit=/init" "$work/console.log"
 tap_done

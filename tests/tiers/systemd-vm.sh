@@ -7,6 +7,7 @@
 # test_jail_cgroup and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP; this relays it.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
+. tests/vm/boot.sh
 BUILD=${1:-build}
 KERNEL=.deps/vm/vmlinuz
 ROOTFS=.deps/vm/debian.cpio
@@ -40,6 +41,7 @@ for lib in $(ldd "$BUILD/tests/test_jail_cgroup" | awk '$3 ~ /^\// {print $3}');
     case $lib in */libc.so.*) ;; *) cp "$lib" "$extra/usr/local/lib/mcp-test/" ;; esac
 done
 cp tests/vm/systemd-guest.sh "$extra/usr/local/lib/mcp-test/guest.sh"
+cp tests/vm/guest-lib.sh "$extra/usr/local/lib/mcp-test/guest-lib.sh"
 # The initramfs root cannot be pivoted away from (the sandbox's pivot_root would fail): copy it
 # into a tmpfs and start systemd there.
 cat > "$extra/shim" <<'EOT'
@@ -68,15 +70,6 @@ chmod 755 "$extra/shim" "$extra/usr/local/lib/mcp-test/guest.sh"
 (cd "$extra" && find . | busybox cpio -o -H newc 2>/dev/null) > "$work/extra.cpio"
 cat "$ROOTFS" "$work/extra.cpio" > "$work/initrd.cpio"
 
-log=$work/console.log
-timeout 600 qemu-system-x86_64 -accel tcg -machine q35 -cpu max -smp 2 -m 2048 \
-    -nographic -no-reboot -kernel "$KERNEL" -initrd "$work/initrd.cpio" \
-    -append "console=ttyS0 quiet panic=-1 rdinit=/shim systemd.unit=mcp-test.service" \
-    </dev/null > "$log" 2>&1
-rc=$?
-tap_relay "" < <(tr -d '\r' < "$log" | grep -E '^(ok|not ok) |^# ')
-if ! tr -d '\r' < "$log" | grep -q '^# guest: done'; then
-    tap_fail "systemd-vm: the guest ran to the end (qemu exit $rc)"
-    tr -d '\r' < "$log" | tail -20 | sed 's/^/#   /'
-fi
+vm_boot systemd-vm "$KERNEL" "$work/initrd.cpio" 2048 \
+    "rdinit=/shim systemd.unit=mcp-test.service" "$work/console.log"
 tap_done

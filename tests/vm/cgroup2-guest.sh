@@ -10,23 +10,14 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 CG=/sys/fs/cgroup
 echo "+memory +pids +cpu" > $CG/cgroup.subtree_control
 
-N=0
-ok() { N=$((N + 1)); echo "ok $N - $*"; }
-fail() { N=$((N + 1)); echo "not ok $N - $*"; }
-# expect NAME PATTERN OUTPUT
-expect() {
-    if printf '%s\n' "$3" | grep -qE -- "$2"; then ok "$1"; else
-        fail "$1"
-        printf '%s\n' "$3" | head -5 | sed 's/^/#   got: /'
-    fi
-}
+. /guest-lib.sh
+
 # alone GROUP CMD...: CMD as the only process of $CG/GROUP (a unit with Delegate=yes).
 alone() {
     g=$1
     shift
     sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/$g" "$@"
 }
-backend_of() { sed -n 's/.*"limits_backend":"\([^"]*\)".*/\1/p'; }
 
 echo "# guest: $(uname -r), cgroup2 only: $(cat /proc/self/mountinfo | grep -c ' - cgroup ') v1 mounts"
 
@@ -86,22 +77,20 @@ out=$(alone svc mcp-sandbox run --pids 16 --timeout 30 -- /usr/bin/probe forkbom
 expect "cgroup2: a fork bomb is stopped at pids.max" 'errno=11 EAGAIN' "$out"
 out=$(alone svc mcp-sandbox run --pids 16 -- /usr/bin/probe forkbomb 5 2>&1)
 expect "cgroup2: (control) a few forks succeed under pids.max" 'forkbomb ok' "$out"
-out=$(alone svc mcp-sandbox run --json --cpus 0.2 --timeout 20 -- /bin/sh -c 'end=$(($(date +%s) + 2)); while [ "$(date +%s)" -lt "$end" ]; do :; done')
-cpu=$(printf '%s' "$out" | sed -n 's/.*"cpu_ms":\([0-9]*\).*/\1/p')
-dur=$(printf '%s' "$out" | sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p')
-if [ -n "$cpu" ] && [ -n "$dur" ] && [ "$cpu" -lt $((dur * 35 / 100)) ]; then
-    ok "cgroup2: cpu.max 0.2 throttles a spin ($cpu ms CPU in $dur ms)"
-else
-    fail "cgroup2: cpu.max 0.2 throttles a spin ($cpu ms CPU in $dur ms)"
-fi
-out=$(alone svc mcp-sandbox run --json --cpus 2 --timeout 20 -- /bin/sh -c 'end=$(($(date +%s) + 2)); while [ "$(date +%s)" -lt "$end" ]; do :; done')
-cpu=$(printf '%s' "$out" | sed -n 's/.*"cpu_ms":\([0-9]*\).*/\1/p')
-dur=$(printf '%s' "$out" | sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p')
-if [ -n "$cpu" ] && [ -n "$dur" ] && [ "$cpu" -gt $((dur * 60 / 100)) ]; then
-    ok "cgroup2: (control) without the quota the spin gets the CPU ($cpu ms CPU in $dur ms)"
-else
-    fail "cgroup2: (control) without the quota the spin gets the CPU ($cpu ms CPU in $dur ms)"
-fi
+# spin CPUS: a 2 s busy loop under that quota; prints "CPU_MS DURATION_MS".
+spin() {
+    alone svc mcp-sandbox run --json --cpus "$1" --timeout 20 -- /bin/sh -c \
+        'end=$(($(date +%s) + 2)); while [ "$(date +%s)" -lt "$end" ]; do :; done' |
+        sed -n 's/.*"duration_ms":\([0-9]*\).*"cpu_ms":\([0-9]*\).*/\2 \1/p'
+}
+set -- $(spin 0.2)
+cpu=${1:-0} dur=${2:-0}
+[ "$dur" -gt 0 ] && [ "$cpu" -lt $((dur * 35 / 100)) ] && r=ok || r=fail
+$r "cgroup2: cpu.max 0.2 throttles a spin ($cpu ms CPU in $dur ms)"
+set -- $(spin 2)
+cpu=${1:-0} dur=${2:-0}
+[ "$dur" -gt 0 ] && [ "$cpu" -gt $((dur * 60 / 100)) ] && r=ok || r=fail
+$r "cgroup2: (control) without the quota the spin gets the CPU ($cpu ms CPU in $dur ms)"
 # cgroup.kill at the end: a setsid daemon dies with its sandbox.
 alone svc mcp-sandbox run --timeout 10 -- /bin/sh -c 'setsid /bin/sleep 777 </dev/null >/dev/null 2>&1 & sleep 1; exit 0' &
 runner=$!

@@ -2,23 +2,9 @@
 # Runs inside the systemd VM (tests/tiers/systemd-vm.sh) as mcp-test.service, a plain service:
 # its cgroup is not delegated (no controllers handed down) and this shell shares it, much as a
 # login shell shares its session scope on a stock Debian 12. mcp-sandbox must then get a
-# delegated scope from systemd for itself. Prints TAP lines for the host to relay; each case has its control.
-N=0
-ok() { N=$((N + 1)); echo "ok $N - $*"; }
-fail() { N=$((N + 1)); echo "not ok $N - $*"; }
-expect() {
-    if printf '%s\n' "$3" | grep -qE -- "$2"; then ok "$1"; else
-        fail "$1"
-        printf '%s\n' "$3" | head -5 | sed 's/^/#   got: /'
-    fi
-}
-expect_not() {
-    if printf '%s\n' "$3" | grep -qE -- "$2"; then
-        fail "$1"
-        printf '%s\n' "$3" | head -5 | sed 's/^/#   got: /'
-    else ok "$1"; fi
-}
-backend_of() { sed -n 's/.*"limits_backend":"\([^"]*\)".*/\1/p'; }
+# delegated scope from systemd for itself. Prints TAP lines for the host to relay; each case
+# has its control.
+. /usr/local/lib/mcp-test/guest-lib.sh
 SBX=/usr/local/bin/mcp-sandbox
 echo "# guest: $(uname -r), $(systemctl --version | head -1), in $(cat /proc/self/cgroup)"
 
