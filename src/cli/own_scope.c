@@ -54,6 +54,20 @@ void cli_passed_signals(sigset_t *set)
     sigaddset(set, SIGQUIT);
 }
 
+/* Whether the manager systemd-run would ask is there: the system's, or for a user the user's
+ * own (its private socket in $XDG_RUNTIME_DIR). Without one, trying would only print an error
+ * on every run. */
+static bool manager_is_reachable(bool user)
+{
+    if (!user)
+        return access("/run/systemd/private", F_OK) == 0;
+    const char *dir = getenv("XDG_RUNTIME_DIR");
+    char path[PATH_MAX];
+    if (!dir || snprintf(path, sizeof(path), "%s/systemd/private", dir) >= (int)sizeof(path))
+        return false;
+    return access(path, F_OK) == 0;
+}
+
 static const char *find_systemd_run(void)
 {
     static const char *const paths[] = {"/usr/bin/systemd-run", "/bin/systemd-run"};
@@ -123,7 +137,9 @@ static int wait_for_copy(pid_t pid, int ready_fd, const sigset_t *passed, bool *
 
 int cli_rerun_in_own_scope(struct cli_ctx *ctx)
 {
-    if (is_copy || !cgroup_v2_needs_delegation() || access("/run/systemd/system", F_OK) < 0)
+    bool user = geteuid() != 0;
+    if (is_copy || !cgroup_v2_needs_delegation() || access("/run/systemd/system", F_OK) < 0 ||
+        !manager_is_reachable(user))
         return -1;
     const char *systemd_run = find_systemd_run();
     char self[PATH_MAX];
@@ -139,7 +155,7 @@ int cli_rerun_in_own_scope(struct cli_ctx *ctx)
         return -1;
     int k = 0;
     argv[k++] = (char *)systemd_run;
-    if (geteuid() != 0)
+    if (user)
         argv[k++] = "--user"; /* the user's own manager delegates to the user */
     argv[k++] = "--quiet";
     argv[k++] = "--scope";

@@ -66,6 +66,13 @@ out=$(LD_LIBRARY_PATH=/usr/local/lib/mcp-test /usr/local/lib/mcp-test/test_jail_
 expect "systemd: test_jail_cgroup passes from a plain service" '^rc=0$' "$(printf '%s\n' "$out" | tail -1)"
 printf '%s\n' "$out" | grep -E 'FAIL|fail|error' | head -5 | sed 's/^/#   /'
 
+# Rootless with no manager of its own to ask (no user session here): no attempt, rlimits.
+id -u tester >/dev/null 2>&1 || useradd -u 1000 tester
+out=$(setpriv --reuid=1000 --regid=1000 --init-groups env XDG_RUNTIME_DIR=/run/user/1000 \
+    $SBX run --json -- /bin/true 2>&1)
+expect "systemd: rootless without a user manager falls back to rlimits" '"limits_backend":"rlimit"' "$out"
+expect_not "systemd: and does not try systemd-run" 'systemd-run|bus' "$out"
+
 sleep 0.5
 left=$(find /sys/fs/cgroup -name 'mcp-sandbox.*' 2>/dev/null; systemctl list-units --no-legend --all 'run-*.scope' 2>/dev/null)
 expect "systemd: afterwards no group and no scope is left ('$left')" '^$' "$left"
