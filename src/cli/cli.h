@@ -19,9 +19,8 @@ struct cli_ctx {
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* cgroup v2 only, in a cgroup that gives no limits (shared, not delegated), under systemd: run
- * this command
- * again in a delegated scope of its own (own_scope.c) and return its exit status; -1 when
- * that does not apply or systemd cannot, and the caller carries on. */
+ * this command again in a delegated scope of its own (own_scope.c) and return its exit status;
+ * -1 when that does not apply or systemd cannot, and the caller carries on. */
 int cli_rerun_in_own_scope(struct cli_ctx *ctx);
 /* First thing in main: a copy started by cli_rerun_in_own_scope tells the original. */
 void cli_scope_copy_started(void);

@@ -112,7 +112,7 @@ static int wait_for_copy(pid_t pid, int ready_fd, const sigset_t *passed, bool *
             while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 if (!*signalled)
                     *signalled = (int)si.ssi_signo;
-                if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE)
+                if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE || si.ssi_code == SI_TKILL)
                     kill(pid, (int)si.ssi_signo);
             }
         }
