@@ -66,12 +66,25 @@ out=$(LD_LIBRARY_PATH=/usr/local/lib/mcp-test /usr/local/lib/mcp-test/test_jail_
 expect "systemd: test_jail_cgroup passes from a plain service" '^rc=0$' "$(printf '%s\n' "$out" | tail -1)"
 printf '%s\n' "$out" | grep -E 'FAIL|fail|error' | head -5 | sed 's/^/#   /'
 
-# Rootless with no manager of its own to ask (no user session here): no attempt, rlimits.
+# Rootless: with no manager of its own to ask, no attempt and rlimits; with the user's own
+# manager running (user@1000.service, as in a desktop session), a delegated scope from it.
 id -u tester >/dev/null 2>&1 || useradd -u 1000 tester
-out=$(setpriv --reuid=1000 --regid=1000 --init-groups env XDG_RUNTIME_DIR=/run/user/1000 \
-    $SBX run --json -- /bin/true 2>&1)
+as_tester() {
+    setpriv --reuid=1000 --regid=1000 --init-groups env XDG_RUNTIME_DIR=/run/user/1000 "$@"
+}
+out=$(as_tester $SBX run --json -- /bin/true 2>&1)
 expect "systemd: rootless without a user manager falls back to rlimits" '"limits_backend":"rlimit"' "$out"
 expect_not "systemd: and does not try systemd-run" 'systemd-run|bus' "$out"
+systemctl start dbus.service systemd-logind.service
+loginctl enable-linger tester
+for _ in $(seq 1 200); do [ -S /run/user/1000/systemd/private ] && break; sleep 0.1; done
+expect "systemd: (control) the user's manager runs" '^active$' "$(systemctl is-active user@1000.service)"
+out=$(as_tester $SBX run --json -- /bin/true 2>&1)
+expect "systemd: rootless with the user's manager gets a delegated scope and cgroup-v2 limits" \
+    '^cgroup-v2$' "$(printf '%s' "$out" | backend_of)"
+out=$(as_tester $SBX run --memory 32M -- /bin/dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1; echo "rc=$?")
+expect "systemd: rootless, the memory limit holds (137)" 'rc=137' "$out"
+loginctl disable-linger tester
 
 sleep 0.5
 left=$(find /sys/fs/cgroup -name 'mcp-sandbox.*' 2>/dev/null; systemctl list-units --no-legend --all 'run-*.scope' 2>/dev/null)
