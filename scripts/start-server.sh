@@ -7,17 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/build/mcp-sandbox
 ADDR=${SBX_HTTP_ADDR:-127.0.0.1:8080}
-# On cgroup v2 a process sets limits only from a delegated cgroup it has to itself (a login
-# shell's scope holds other processes): where systemd runs the machine, it makes one.
-alone() {
-    if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ] && [ -d /run/systemd/system ] &&
-        command -v systemd-run >/dev/null; then
-        systemd-run --quiet --scope --collect -p Delegate=yes -- "$@"
-    else
-        "$@"
-    fi
-}
-alone "$BIN" doctor || echo "(the default profile cannot run here: see the hints above)"
+"$BIN" doctor || echo "(the default profile cannot run here: see the hints above)"
 cat <<EOT
 
 Connect an MCP host over stdio (the host starts the server itself):
@@ -32,7 +22,7 @@ Run a command in a fresh sandbox:  $BIN run -- /usr/bin/python3 -c 'print(1)'
 EOT
 echo
 echo "Serving Streamable HTTP on http://$ADDR/mcp (Ctrl-C stops it; SBX_HTTP_ADDR picks another address):"
-alone "$BIN" serve --http "$ADDR"
+"$BIN" serve --http "$ADDR"
 rc=$?
 [ "$rc" = 0 ] && exit 0
 cat >&2 <<EOT
@@ -42,4 +32,4 @@ SBX_HTTP_ADDR=127.0.0.1:PORT). Serving over stdio on this terminal instead: past
 lines, one per line; Ctrl-D stops it. For example:
 {"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}
 EOT
-alone "$BIN" serve --stdio
+exec "$BIN" serve --stdio
