@@ -77,7 +77,11 @@ expect "systemd: rootless without a user manager falls back to rlimits" '"limits
 expect_not "systemd: and does not try systemd-run" 'systemd-run|bus' "$out"
 systemctl start dbus.service systemd-logind.service
 loginctl enable-linger tester
-for _ in $(seq 1 200); do [ -S /run/user/1000/systemd/private ] && break; sleep 0.1; done
+# Its socket appears while it is still starting: wait for both.
+for _ in $(seq 1 300); do
+    [ -S /run/user/1000/systemd/private ] && [ "$(systemctl is-active user@1000.service)" = active ] && break
+    sleep 0.1
+done
 expect "systemd: (control) the user's manager runs" '^active$' "$(systemctl is-active user@1000.service)"
 out=$(as_tester $SBX run --json -- /bin/true 2>&1)
 expect "systemd: rootless with the user's manager gets a delegated scope and cgroup-v2 limits" \
