@@ -8,6 +8,7 @@
 #include "cli.h"
 
 #include "jail/cgroup.h"
+#include "lib/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,7 +72,7 @@ static bool manager_is_reachable(bool user)
 static const char *find_systemd_run(void)
 {
     static const char *const paths[] = {"/usr/bin/systemd-run", "/bin/systemd-run"};
-    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+    for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
         if (access(paths[i], X_OK) == 0)
             return paths[i];
     return NULL;

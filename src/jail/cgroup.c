@@ -129,11 +129,9 @@ static const char *v1_mount_of(const struct proc_text *t, const char *ctrl, size
     return NULL;
 }
 
-static bool file_has_words(const char *path, const char *const *words, size_t n)
+/* Whether the space-separated text s (a cgroup.controllers line) holds every one of words. */
+static bool text_has_words(const char *s, const char *const *words, size_t n)
 {
-    char *s = NULL;
-    if (read_file_max(path, 4096, &s, NULL) < 0)
-        return false;
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
         const char *p = s;
@@ -148,8 +146,15 @@ static bool file_has_words(const char *path, const char *const *words, size_t n)
         }
         ok = found;
     }
-    free(s);
     return ok;
+}
+
+static bool file_has_words(const char *path, const char *const *words, size_t n)
+{
+    cleanup_free char *s = NULL;
+    if (read_file_max(path, 4096, &s, NULL) < 0)
+        return false;
+    return text_has_words(s, words, n);
 }
 
 bool cgroup_v2_steps_aside(void)
@@ -199,23 +204,23 @@ static bool probe_v2(const struct proc_text *self_cg)
     cleanup_free char *ctl = xasprintf("%s/cgroup.subtree_control", dir);
     cleanup_free char *avail = xasprintf("%s/cgroup.controllers", dir);
     cleanup_free char *procs = xasprintf("%s/cgroup.procs", dir);
+    /* Ready: the controllers are already handed down. Otherwise this process must enable them
+     * itself, which takes writing subtree_control and cgroup.procs too. */
+    bool ready = file_has_words(ctl, v2_need, ARRAY_SIZE(v2_need));
     const char *why = NULL;
-    if (file_has_words(ctl, v2_need, ARRAY_SIZE(v2_need))) {
-        if (access(dir, W_OK) < 0)
-            why = "is not writable by this user: delegate it (systemd: Delegate=yes)";
-    } else if (!file_has_words(avail, v2_need, ARRAY_SIZE(v2_need))) {
+    if (!ready && !file_has_words(avail, v2_need, ARRAY_SIZE(v2_need)))
         why = "is not given the memory, pids and cpu controllers by its parent: delegate them "
               "(systemd: Delegate=yes)";
-    } else if (access(dir, W_OK) < 0 || access(ctl, W_OK) < 0 || access(procs, W_OK) < 0) {
+    else if (access(dir, W_OK) < 0 ||
+             (!ready && (access(ctl, W_OK) < 0 || access(procs, W_OK) < 0)))
         why = "is not writable by this user: delegate it (systemd: Delegate=yes)";
-    } else if (!only_process_in(dir, getpid())) {
+    else if (!ready && !only_process_in(dir, getpid()))
         /* The kernel hands controllers down only from a cgroup with no process in it. */
         why = "holds other processes, so it cannot hand controllers down: start mcp-sandbox "
               "alone in a delegated cgroup (systemd-run --scope -p Delegate=yes mcp-sandbox "
               "..., or a unit with Delegate=yes)";
-    } else {
+    else if (!ready)
         state.v2_own = xstrdup(dir);
-    }
     if (why) {
         state.v2_undelegated = true;
         snprintf(state.why_buf, sizeof(state.why_buf),
@@ -237,10 +242,12 @@ static int v2_step_aside(struct sbx_err *err)
     if (!state.v2_own || state.v2_leaf)
         return 0;
     cleanup_free char *ctl = xasprintf("%s/cgroup.subtree_control", state.v2_own);
+    cleanup_free char *enabled = NULL;
+    if (read_file_max(ctl, 4096, &enabled, NULL) < 0)
+        enabled = xstrdup("");
     char enable[64] = "", disable[64] = "";
     for (size_t i = 0; i < ARRAY_SIZE(v2_need); i++) {
-        const char *one[] = {v2_need[i]};
-        if (file_has_words(ctl, one, 1))
+        if (text_has_words(enabled, &v2_need[i], 1))
             continue;
         size_t e = strlen(enable), d = strlen(disable);
         snprintf(enable + e, sizeof(enable) - e, "%s+%s", e ? " " : "", v2_need[i]);
