@@ -2,8 +2,9 @@
 # The cgroup v2 backend, in a VM: this machine's cgroups are a v1+v2 hybrid, so the v2 path
 # (a delegated subtree, the step into a leaf, cgroup.kill) cannot run here. Debian's cloud
 # kernel boots under qemu (software emulation, a few seconds) with a busybox initramfs, the
-# static mcp-sandbox, the static probe and vm-sandboxes (the server's cgroup use), and runs tests/vm/cgroup2-guest.sh as init. The
-# guest prints TAP; this script relays it. scripts/install-deps.sh --test fetches the kernel.
+# static mcp-sandbox, the static probe and vm-sandboxes (the server's cgroup use), and runs
+# tests/vm/cgroup2-guest.sh as init. The guest prints TAP; this script relays it.
+# scripts/install-deps.sh --test fetches the kernel.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 . tests/vm/boot.sh
@@ -13,22 +14,7 @@ SBX=$BUILD/mcp-sandbox
 PROBE=$BUILD/tests/probe
 SANDBOXES=$BUILD/tests/vm-sandboxes
 
-missing=""
-command -v qemu-system-x86_64 >/dev/null || missing+=" qemu-system-x86"
-busybox --help 2>&1 | head -1 | grep -q BusyBox || missing+=" busybox-static"
-[ -s "$KERNEL" ] || missing+=" $KERNEL"
-if [ -n "$missing" ]; then
-    tap_fail "cgroup2-vm: the VM's parts are installed (missing:$missing; run scripts/install-deps.sh --test)"
-    tap_done
-    exit 1
-fi
-for bin in "$SBX" "$PROBE" "$SANDBOXES"; do
-    if [ ! -x "$bin" ] || readelf -l "$bin" 2>/dev/null | grep -q INTERP; then
-        tap_fail "cgroup2-vm: $bin is a static binary (the VM has no libraries)"
-        tap_done
-        exit 1
-    fi
-done
+vm_require cgroup2-vm "$KERNEL" -- "$SBX" "$PROBE" "$SANDBOXES"
 
 work=$(mktemp -d /tmp/mcp-sandbox-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT

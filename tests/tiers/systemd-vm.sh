@@ -4,7 +4,8 @@
 # delegated scope of its own from systemd (src/cli/own_scope.c). Debian's cloud kernel boots
 # under qemu (software emulation, about 20 s) a debootstrapped Debian 12 with systemd that
 # scripts/install-deps.sh --test builds once into .deps/vm/debian.cpio; the static mcp-sandbox,
-# test_jail_cgroup and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP; this relays it.
+# test_jail_cgroup and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP;
+# this relays it.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 . tests/vm/boot.sh
@@ -13,21 +14,7 @@ KERNEL=.deps/vm/vmlinuz
 ROOTFS=.deps/vm/debian.cpio
 SBX=$BUILD/mcp-sandbox
 
-missing=""
-command -v qemu-system-x86_64 >/dev/null || missing+=" qemu-system-x86"
-busybox --help 2>&1 | head -1 | grep -q BusyBox || missing+=" busybox-static"
-[ -s "$KERNEL" ] || missing+=" $KERNEL"
-[ -s "$ROOTFS" ] || missing+=" $ROOTFS"
-if [ -n "$missing" ]; then
-    tap_fail "systemd-vm: the VM's parts are installed (missing:$missing; run scripts/install-deps.sh --test)"
-    tap_done
-    exit 1
-fi
-if [ ! -x "$SBX" ] || readelf -l "$SBX" 2>/dev/null | grep -q INTERP; then
-    tap_fail "systemd-vm: $SBX is a static binary (the guest has none of its libraries)"
-    tap_done
-    exit 1
-fi
+vm_require systemd-vm "$KERNEL" "$ROOTFS" -- "$SBX"
 
 work=$(mktemp -d /tmp/mcp-sandbox-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
