@@ -48,17 +48,20 @@ if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then
             mv vmlinuz.part vmlinuz && rm -f ./*.deb)
     fi
     # The systemd-vm tier boots a stock Debian 12 (cgroup v2 only, systemd) as an initramfs;
-    # pam_systemd lets it start a user's own manager. Rebuilt when this list changes.
-    vm_pkgs=systemd,systemd-sysv,dbus,libpam-systemd
+    # pam_systemd lets it start a user's own manager; the server's libraries and python3 let it
+    # serve sandboxes there. Rebuilt when this list changes.
+    vm_pkgs=systemd,systemd-sysv,dbus,libpam-systemd,python3,libjansson4,libmicrohttpd12,libsqlite3-0,libjose0,libssl3
     if [ ! -s .deps/vm/debian.cpio ] || [ "$(cat .deps/vm/debian.pkgs 2>/dev/null)" != "$vm_pkgs" ]; then
         echo "install-deps: a Debian 12 with systemd (debootstrap) into .deps/vm" >&2
         mkdir -p .deps/vm
         tmp=$(mktemp -d /tmp/mcp-sandbox-debootstrap.XXXXXX)
+        trap 'rm -rf "$tmp" .deps/vm/debian.cpio.part' EXIT
         debootstrap --variant=minbase --include="$vm_pkgs" bookworm "$tmp/root" \
-            http://deb.debian.org/debian > "$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; rm -rf "$tmp"; exit 1; }
+            http://deb.debian.org/debian > "$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; exit 1; }
         (cd "$tmp/root" && find . | busybox cpio -o -H newc 2>/dev/null) > .deps/vm/debian.cpio.part &&
             mv .deps/vm/debian.cpio.part .deps/vm/debian.cpio && echo "$vm_pkgs" > .deps/vm/debian.pkgs
         rm -rf "$tmp"
+        trap - EXIT
     fi
     # Node 22 (the conformance suite needs it) and the MCP clients, kept inside the tree.
     if [ ! -x tests/e2e/node_modules/.bin/node22 ] || [ tests/e2e/package.json -nt tests/e2e/node_modules/.installed ]; then

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # cgroup v2 under systemd, in a VM: a stock Debian 12 (cgroup v2 only, systemd) where
 # mcp-sandbox starts from a cgroup it shares with others, as from a login shell, and must get a
-# delegated scope of its own from systemd (src/cli/own_scope.c). Debian's cloud kernel boots
-# under qemu (software emulation, about 20 s) a debootstrapped Debian 12 with systemd that
-# scripts/install-deps.sh --test builds once into .deps/vm/debian.cpio; the static mcp-sandbox,
-# test_jail_cgroup and tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP;
-# this relays it.
+# delegated scope of its own from systemd (src/cli/own_scope.c): `run`, and `serve` with the
+# sandboxes it keeps. Debian's cloud kernel boots under qemu (software emulation) a
+# debootstrapped Debian 12 with systemd, python3 and the server's libraries, that
+# scripts/install-deps.sh --test builds once into .deps/vm/debian.cpio; mcp-sandbox (static),
+# mcp-sandbox-server (dynamic, on the guest's own libraries), test_jail_cgroup and
+# tests/vm/systemd-guest.sh go in a second archive. The guest prints TAP; this relays it.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 . tests/vm/boot.sh
@@ -14,13 +15,14 @@ KERNEL=.deps/vm/vmlinuz
 ROOTFS=.deps/vm/debian.cpio
 SBX=$BUILD/mcp-sandbox
 
-vm_require systemd-vm "$KERNEL" "$ROOTFS" -- "$SBX"
+vm_require systemd-vm "$KERNEL" "$ROOTFS" "$BUILD/mcp-sandbox-server" -- "$SBX"
 
 work=$(mktemp -d /tmp/mcp-sandbox-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 extra=$work/extra
 mkdir -p "$extra"/{usr/local/bin,usr/local/lib/mcp-test,etc/systemd/system,newroot}
 cp "$SBX" "$extra/usr/local/bin/mcp-sandbox"
+cp "$BUILD/mcp-sandbox-server" "$extra/usr/local/bin/mcp-sandbox-server"
 # The unit test that checks where a sandbox and its spawner sit, with the libraries it needs
 # beyond libc (jansson, cmocka), found through LD_LIBRARY_PATH so the guest's own stay as they are.
 cp "$BUILD/tests/test_jail_cgroup" "$extra/usr/local/lib/mcp-test/"

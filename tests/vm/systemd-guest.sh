@@ -8,6 +8,77 @@
 SBX=/usr/local/bin/mcp-sandbox
 echo "# guest: $(uname -r), $(systemctl --version | head -1), in $(cat /proc/self/cgroup)"
 
+# The server over stdio, as an MCP host starts it, behind two fifos. mcp_call ID METHOD PARAMS
+# prints the response with that id (notifications and logs in between are skipped).
+mcp_start() {
+    MCP_DIR=$(mktemp -d)
+    mkfifo "$MCP_DIR/in" "$MCP_DIR/out"
+    "$@" < "$MCP_DIR/in" > "$MCP_DIR/out" 2> "$MCP_DIR/err" &
+    MCP_PID=$!
+    exec {MCP_IN}> "$MCP_DIR/in" {MCP_OUT}< "$MCP_DIR/out"
+}
+mcp_send() { printf '%s\n' "$1" >&"$MCP_IN"; }
+mcp_call() {
+    mcp_send "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"$2\",\"params\":$3}"
+    local line
+    while IFS= read -r -t 300 line <&"$MCP_OUT"; do
+        case $line in *"\"id\":$1,"*) printf '%s\n' "$line" && return 0 ;; esac
+    done
+    return 1
+}
+tool() { mcp_call "$1" tools/call "{\"name\":\"$2\",\"arguments\":$3}"; }
+# serve_open WHO CMD...: starts the server, initializes and creates a sandbox: its id in SB_ID,
+# and in SB_LIMITS the limits backend its status reports.
+serve_open() {
+    local who=$1 r
+    shift
+    mcp_start "$@"
+    r=$(mcp_call 1 initialize '{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"vm","version":"1"}}')
+    expect "serve ($who): initialize answers" '"serverInfo":\{"name":"mcp-sandbox"' "$r"
+    mcp_send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    r=$(tool 2 create_sandbox '{}')
+    SB_ID=$(printf '%s' "$r" | grep -o '"sandbox_id":"sb-[0-9a-f]*"' | head -1 | cut -d'"' -f4)
+    r=$(tool 3 get_sandbox_status "{\"sandbox_id\":\"$SB_ID\"}")
+    SB_LIMITS=$(printf '%s' "$r" | grep -o '"limits":"[^"]*"')
+}
+# serve_close WHO: closes stdin, as a host that quits does; the server must end with 0.
+serve_close() {
+    exec {MCP_IN}>&-
+    wait "$MCP_PID"
+    expect "serve ($1): the server ends when the host closes stdin (exit 0)" '^rc=0$' "rc=$?"
+    exec {MCP_OUT}<&-
+    grep -iE 'error|fatal' "$MCP_DIR/err" | head -5 | sed 's/^/#   server: /'
+    rm -rf "$MCP_DIR"
+}
+# serve_session WHO [PREFIX...]: one session of `serve --stdio` started through PREFIX (as a
+# host would start it), with a sandbox's limits checked from inside and out, and nothing left
+# once the host closes stdin.
+serve_session() {
+    local who=$1 r id group
+    shift
+    serve_open "$who" "$@" "$SBX" serve --stdio
+    id=$SB_ID
+    expect "serve ($who): create_sandbox" '^sb-[0-9a-f]+$' "$id"
+    expect "serve ($who): the sandbox's limits are cgroup v2, not rlimits" '"limits":"cgroup-v2"' \
+        "$SB_LIMITS"
+    group=$(find /sys/fs/cgroup -type d -name "$id" 2>/dev/null | head -1)
+    expect "serve ($who): its group sits in a scope of the server's ($group)" \
+        '\.scope/mcp-sandbox\.[0-9]+/sb-[0-9a-f]+$' "$group"
+    expect "serve ($who): and holds the standard profile's 256 MiB" '^268435456$' \
+        "$(cat "$group/memory.max" 2>&1)"
+    r=$(tool 4 run_code "{\"sandbox_id\":\"$id\",\"code\":\"b = bytearray(16 << 20); len(b)\"}")
+    expect "serve ($who): (control) 16 MiB fits under the limit" '"result":"16777216"' "$r"
+    r=$(tool 5 run_code "{\"sandbox_id\":\"$id\",\"code\":\"b = bytearray(400 << 20)\"}")
+    expect "serve ($who): 400 MiB is stopped by the cgroup's OOM kill, and said so" \
+        'killed: out of memory \(limit 256 MiB\)' "$r"
+    r=$(tool 6 run_code "{\"sandbox_id\":\"$id\",\"code\":\"6 * 7\"}")
+    expect "serve ($who): the restarted interpreter serves the next call" '"result":"42"' "$r"
+    r=$(tool 7 close_sandbox "{\"sandbox_id\":\"$id\"}")
+    expect "serve ($who): close_sandbox" '"closed":true' "$r"
+    expect "serve ($who): and its group is gone" '^gone$' \
+        "$([ -n "$group" ] && [ ! -d "$group" ] && echo gone)"
+    serve_close "$who"
+}
 expect "systemd: (control) this service's own cgroup gives no limits (doctor, which asks no one)" \
     'fallback .*mcp-test.service is not given the memory, pids and cpu controllers' \
     "$($SBX doctor 2>&1 | grep 'cgroup limits')"
@@ -60,6 +131,15 @@ out=$(unshare -m /bin/sh -c "mount -t tmpfs none /run/systemd && $SBX run --json
 expect "systemd: without systemd running, rlimits as before" '"limits_backend":"rlimit"' "$out"
 expect_not "systemd: and no attempt to ask it" 'systemd-run' "$out"
 
+# The server, started from the same shared cgroup, gets its scope the same way: its sandboxes
+# (an interpreter each, kept between calls) then have cgroup v2 limits.
+serve_session root
+# Its control: with systemd not running, the same server has only rlimits to give.
+serve_open "root, no systemd" unshare -m /bin/sh -c \
+    "mount -t tmpfs none /run/systemd && exec $SBX serve --stdio"
+expect "serve (root, no systemd): (control) the sandbox's limits are rlimits" '"limits":"rlimit"' \
+    "$SB_LIMITS"
+serve_close "root, no systemd"
 # The library used directly, as the unit tier does, from this same service: the test asks for
 # its own scope just as run does, then checks where the sandbox and the threads sit.
 out=$(LD_LIBRARY_PATH=/usr/local/lib/mcp-test /usr/local/lib/mcp-test/test_jail_cgroup 2>&1; echo "rc=$?")
@@ -88,6 +168,7 @@ expect "systemd: rootless with the user's manager gets a delegated scope and cgr
     '^cgroup-v2$' "$(printf '%s' "$out" | backend_of)"
 out=$(as_tester $SBX run --memory 32M -- /bin/dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1; echo "rc=$?")
 expect "systemd: rootless, the memory limit holds (137)" 'rc=137' "$out"
+serve_session rootless as_tester env MCP_SANDBOX_STATE_DIR=/tmp/tester-state
 loginctl disable-linger tester
 
 sleep 0.5
