@@ -121,6 +121,25 @@ wait $runner
 rc=$?
 expect "systemd: SIGTERM to the original reaches the command through the copy" 'got-term' "$(cat "$sig_out")"
 expect "systemd: and the command's exit code comes back" '^rc=7$' "rc=$rc"
+# A signal while systemd is still being asked: systemd-run, held back by a wrapper bound over
+# it, has not started the copy yet. The original stops with 128+N and the command never runs;
+# its control, the same wrapper with no signal, runs it.
+cp /usr/bin/systemd-run /tmp/systemd-run.real
+printf '#!/bin/sh\ntouch /tmp/asked\nsleep 3\nexec /tmp/systemd-run.real "$@"\n' > /tmp/slow-systemd-run
+chmod 755 /tmp/slow-systemd-run
+slow_run="mount --bind /tmp/slow-systemd-run /usr/bin/systemd-run && exec $SBX run -- /bin/echo ran"
+out=$(unshare -m /bin/sh -c "$slow_run" 2>&1; echo "rc=$?")
+expect "systemd: (control) with systemd-run slow to start the copy, the command runs" \
+    '^ran rc=0$' "$(echo $out)"
+rm -f /tmp/asked
+unshare -m /bin/sh -c "$slow_run" > "$sig_out" 2>&1 &
+runner=$!
+for _ in $(seq 1 300); do [ -e /tmp/asked ] && break; sleep 0.1; done
+kill -TERM $runner
+wait $runner
+rc=$?
+expect "systemd: SIGTERM before the copy started ends the original with 143" '^rc=143$' "rc=$rc"
+expect_not "systemd: and the command never runs" 'ran' "$(cat "$sig_out")"
 
 # systemd refusing: its private socket hidden, systemd-run cannot connect. The original then
 # carries on with rlimits, and says why.
