@@ -7,7 +7,10 @@
  * José picks the algorithm from the token's header and, for single keys, does not reliably
  * refuse a header alg that differs from the key's own "alg"; so the choice of key, and
  * whether an alg may be used with it at all, is made here from the tables below, and José
- * only ever sees a key stripped down to its public numbers. */
+ * only ever sees a key stripped down to its public numbers.
+ *
+ * EdDSA (RFC 8037: Ed25519 and Ed448 keys) is verified with OpenSSL directly: Debian 12's
+ * José (version 11) predates it. */
 #include "transport/http_jwt.h"
 
 #include <errno.h>
@@ -24,6 +27,7 @@
 enum key_kind {
     KEY_RSA,
     KEY_EC,
+    KEY_OKP, /* RFC 8037 octet key pair: Ed25519 or Ed448 */
 };
 
 /* Every algorithm a configuration may allow. Symmetric ones are absent on purpose: the keys
@@ -31,11 +35,23 @@ enum key_kind {
 static const struct alg_def {
     const char *name;
     enum key_kind kind;
-    const char *crv; /* EC: the one curve this alg is defined on */
+    const char *crv; /* EC: the one curve this alg is defined on; EdDSA: any of okp_curves */
 } algs[] = {
     {"RS256", KEY_RSA, NULL},   {"RS384", KEY_RSA, NULL},   {"RS512", KEY_RSA, NULL},
     {"PS256", KEY_RSA, NULL},   {"PS384", KEY_RSA, NULL},   {"PS512", KEY_RSA, NULL},
     {"ES256", KEY_EC, "P-256"}, {"ES384", KEY_EC, "P-384"}, {"ES512", KEY_EC, "P-521"},
+    {"EdDSA", KEY_OKP, NULL},
+};
+
+/* The curves an OKP key may name for EdDSA, with their public key and signature sizes
+ * (RFC 8032). X25519 and X448 are key-agreement curves and verify nothing. */
+static const struct okp_curve {
+    const char *crv;
+    int type; /* EVP_PKEY_ED25519, EVP_PKEY_ED448 */
+    size_t key_len, sig_len;
+} okp_curves[] = {
+    {"Ed25519", EVP_PKEY_ED25519, 32, 64},
+    {"Ed448", EVP_PKEY_ED448, 57, 114},
 };
 
 static const char *const status_text[] = {
@@ -64,8 +80,10 @@ struct jwt_key {
     char *kid; /* NULL: none */
     int alg;   /* index into algs[] the key is pinned to, or -1 */
     enum key_kind kind;
-    const char *crv; /* EC: points into algs[] */
-    json_t *jwk;     /* public members only */
+    const char *crv;             /* EC: points into algs[] */
+    json_t *jwk;                 /* RSA, EC: public members only, for José */
+    EVP_PKEY *okp;               /* OKP: the public key, for OpenSSL */
+    const struct okp_curve *edc; /* OKP: its curve */
 };
 
 struct http_jwt {
@@ -107,14 +125,19 @@ const char *http_jwt_status_text(enum http_jwt_status s)
     return "invalid token";
 }
 
+static void key_free(struct jwt_key *k)
+{
+    free(k->kid);
+    json_decref(k->jwk);
+    EVP_PKEY_free(k->okp);
+}
+
 void http_jwt_free(struct http_jwt *v)
 {
     if (!v)
         return;
-    for (size_t i = 0; i < v->n_keys; i++) {
-        free(v->keys[i].kid);
-        json_decref(v->keys[i].jwk);
-    }
+    for (size_t i = 0; i < v->n_keys; i++)
+        key_free(&v->keys[i]);
     free(v->keys);
     free(v->issuer);
     free(v->principal_claim);
@@ -130,11 +153,59 @@ size_t http_jwt_key_count(const struct http_jwt *v)
 
 /* ---- loading keys ---- */
 
+/* RFC 7515 2: base64url without padding. The decoder also refuses non-zero trailing bits,
+ * so each token has exactly one spelling. */
+static bool b64url_ok(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return false;
+    }
+    return n % 4 != 1;
+}
+
 static bool json_str_member(const json_t *o, const char *name, const char **out)
 {
     const json_t *m = json_object_get(o, name);
     *out = json_string_value(m);
     return m == NULL || *out != NULL;
+}
+
+/* An EdDSA key: "crv" Ed25519 or Ed448 and "x" the public key, base64url. out->alg was set
+ * (and checked against the allow-list) by load_key. */
+static bool load_okp_key(const json_t *jwk, const char *crv, const char *kid, struct jwt_key *out,
+                         const char **why)
+{
+    out->kind = KEY_OKP;
+    out->crv = NULL;
+    out->edc = NULL;
+    for (size_t i = 0; crv && i < ARRAY_SIZE(okp_curves); i++)
+        if (strcmp(okp_curves[i].crv, crv) == 0)
+            out->edc = &okp_curves[i];
+    if (!out->edc) {
+        *why = "OKP keys must be on Ed25519 or Ed448";
+        return false;
+    }
+    if (out->alg >= 0 && algs[out->alg].kind != KEY_OKP) {
+        *why = "its \"alg\" does not fit its type or curve";
+        return false;
+    }
+    const char *x = NULL;
+    unsigned char raw[64];
+    size_t n = json_str_member(jwk, "x", &x) && x && b64url_ok(x, strlen(x))
+                   ? jose_b64_dec_buf(x, strlen(x), raw, sizeof(raw))
+                   : SIZE_MAX;
+    out->okp =
+        n == out->edc->key_len ? EVP_PKEY_new_raw_public_key(out->edc->type, NULL, raw, n) : NULL;
+    if (!out->okp) {
+        *why = "its key material does not load";
+        return false;
+    }
+    out->kid = kid ? xstrdup(kid) : NULL;
+    out->jwk = NULL;
+    return true;
 }
 
 /* The key at `jwk` as a struct jwt_key, or NULL with *why set when it cannot verify
@@ -195,8 +266,10 @@ static bool load_key(struct http_jwt *v, const json_t *jwk, struct jwt_key *out,
         const char *x = NULL, *y = NULL;
         if (json_str_member(jwk, "x", &x) && json_str_member(jwk, "y", &y) && x && y)
             pub = json_pack("{s:s, s:s, s:s, s:s}", "kty", "EC", "crv", out->crv, "x", x, "y", y);
+    } else if (strcmp(kty, "OKP") == 0) {
+        return load_okp_key(jwk, crv, kid, out, why);
     } else {
-        *why = "only RSA and EC keys verify the allowed algorithms";
+        *why = "only RSA, EC and OKP keys verify the allowed algorithms";
         return false;
     }
     if (out->alg >= 0 && (algs[out->alg].kind != out->kind ||
@@ -234,7 +307,8 @@ static int configure(struct http_jwt *v, const struct http_jwt_config *cfg, stru
         if (a < 0)
             return sbx_fail(err, EINVAL,
                             "algorithm \"%s\" is not accepted: choose from RS256, RS384, RS512, "
-                            "PS256, PS384, PS512, ES256, ES384, ES512 (never none or HMAC)",
+                            "PS256, PS384, PS512, ES256, ES384, ES512, EdDSA (never none or "
+                            "HMAC)",
                             cfg->algorithms[i]);
         v->allowed |= 1u << a;
     }
@@ -276,15 +350,13 @@ int http_jwt_new(const struct http_jwt_config *cfg, const char *jwks, size_t len
         for (size_t j = 0; k.kid && j < v->n_keys; j++) {
             if (v->keys[j].kid && strcmp(v->keys[j].kid, k.kid) == 0) {
                 sbx_fail(err, EINVAL, "%s: two keys have kid \"%s\"", name, k.kid);
-                free(k.kid);
-                json_decref(k.jwk);
+                key_free(&k);
                 goto fail;
             }
         }
         if (v->n_keys == HTTP_JWT_MAX_KEYS) {
             sbx_fail(err, E2BIG, "%s: more than %d usable keys", name, HTTP_JWT_MAX_KEYS);
-            free(k.kid);
-            json_decref(k.jwk);
+            key_free(&k);
             goto fail;
         }
         v->keys = xrealloc(v->keys, (v->n_keys + 1) * sizeof(*v->keys));
@@ -314,19 +386,6 @@ bool http_jwt_is_compact(const char *token, size_t len)
     return dots == 2;
 }
 
-/* RFC 7515 2: base64url without padding. The decoder also refuses non-zero trailing bits,
- * so each token has exactly one spelling. */
-static bool b64url_ok(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_'))
-            return false;
-    }
-    return n % 4 != 1;
-}
-
 /* Decodes part `s` (NUL-terminated, b64url_ok) into `buf` and parses it as a JSON object. */
 static enum http_jwt_status decode_object(const char *s, size_t n, char *buf, size_t cap,
                                           json_t **out)
@@ -352,19 +411,39 @@ static bool key_fits(const struct jwt_key *k, int alg)
     return !algs[alg].crv || strcmp(algs[alg].crv, k->crv) == 0;
 }
 
+/* EdDSA over the signing input (protected "." payload, as sent), with the key's own curve. */
+static bool okp_verify(const struct jwt_key *k, const char *input, size_t input_len,
+                       const char *sig_b64, size_t sig_b64_len)
+{
+    unsigned char sig[128];
+    size_t n = jose_b64_dec_buf(sig_b64, sig_b64_len, sig, sizeof(sig));
+    if (n != k->edc->sig_len)
+        return false;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    bool ok = ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k->okp) == 1 &&
+              EVP_DigestVerify(ctx, sig, n, (const unsigned char *)input, input_len) == 1;
+    EVP_MD_CTX_free(ctx);
+    return ok;
+}
+
 static enum http_jwt_status try_key(const struct http_jwt *v, const struct jwt_key *k, int alg,
-                                    const json_t *jws, size_t sig_len)
+                                    const json_t *jws, const char *input, size_t input_len,
+                                    const char *sig, size_t sig_len)
 {
     if (!key_fits(k, alg))
         return HTTP_JWT_KEY_MISMATCH;
-    if (sig_len == 0 || !jose_jws_ver(v->jose, jws, jws, k->jwk, false))
+    if (sig_len == 0)
+        return HTTP_JWT_BAD_SIGNATURE;
+    if (k->kind == KEY_OKP ? !okp_verify(k, input, input_len, sig, sig_len)
+                           : !jose_jws_ver(v->jose, jws, jws, k->jwk, false))
         return HTTP_JWT_BAD_SIGNATURE;
     return HTTP_JWT_OK;
 }
 
-/* Header checks, key choice and the signature over parts[0] "." parts[1]. */
-static enum http_jwt_status check_signature(const struct http_jwt *v, char *const parts[3],
-                                            const size_t lens[3], char *scratch, size_t cap)
+/* Header checks, key choice and the signature over `input`: parts[0] "." parts[1] as sent. */
+static enum http_jwt_status check_signature(const struct http_jwt *v, const char *input,
+                                            char *const parts[3], const size_t lens[3],
+                                            char *scratch, size_t cap)
 {
     json_t *hdr = NULL;
     enum http_jwt_status st = decode_object(parts[0], lens[0], scratch, cap, &hdr);
@@ -392,7 +471,8 @@ static enum http_jwt_status check_signature(const struct http_jwt *v, char *cons
         const struct jwt_key *k = &v->keys[i];
         if (kid ? !k->kid || strcmp(k->kid, kid) != 0 : !key_fits(k, a))
             continue;
-        st = try_key(v, k, a, jws, lens[2]); /* kids are unique: at most one try with one */
+        /* kids are unique: at most one try with one */
+        st = try_key(v, k, a, jws, input, lens[0] + 1 + lens[1], parts[2], lens[2]);
     }
     json_decref(jws);
     json_decref(hdr);
@@ -425,7 +505,7 @@ enum http_jwt_status http_jwt_verify(const struct http_jwt *v, const char *token
     for (size_t i = 0; i < 3; i++)
         if (!b64url_ok(parts[i], lens[i]))
             return HTTP_JWT_BAD_BASE64;
-    enum http_jwt_status st = check_signature(v, parts, lens, scratch, sizeof(scratch));
+    enum http_jwt_status st = check_signature(v, token, parts, lens, scratch, sizeof(scratch));
     if (st != HTTP_JWT_OK)
         return st;
     size_t dl = jose_b64_dec_buf(parts[1], lens[1], scratch, sizeof(scratch));

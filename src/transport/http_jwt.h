@@ -8,13 +8,14 @@
  * JSON object without duplicate names, "crit" or "b64", whose "alg" is on the configured
  * allow-list (only asymmetric algorithms can be: never "none", never HMAC); its "kid", when
  * present, names a loaded key (without one, every key that fits the alg is tried); the key
- * fits the alg (RSA for RS and PS, the matching curve for ES, and the key's own "alg" if it
- * has one); the library verifies the signature; the payload is a JSON object without
- * duplicate names; "exp" is present and not past, "nbf" and "iat" are not in the future (each
- * with the configured leeway); "iss" equals the issuer; "aud" is, or is an array containing,
- * the audience; and the principal claim is a string of 1 to HTTP_JWT_CLAIM_MAX safe
- * characters. The principal is that value prefixed with "jwt:", so that no token principal
- * (tokens-file principals never contain ':') can be the same as a JWT principal. */
+ * fits the alg (RSA for RS and PS, the matching curve for ES, an Ed25519 or Ed448 key for
+ * EdDSA, and the key's own "alg" if it has one); the library (OpenSSL for EdDSA) verifies the
+ * signature; the payload is a JSON object without duplicate names; "exp" is present and not
+ * past, "nbf" and "iat" are not in the future (each with the configured leeway); "iss" equals
+ * the issuer; "aud" is, or is an array containing, the audience; and the principal claim is a
+ * string of 1 to HTTP_JWT_CLAIM_MAX safe characters. The principal is that value prefixed with
+ * "jwt:", so that no token principal (tokens-file principals never contain ':') can be the same
+ * as a JWT principal. */
 #ifndef SBX_TRANSPORT_HTTP_JWT_H
 #define SBX_TRANSPORT_HTTP_JWT_H
 

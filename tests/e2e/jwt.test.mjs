@@ -22,23 +22,30 @@ const ISSUER = 'https://login.example.test';
 const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const ed = generateKeyPairSync('ed25519');
+const edStranger = generateKeyPairSync('ed25519');
 const jwks = {
   keys: [
     { ...rsa.publicKey.export({ format: 'jwk' }), kid: 'rsa-1', alg: 'RS256', use: 'sig' },
     { ...ec.publicKey.export({ format: 'jwk' }), kid: 'ec-1' },
+    { ...ed.publicKey.export({ format: 'jwk' }), kid: 'ed-1', alg: 'EdDSA' },
   ],
 };
 const jwksFile = join(dir, 'jwks.json');
 writeFileSync(jwksFile, JSON.stringify(jwks));
 const config = join(dir, 'jwt.toml');
-writeFileSync(config, `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\n`);
+writeFileSync(config, `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\n` +
+  'jwt_algorithms = ["RS256", "ES256", "EdDSA"]\n');
 
 const b64u = (x) => Buffer.from(x).toString('base64url');
-// A compact JWS: RS256 (PKCS#1 v1.5) or ES256 (r||s, as JWS wants, not DER).
-function jwt(claims, { alg = 'RS256', kid = alg === 'RS256' ? 'rsa-1' : 'ec-1', key } = {}) {
+// A compact JWS: RS256 (PKCS#1 v1.5), ES256 (r||s, as JWS wants, not DER) or EdDSA (Ed25519).
+const KIDS = { RS256: 'rsa-1', ES256: 'ec-1', EdDSA: 'ed-1' };
+const KEYS = { RS256: rsa.privateKey, ES256: ec.privateKey, EdDSA: ed.privateKey };
+function jwt(claims, { alg = 'RS256', kid = KIDS[alg], key } = {}) {
   const input = `${b64u(JSON.stringify({ alg, typ: 'at+jwt', kid }))}.${b64u(JSON.stringify(claims))}`;
-  const k = key || (alg === 'RS256' ? rsa.privateKey : ec.privateKey);
-  const sig = sign('sha256', Buffer.from(input), alg === 'ES256' ? { key: k, dsaEncoding: 'ieee-p1363' } : k);
+  const k = key || KEYS[alg];
+  const sig = alg === 'EdDSA' ? sign(null, Buffer.from(input), k)
+    : sign('sha256', Buffer.from(input), alg === 'ES256' ? { key: k, dsaEncoding: 'ieee-p1363' } : k);
   return `${input}.${b64u(sig)}`;
 }
 const now = () => Math.floor(Date.now() / 1000);
@@ -84,6 +91,13 @@ test('JWTs from a JWKS: the SDK works with a valid token, each failure is a 401 
   const r404 = await post(url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { Authorization: `Bearer ${bobToken}`, 'Mcp-Session-Id': alice.transport.sessionId, 'MCP-Protocol-Version': '2025-11-25' });
   assert.equal(r404.status, 404);
 
+  // An EdDSA (Ed25519) token works through the SDK too, as its own principal.
+  const carol = await sdkClient(url, jwt(claimsFor('carol', aud), { alg: 'EdDSA' }));
+  const hers = await carol.callTool({ name: 'run_code', arguments: { code: '6*7' } });
+  assert.equal(hers.structuredContent.result, '42');
+  const notHers = await carol.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1' } });
+  assert.equal(notHers.isError, true);
+
   // The principal is the subject, not the token: a fresh token for alice reaches her sandbox.
   const alice2 = await sdkClient(url, jwt(claimsFor('alice', aud, { jti: 'second' })));
   const again = await alice2.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1+1' } });
@@ -103,6 +117,8 @@ test('JWTs from a JWKS: the SDK works with a valid token, each failure is a 401 
   await refused(jwt(claimsFor('alice', 'http://127.0.0.1:1/mcp')), 'wrong audience');
   await refused(jwt(claimsFor('alice', aud, { iss: 'https://evil.example' })), 'wrong issuer');
   await refused(jwt(claimsFor('alice', aud), { key: stranger.privateKey }), 'bad signature');
+  await refused(jwt(claimsFor('carol', aud), { alg: 'EdDSA', key: edStranger.privateKey }), 'bad signature');
+  await refused(jwt(claimsFor('carol', aud), { alg: 'EdDSA', kid: 'rsa-1' }), 'signature algorithm does not match the key');
   await refused(jwt(claimsFor('alice', aud), { kid: 'rsa-9' }), 'unknown kid');
   const t = jwt(claimsFor('alice', aud)).split('.');
   await refused(`${b64u('{"alg":"none","kid":"rsa-1"}')}.${t[1]}.`, 'signature algorithm not allowed');

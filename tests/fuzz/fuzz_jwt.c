@@ -7,18 +7,19 @@
 #include "transport/http_jwt.h"
 
 #include <jose/jose.h>
+#include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const algs[] = {"RS256", "ES256", "PS256", "ES384"};
+static const char *const algs[] = {"RS256", "ES256", "PS256", "ES384", "EdDSA"};
 static const struct http_jwt_config config = {
     .issuer = "https://login.example.test",
     .principal_claim = "sub",
     .algorithms = algs,
-    .n_algorithms = 4,
+    .n_algorithms = 5,
     .leeway_s = 60,
 };
 #define AUDIENCE "http://127.0.0.1:8080/mcp"
@@ -33,12 +34,25 @@ static json_t *public_key(const char *alg, const char *kid)
     return k;
 }
 
+/* José 11 makes no OKP keys: an Ed25519 public JWK from OpenSSL. */
+static json_t *ed25519_key(const char *kid)
+{
+    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    unsigned char raw[32];
+    size_t n = sizeof(raw);
+    if (!k || EVP_PKEY_get_raw_public_key(k, raw, &n) != 1)
+        abort();
+    EVP_PKEY_free(k);
+    return json_pack("{s:s, s:s, s:o, s:s}", "kty", "OKP", "crv", "Ed25519", "x",
+                     jose_b64_enc(raw, n), "kid", kid);
+}
+
 static struct http_jwt *verifier(void)
 {
     static struct http_jwt *v;
     if (!v) {
-        json_t *jwks =
-            json_pack("{s:[o, o]}", "keys", public_key("RS256", "r"), public_key("ES256", "e"));
+        json_t *jwks = json_pack("{s:[o, o, o]}", "keys", public_key("RS256", "r"),
+                                 public_key("ES256", "e"), ed25519_key("d"));
         char *text = json_dumps(jwks, JSON_COMPACT);
         struct sbx_err err;
         if (http_jwt_new(&config, text, strlen(text), "fuzz", &v, &err) < 0)

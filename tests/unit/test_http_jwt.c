@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <jose/jose.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -598,6 +599,151 @@ static void reasons_never_echo_the_token(void **state)
     }
 }
 
+/* ---- EdDSA (RFC 8037), signed here with OpenSSL: José 11 has no Ed25519 ---- */
+
+static EVP_PKEY *okp_generate(const char *type)
+{
+    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, type);
+    assert_non_null(k);
+    return k;
+}
+
+/* The public JWK of k; alg NULL leaves "alg" out. */
+static json_t *okp_public(EVP_PKEY *k, const char *crv, const char *kid, const char *alg)
+{
+    unsigned char raw[64];
+    size_t n = sizeof(raw);
+    assert_int_equal(EVP_PKEY_get_raw_public_key(k, raw, &n), 1);
+    json_t *j = json_pack("{s:s, s:s, s:o, s:s}", "kty", "OKP", "crv", crv, "x",
+                          jose_b64_enc(raw, n), "kid", kid);
+    if (alg)
+        json_object_set_new(j, "alg", json_string(alg));
+    return j;
+}
+
+/* A compact JWS with header {"alg": alg, "kid": kid} (kid NULL: none), EdDSA-signed by k. */
+static char *okp_sign(EVP_PKEY *k, const char *alg, const char *kid, json_t *claims)
+{
+    json_t *hdr =
+        kid ? json_pack("{s:s, s:s}", "alg", alg, "kid", kid) : json_pack("{s:s}", "alg", alg);
+    char *h = json_dumps(hdr, JSON_COMPACT), *c = json_dumps(claims, JSON_COMPACT);
+    json_t *hb = jose_b64_enc(h, strlen(h)), *cb = jose_b64_enc(c, strlen(c));
+    char *input = xasprintf("%s.%s", json_string_value(hb), json_string_value(cb));
+    unsigned char sig[128];
+    size_t n = sizeof(sig);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    assert_int_equal(EVP_DigestSignInit(ctx, NULL, NULL, NULL, k), 1);
+    assert_int_equal(EVP_DigestSign(ctx, sig, &n, (const unsigned char *)input, strlen(input)), 1);
+    EVP_MD_CTX_free(ctx);
+    json_t *sb = jose_b64_enc(sig, n);
+    char *tok = xasprintf("%s.%s", input, json_string_value(sb));
+    json_decref(sb);
+    free(input);
+    json_decref(hb);
+    json_decref(cb);
+    free(h);
+    free(c);
+    json_decref(hdr);
+    json_decref(claims);
+    return tok;
+}
+
+static void eddsa_ed25519_and_ed448(void **state)
+{
+    (void)state;
+    EVP_PKEY *ed = okp_generate("ED25519"), *ed448 = okp_generate("ED448");
+    EVP_PKEY *stranger = okp_generate("ED25519");
+    json_t *doc =
+        json_pack("{s:[o, o, o]}", "keys", okp_public(ed, "Ed25519", "ed-1", "EdDSA"),
+                  okp_public(ed448, "Ed448", "ed448-1", NULL), public_of(rsa_key, "rsa-1"));
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    static const char *const rs_ed[] = {"RS256", "EdDSA"};
+    struct http_jwt *v = verifier_with(rs_ed, 2, "sub", text);
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+
+    char *tok = okp_sign(ed, "EdDSA", "ed-1", claims("alice"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    assert_string_equal(p, "jwt:alice");
+    /* Tampered: one signature character, then another token's payload spliced in. */
+    char *sig = strrchr(tok, '.') + 1;
+    sig[0] = sig[0] == 'A' ? 'B' : 'A';
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_SIGNATURE);
+    free(tok);
+    char *alice = okp_sign(ed, "EdDSA", "ed-1", claims("alice"));
+    char *mallory = okp_sign(ed, "EdDSA", "ed-1", claims("mallory"));
+    char *a1 = strchr(alice, '.'), *a2 = strrchr(alice, '.');
+    char *m1 = strchr(mallory, '.'), *m2 = strrchr(mallory, '.');
+    char *spliced = xasprintf("%.*s%.*s%s", (int)(a1 - alice), alice, (int)(m2 - m1), m1, a2);
+    assert_int_equal(check(v, spliced, p), HTTP_JWT_BAD_SIGNATURE);
+    free(spliced);
+    free(alice);
+    free(mallory);
+    /* Another Ed25519 key under the right kid. */
+    tok = okp_sign(stranger, "EdDSA", "ed-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_SIGNATURE);
+    free(tok);
+    /* Ed448, whose key carries no "alg", and a token with no kid: the fitting keys are tried. */
+    tok = okp_sign(ed448, "EdDSA", "ed448-1", claims("bob"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    assert_string_equal(p, "jwt:bob");
+    free(tok);
+    tok = okp_sign(ed448, "EdDSA", NULL, claims("bob"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_OK);
+    free(tok);
+    /* Keys and algorithms of other kinds do not mix. */
+    tok = okp_sign(ed, "EdDSA", "rsa-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_KEY_MISMATCH);
+    free(tok);
+    tok = sign(rsa_key, "RS256", "ed-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_KEY_MISMATCH);
+    free(tok);
+    http_jwt_free(v);
+    /* Not on the allow-list: refused before any key is looked at. */
+    v = verifier_with(default_algs, 2, "sub", jwks_text);
+    tok = okp_sign(ed, "EdDSA", "ed-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_ALG_NOT_ALLOWED);
+    free(tok);
+    http_jwt_free(v);
+    free(text);
+
+    /* Loading: key-agreement curves, a short "x", and an "alg" of another family are skipped. */
+    struct sbx_err err = {0};
+    static const char *const ed_only[] = {"EdDSA"};
+    json_t *x25519 = okp_public(ed, "X25519", "x", NULL);
+    json_t *short_x = okp_public(ed, "Ed25519", "s", NULL);
+    json_object_set_new(short_x, "x", json_string("AAAA"));
+    json_t *es_alg = okp_public(ed, "Ed25519", "e", "ES256");
+    doc = json_pack("{s:[o]}", "keys", x25519);
+    text = json_dumps(doc, JSON_COMPACT);
+    assert_int_equal(load(ed_only, 1, text, &err), -1);
+    assert_non_null(strstr(err.msg, "OKP keys must be on Ed25519 or Ed448"));
+    free(text);
+    json_decref(doc);
+    doc = json_pack("{s:[o]}", "keys", short_x);
+    text = json_dumps(doc, JSON_COMPACT);
+    assert_int_equal(load(ed_only, 1, text, &err), -1);
+    assert_non_null(strstr(err.msg, "key material does not load"));
+    free(text);
+    json_decref(doc);
+    static const char *const es_ed[] = {"ES256", "EdDSA"};
+    doc = json_pack("{s:[o]}", "keys", es_alg);
+    text = json_dumps(doc, JSON_COMPACT);
+    assert_int_equal(load(es_ed, 2, text, &err), -1);
+    assert_non_null(strstr(err.msg, "does not fit its type or curve"));
+    free(text);
+    json_decref(doc);
+    /* (control) the same key, named right, loads. */
+    doc = json_pack("{s:[o]}", "keys", okp_public(ed, "Ed25519", "ok", "EdDSA"));
+    text = json_dumps(doc, JSON_COMPACT);
+    assert_int_equal(load(ed_only, 1, text, &err), 0);
+    free(text);
+    json_decref(doc);
+    EVP_PKEY_free(ed);
+    EVP_PKEY_free(ed448);
+    EVP_PKEY_free(stranger);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -615,6 +761,7 @@ int main(void)
         cmocka_unit_test(loading_keys),
         cmocka_unit_test(static_tokens_and_jwts_side_by_side),
         cmocka_unit_test(reasons_never_echo_the_token),
+        cmocka_unit_test(eddsa_ed25519_and_ed448),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
