@@ -103,6 +103,7 @@ struct sbx_config {
     char *jwt_principal_claim;
     struct string_list jwt_algorithms;
     uint32_t jwt_leeway_s;
+    uint32_t jwt_jwks_reload_s; /* 0: the JWKS file is read once, at startup */
     uint64_t http_max_body_bytes;
     uint32_t http_max_connections;
     uint32_t http_max_sessions;

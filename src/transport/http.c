@@ -5,6 +5,7 @@
 #include "http.h"
 
 #include "http_auth.h"
+#include "http_jwks.h"
 #include "http_jwt.h"
 #include "http_links.h"
 #include "http_policy.h"
@@ -91,7 +92,7 @@ struct http_transport {
     struct ev_timer *timer, *sweeper;
     struct ev_task kick;
     struct http_auth auth;
-    struct http_jwt *jwt; /* NULL: no JWT validation */
+    struct http_jwks *jwks; /* NULL: no JWT validation */
     bool auth_on;
     uint16_t port;
     struct http_session *sessions;
@@ -282,7 +283,7 @@ static const char *authenticate(struct http_transport *t, struct MHD_Connection 
         snprintf(resource, sizeof(resource), "%s/mcp", base_url(t, c));
         aud = resource;
     }
-    return http_auth_principal(&t->auth, t->jwt,
+    return http_auth_principal(&t->auth, t->jwks ? http_jwks_current(t->jwks, now_ms()) : NULL,
                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                                aud, (int64_t)(wall_ms() / 1000), buf, cap, why);
 }
@@ -1297,7 +1298,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
          * 2: an authorization server's identifier is its issuer). */
         const char *as = cfg->authorization_server && *cfg->authorization_server
                              ? cfg->authorization_server
-                             : (t->jwt ? cfg->jwt_issuer : NULL);
+                             : (t->jwks ? cfg->jwt_issuer : NULL);
         if (as)
             json_object_set_new(doc, "authorization_servers", json_pack("[s]", as));
         char *body = json_dumps(doc, JSON_COMPACT);
@@ -1530,9 +1531,9 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     socklen_t sl = 0;
     char host[64];
     if (parse_listen(listen, &ss, &sl, host, sizeof(host), err) < 0 ||
-        http_auth_setup(cfg, &t->auth, &t->jwt, err) < 0)
+        http_auth_setup(cfg, &t->auth, &t->jwks, err) < 0)
         goto fail;
-    t->auth_on = t->auth.len > 0 || t->jwt;
+    t->auth_on = t->auth.len > 0 || t->jwks;
     if (!http_listen_is_loopback(host) && !t->auth_on) {
         sbx_fail(err, EPERM,
                  "--http %s reaches the network but no tokens are configured: anyone could run "
@@ -1569,7 +1570,7 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     char port[8];
     snprintf(port, sizeof(port), "%u", t->port);
     const char *auth =
-        t->jwt ? (t->auth.len ? "bearer+jwt" : "jwt") : (t->auth_on ? "bearer" : "none");
+        t->jwks ? (t->auth.len ? "bearer+jwt" : "jwt") : (t->auth_on ? "bearer" : "none");
     log_emit(LOG_LVL_INFO, "http listening", "address", host, "port", port, "auth", auth, NULL);
     *out = t;
     return 0;
@@ -1609,6 +1610,6 @@ void http_transport_stop(struct http_transport *t)
     if (t->sweeper)
         ev_timer_cancel(t->sweeper);
     http_auth_free(&t->auth);
-    http_jwt_free(t->jwt);
+    http_jwks_free(t->jwks);
     free(t);
 }

@@ -39,11 +39,12 @@ int http_auth_load_text(struct http_auth *a, const char *text, const char *name,
 /* The principal a token maps to, or NULL. */
 const char *http_auth_check(const struct http_auth *a, const char *token, size_t len);
 struct http_jwt;
+struct http_jwks;
 struct sbx_config;
-/* Fills the table from http.auth_token_hashes and http.auth_tokens_file, and loads the JWKS
- * of http.jwt_jwks_file into *jwt (NULL when JWT validation is off). Unreadable files, bad
+/* Fills the table from http.auth_token_hashes and http.auth_tokens_file, and opens the JWKS of
+ * http.jwt_jwks_file into *jwks (NULL when JWT validation is off). Unreadable files, bad
  * entries and a JWT configuration that cannot work are errors. */
-int http_auth_setup(const struct sbx_config *cfg, struct http_auth *auth, struct http_jwt **jwt,
+int http_auth_setup(const struct sbx_config *cfg, struct http_auth *auth, struct http_jwks **jwks,
                     struct sbx_err *err);
 /* The principal of an Authorization header value: a static token's, else (jwt non-NULL and the
  * token shaped like a JWS) a JWT's, checked for `audience` at time `now`; a JWT principal is

@@ -1,6 +1,6 @@
-/* Loading the HTTP transport's credentials from the configuration: the static token table and
- * the JWT keys. Kept apart from http_auth.c and http_jwt.c, which are pure, because this is
- * where files are read. Everything is read once, at startup. */
+/* Loading the HTTP transport's credentials from the configuration: the static token table, read
+ * once at startup, and the JWT keys (http_jwks.c, which keeps them current). Kept apart from
+ * http_auth.c and http_jwt.c, which are pure, because this is where files are read. */
 #include "transport/http_auth.h"
 
 #include <errno.h>
@@ -10,52 +10,14 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/util.h"
-#include "transport/http_jwt.h"
+#include "transport/http_jwks.h"
 
 #define CREDENTIALS_FILE_MAX (1u << 20)
 
-/* A server configured for JWTs that cannot check them does not start. */
-static int load_jwt(const struct sbx_config *cfg, struct http_jwt **out, struct sbx_err *err)
-{
-    const char *file = cfg->jwt_jwks_file;
-    if (!file || !*file) {
-        if ((cfg->jwt_issuer && *cfg->jwt_issuer) || (cfg->jwt_audience && *cfg->jwt_audience))
-            return sbx_fail(err, EINVAL,
-                            "http.jwt_issuer or http.jwt_audience is set but http.jwt_jwks_file "
-                            "is not: JWTs cannot be checked without the issuer's keys");
-        return 0;
-    }
-    if (!cfg->jwt_issuer || !*cfg->jwt_issuer)
-        return sbx_fail(err, EINVAL,
-                        "http.jwt_jwks_file is set but http.jwt_issuer is not: set it to the "
-                        "\"iss\" of the tokens to accept");
-    char *text = NULL;
-    size_t len = 0;
-    int r = read_file_max(file, CREDENTIALS_FILE_MAX, &text, &len);
-    if (r < 0)
-        return sbx_fail_errno(err, -r, "http.jwt_jwks_file %s", file);
-    struct http_jwt_config jc = {
-        .issuer = cfg->jwt_issuer,
-        .principal_claim = cfg->jwt_principal_claim,
-        .algorithms = (const char *const *)cfg->jwt_algorithms.items,
-        .n_algorithms = cfg->jwt_algorithms.len,
-        .leeway_s = cfg->jwt_leeway_s,
-    };
-    r = http_jwt_new(&jc, text, len, file, out, err);
-    free(text);
-    if (r < 0)
-        return sbx_err_wrap(err, "JWT validation (http.jwt_*)");
-    char n[24];
-    snprintf(n, sizeof(n), "%zu", http_jwt_key_count(*out));
-    log_emit(LOG_LVL_INFO, "jwt keys loaded", "file", file, "keys", n, "issuer", cfg->jwt_issuer,
-             NULL);
-    return 0;
-}
-
-int http_auth_setup(const struct sbx_config *cfg, struct http_auth *auth, struct http_jwt **jwt,
+int http_auth_setup(const struct sbx_config *cfg, struct http_auth *auth, struct http_jwks **jwks,
                     struct sbx_err *err)
 {
-    *jwt = NULL;
+    *jwks = NULL;
     for (size_t i = 0; i < cfg->auth_token_hashes.len; i++) {
         char principal[32];
         snprintf(principal, sizeof(principal), "token-%zu", i + 1);
@@ -72,5 +34,5 @@ int http_auth_setup(const struct sbx_config *cfg, struct http_auth *auth, struct
         if (r < 0)
             return -1;
     }
-    return load_jwt(cfg, jwt, err);
+    return http_jwks_open(cfg, jwks, err);
 }

@@ -3,7 +3,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -158,4 +158,42 @@ test('JWT validation counts as auth for a non-loopback address; a JWKS that cann
   await assert.rejects(startHttp(state, ['--config', bad]), /http\.jwt_issuer is not/);
   writeFileSync(bad, `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\njwt_algorithms = ["HS256"]\n`);
   await assert.rejects(startHttp(state, ['--config', bad]), /"HS256" is not accepted/);
+});
+
+test('a rewritten JWKS file is picked up without a restart: a new key works, a removed one stops, a broken file changes nothing', async () => {
+  const rotating = join(dir, 'rotating.json');
+  const rotate = (keys) => { // a new file renamed over the old, as a rotation job should
+    writeFileSync(`${rotating}.tmp`, typeof keys === 'string' ? keys : JSON.stringify({ keys }));
+    renameSync(`${rotating}.tmp`, rotating);
+  };
+  const [rsaJwk, ecJwk] = jwks.keys;
+  rotate([rsaJwk]);
+  const cfg = join(dir, 'rotating.toml');
+  writeFileSync(cfg, `[http]\njwt_jwks_file = "${rotating}"\njwt_issuer = "${ISSUER}"\njwt_jwks_reload_s = 1\n`);
+  const { url, port, log } = await startHttp(state, ['--config', cfg]);
+  const aud = `http://127.0.0.1:${port}/mcp`;
+  const status = async (token) => (await post(url, INIT, { Authorization: `Bearer ${token}` })).status;
+  const waitFor = async (token, want) => {
+    for (let i = 0; i < 50 && (await status(token)) !== want; i++) await new Promise((r) => setTimeout(r, 100));
+    return status(token);
+  };
+  const rs = jwt(claimsFor('alice', aud));
+  const es = jwt(claimsFor('bob', aud), { alg: 'ES256' });
+  assert.equal(await status(rs), 200);
+  assert.equal(await status(es), 401, '(control) the EC key is not in the file yet');
+
+  rotate([rsaJwk, ecJwk]);
+  assert.equal(await waitFor(es, 200), 200, 'the added key is accepted within the reload interval');
+  assert.match(log(), /"msg":"jwt keys reloaded".*"keys":"2"/);
+
+  rotate('{"keys": [');
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(await status(es), 200, 'a file that does not load leaves the keys in force');
+  assert.equal(await status(rs), 200);
+  assert.match(log(), /"msg":"jwt keys not reloaded; the previous keys stay in force"/);
+
+  rotate([ecJwk]);
+  assert.equal(await waitFor(rs, 401), 401, 'a key removed from the file stops being accepted');
+  assert.equal(await status(es), 200);
+  await stopHttp();
 });

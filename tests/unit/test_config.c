@@ -144,6 +144,11 @@ static void jwt_keys(void **state)
     assert_string_equal(cfg.jwt_algorithms.items[0], "RS256");
     assert_string_equal(cfg.jwt_algorithms.items[1], "ES256");
     assert_int_equal(cfg.jwt_leeway_s, 60);
+    assert_int_equal(cfg.jwt_jwks_reload_s, 5);
+    assert_int_equal(config_set(&cfg, "http.jwt_jwks_reload_s", "0", CONFIG_SRC_FLAG, &err), 0);
+    assert_int_equal(config_set(&cfg, "http.jwt_jwks_reload_s", "86401", CONFIG_SRC_FLAG, &err),
+                     -1);
+    assert_int_equal(cfg.jwt_jwks_reload_s, 0);
     config_free(&cfg);
     assert_int_equal(
         load_text(&cfg,

@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "lib/config.h"
 #include "lib/util.h"
 #include "transport/http_auth.h"
+#include "transport/http_jwks.h"
 #include "transport/http_jwt.h"
 
 #define ISS "https://login.example.test"
@@ -744,6 +747,101 @@ static void eddsa_ed25519_and_ed448(void **state)
     EVP_PKEY_free(stranger);
 }
 
+/* ---- the JWKS file, reloaded when it changes (http_jwks.c) ---- */
+
+/* Replaces the file the way a rotation job should: a new file renamed over the old one. */
+static void write_jwks(const char *path, const char *text)
+{
+    char *tmp = xasprintf("%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rename(tmp, path), 0);
+    free(tmp);
+}
+
+static char *jwks_of(json_t *keys)
+{
+    json_t *doc = json_pack("{s:o}", "keys", keys);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    return text;
+}
+
+/* A token signed by `key` under `kid`, checked against the keys in force at `now_ms`. */
+static enum http_jwt_status check_at(struct http_jwks *w, uint64_t now_ms, const json_t *key,
+                                     const char *alg, const char *kid)
+{
+    char p[HTTP_JWT_PRINCIPAL_MAX];
+    char *tok = sign(key, alg, kid, claims("a"));
+    enum http_jwt_status st = check(http_jwks_current(w, now_ms), tok, p);
+    free(tok);
+    return st;
+}
+
+static void jwks_file_rotation(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test-jwks.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *path = xasprintf("%s/jwks.json", dir);
+    char *only_rsa = jwks_of(json_pack("[o]", public_of(rsa_key, "rsa-1")));
+    char *both =
+        jwks_of(json_pack("[o, o]", public_of(rsa_key, "rsa-1"), public_of(ec_key, "ec-1")));
+    char *only_ec = jwks_of(json_pack("[o]", public_of(ec_key, "ec-1")));
+    write_jwks(path, only_rsa);
+    struct sbx_config cfg;
+    config_init_defaults(&cfg);
+    struct sbx_err err = {0};
+    struct http_jwks *w = NULL;
+    /* Not configured: no watcher. Half configured: refused. */
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), 0);
+    assert_null(w);
+    cfg.jwt_jwks_file = xstrdup(path);
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "http.jwt_issuer is not"));
+    cfg.jwt_issuer = xstrdup(ISS);
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), 0);
+    uint64_t t = now_ms();
+    assert_int_equal(check_at(w, t, rsa_key, "RS256", "rsa-1"), HTTP_JWT_OK);
+    assert_int_equal(check_at(w, t, ec_key, "ES256", "ec-1"), HTTP_JWT_UNKNOWN_KID);
+    /* A new key: not looked for before the interval (5 s by default), in force after it. */
+    write_jwks(path, both);
+    assert_int_equal(check_at(w, t + 1000, ec_key, "ES256", "ec-1"), HTTP_JWT_UNKNOWN_KID);
+    assert_int_equal(check_at(w, t + 6000, ec_key, "ES256", "ec-1"), HTTP_JWT_OK);
+    /* A file that does not load leaves the keys in force. */
+    write_jwks(path, "{\"keys\": [");
+    assert_int_equal(check_at(w, t + 12000, ec_key, "ES256", "ec-1"), HTTP_JWT_OK);
+    assert_int_equal(check_at(w, t + 12000, rsa_key, "RS256", "rsa-1"), HTTP_JWT_OK);
+    unlink(path);
+    assert_int_equal(check_at(w, t + 18000, rsa_key, "RS256", "rsa-1"), HTTP_JWT_OK);
+    /* A key removed from the file stops being accepted. */
+    write_jwks(path, only_ec);
+    assert_int_equal(check_at(w, t + 24000, rsa_key, "RS256", "rsa-1"), HTTP_JWT_UNKNOWN_KID);
+    assert_int_equal(check_at(w, t + 24000, ec_key, "ES256", "ec-1"), HTTP_JWT_OK);
+    http_jwks_free(w);
+    /* With jwt_jwks_reload_s = 0 the file is read once. */
+    cfg.jwt_jwks_reload_s = 0;
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), 0);
+    write_jwks(path, only_rsa);
+    t = now_ms();
+    assert_int_equal(check_at(w, t + 3600000, rsa_key, "RS256", "rsa-1"), HTTP_JWT_UNKNOWN_KID);
+    http_jwks_free(w);
+    /* A file that does not load at startup stops the server. */
+    write_jwks(path, "[]");
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "not a JWKS"));
+    unlink(path);
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    config_free(&cfg);
+    free(only_rsa);
+    free(both);
+    free(only_ec);
+    free(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -762,6 +860,7 @@ int main(void)
         cmocka_unit_test(static_tokens_and_jwts_side_by_side),
         cmocka_unit_test(reasons_never_echo_the_token),
         cmocka_unit_test(eddsa_ed25519_and_ed448),
+        cmocka_unit_test(jwks_file_rotation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
