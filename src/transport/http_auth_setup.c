@@ -8,7 +8,6 @@
 #include <stdlib.h>
 
 #include "lib/config.h"
-#include "lib/log.h"
 #include "lib/util.h"
 #include "transport/http_jwks.h"
 
