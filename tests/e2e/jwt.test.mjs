@@ -140,6 +140,7 @@ test('JWTs from a JWKS: the SDK works with a valid token, each failure is a 401 
   await alice.close();
   await alice2.close();
   await bob.close();
+  await carol.close();
 });
 
 test('JWT validation counts as auth for a non-loopback address; a JWKS that cannot work stops startup', async () => {
