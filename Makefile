@@ -10,7 +10,7 @@ SAN     ?=
 OPT     ?= -O2 -g
 VERSION := 0.1.0
 
-PKGS     := jansson libseccomp libmicrohttpd sqlite3 nettle jose libcrypto
+PKGS     := jansson libseccomp libmicrohttpd sqlite3 nettle jose libcrypto libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -6,10 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_PKGS=(gcc make pkg-config binutils libc6-dev libjansson-dev libseccomp-dev
-            libmicrohttpd-dev nettle-dev libsqlite3-dev libjose-dev libssl-dev python3 python3-pip
+            libmicrohttpd-dev nettle-dev libsqlite3-dev libjose-dev libssl-dev libcurl4-openssl-dev
+            python3 python3-pip
             python3-numpy python3-matplotlib ca-certificates)
 TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iproute2
-           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static debootstrap)
+           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static debootstrap openssl)
 
 want=("${BUILD_PKGS[@]}")
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then want+=("${TEST_PKGS[@]}"); fi
@@ -50,7 +51,7 @@ if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then
     # The systemd-vm tier boots a stock Debian 12 (cgroup v2 only, systemd) as an initramfs;
     # pam_systemd lets it start a user's own manager; the server's libraries and python3 let it
     # serve sandboxes there. Rebuilt when this list changes.
-    vm_pkgs=systemd,systemd-sysv,dbus,libpam-systemd,python3,libjansson4,libmicrohttpd12,libsqlite3-0,libjose0,libssl3
+    vm_pkgs=systemd,systemd-sysv,dbus,libpam-systemd,python3,libjansson4,libmicrohttpd12,libsqlite3-0,libjose0,libssl3,libcurl4
     if [ ! -s .deps/vm/debian.cpio ] || [ "$(cat .deps/vm/debian.pkgs 2>/dev/null)" != "$vm_pkgs" ]; then
         echo "install-deps: a Debian 12 with systemd (debootstrap) into .deps/vm" >&2
         mkdir -p .deps/vm

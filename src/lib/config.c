@@ -77,12 +77,14 @@ static const struct key_def global_keys[] = {
     G("http.auth_token_hashes", KT_LIST, auth_token_hashes, 0, 0),
     G("http.authorization_server", KT_STRING, authorization_server, 0, 0),
     G("http.jwt_jwks_file", KT_STRING, jwt_jwks_file, 0, 0),
+    G("http.jwt_jwks_url", KT_STRING, jwt_jwks_url, 0, 0),
     G("http.jwt_issuer", KT_STRING, jwt_issuer, 0, 0),
     G("http.jwt_audience", KT_STRING, jwt_audience, 0, 0),
     G("http.jwt_principal_claim", KT_STRING, jwt_principal_claim, 0, 0),
     G("http.jwt_algorithms", KT_LIST, jwt_algorithms, 0, 0),
     G("http.jwt_leeway_s", KT_U32, jwt_leeway_s, 0, 600),
     G("http.jwt_jwks_reload_s", KT_U32, jwt_jwks_reload_s, 0, 86400),
+    G("http.jwt_jwks_url_refresh_s", KT_U32, jwt_jwks_url_refresh_s, 0, 86400),
     G("http.max_body_bytes", KT_SIZE, http_max_body_bytes, 1024, 1ull << 30),
     G("http.max_connections", KT_U32, http_max_connections, 1, 1000000),
     G("http.max_sessions", KT_U32, http_max_sessions, 1, 1000000),
@@ -200,6 +202,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->jwt_principal_claim = xstrdup("sub");
     cfg->jwt_leeway_s = 60;
     cfg->jwt_jwks_reload_s = 5;
+    cfg->jwt_jwks_url_refresh_s = 300;
     profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 64, 512, false, 2);
     profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 32, 64, true, 0);
     cfg->n_profiles = 2;

@@ -96,14 +96,16 @@ struct sbx_config {
     char *auth_tokens_file;
     struct string_list auth_token_hashes; /* "sha256:<hex>" */
     char *authorization_server;
-    /* JWT access tokens, checked against the keys of a JWKS file (see transport/http_jwt.h) */
+    /* JWT access tokens, checked against the keys of a JWKS file or URL (transport/http_jwks.h) */
     char *jwt_jwks_file;
+    char *jwt_jwks_url;
     char *jwt_issuer;
     char *jwt_audience; /* empty: the resource URL, "http://<Host>/mcp" */
     char *jwt_principal_claim;
     struct string_list jwt_algorithms;
     uint32_t jwt_leeway_s;
-    uint32_t jwt_jwks_reload_s; /* 0: the JWKS file is read once, at startup */
+    uint32_t jwt_jwks_reload_s;      /* 0: the JWKS file is read once, at startup */
+    uint32_t jwt_jwks_url_refresh_s; /* 0: the URL is fetched again only for an unknown kid */
     uint64_t http_max_body_bytes;
     uint32_t http_max_connections;
     uint32_t http_max_sessions;

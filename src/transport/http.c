@@ -283,9 +283,14 @@ static const char *authenticate(struct http_transport *t, struct MHD_Connection 
         snprintf(resource, sizeof(resource), "%s/mcp", base_url(t, c));
         aud = resource;
     }
-    return http_auth_principal(&t->auth, t->jwks ? http_jwks_current(t->jwks, now_ms()) : NULL,
-                               MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                               aud, (int64_t)(wall_ms() / 1000), buf, cap, why);
+    const char *p =
+        http_auth_principal(&t->auth, t->jwks ? http_jwks_current(t->jwks, now_ms()) : NULL,
+                            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), aud,
+                            (int64_t)(wall_ms() / 1000), buf, cap, why);
+    /* A key id we lack may be a key the identity provider has just published. */
+    if (!p && t->jwks && *why && strcmp(*why, http_jwt_status_text(HTTP_JWT_UNKNOWN_KID)) == 0)
+        http_jwks_key_missing(t->jwks);
+    return p;
 }
 
 /* ---- sessions and streams ---- */
@@ -1538,7 +1543,7 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
         sbx_fail(err, EPERM,
                  "--http %s reaches the network but no tokens are configured: anyone could run "
                  "code here. Set http.auth_token_hashes, http.auth_tokens_file or "
-                 "http.jwt_jwks_file, or listen on 127.0.0.1",
+                 "http.jwt_jwks_file or http.jwt_jwks_url, or listen on 127.0.0.1",
                  listen);
         goto fail;
     }

@@ -3,9 +3,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync, chmodSync, renameSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync, renameSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startHttp, stopHttp } from './helpers.mjs';
@@ -197,4 +200,84 @@ test('a rewritten JWKS file is picked up without a restart: a new key works, a r
   assert.equal(await waitFor(rs, 401), 401, 'a key removed from the file stops being accepted');
   assert.equal(await status(es), 200);
   await stopHttp();
+});
+
+test('keys from a JWKS URL: fetched at startup, and again when a token names a key id not known yet', async () => {
+  const [rsaJwk, ecJwk] = jwks.keys;
+  let published = { keys: [rsaJwk] };
+  let hits = 0;
+  const endpoint = createServer((req, res) => {
+    hits++;
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(published));
+  });
+  await new Promise((r) => endpoint.listen(0, '127.0.0.1', r));
+  const jwksUrl = `http://127.0.0.1:${endpoint.address().port}/.well-known/jwks.json`;
+  try {
+    // No periodic fetch here: only a token under an unknown kid makes the server fetch again.
+    const cfg = join(dir, 'url.toml');
+    writeFileSync(cfg, `[http]\njwt_jwks_url = "${jwksUrl}"\njwt_issuer = "${ISSUER}"\njwt_jwks_url_refresh_s = 0\n`);
+    const { url, port, log } = await startHttp(state, ['--config', cfg]);
+    assert.match(log(), /"msg":"jwt keys loaded","url":"http:\/\/127\.0\.0\.1:\d+\/\.well-known\/jwks\.json","keys":"1"/);
+    assert.equal(hits, 1);
+    const aud = `http://127.0.0.1:${port}/mcp`;
+    const status = async (token) => (await post(url, INIT, { Authorization: `Bearer ${token}` })).status;
+    const rs = jwt(claimsFor('alice', aud));
+    const es = jwt(claimsFor('bob', aud), { alg: 'ES256' });
+    assert.equal(await status(rs), 200);
+    assert.equal(await status(es), 401, '(control) the EC key is not published yet');
+
+    // Published now: the next unknown-kid refusals ask for a fetch, at most one per 30 s since
+    // the last, so it comes within about 30 s of startup, however many tokens ask meanwhile.
+    published = { keys: [rsaJwk, ecJwk] };
+    let st = 401;
+    for (let i = 0; i < 45 && st !== 200; i++) {
+      st = await status(es);
+      if (st !== 200) await new Promise((r) => setTimeout(r, 1000));
+    }
+    assert.equal(st, 200, 'the newly published key is accepted without a restart');
+    assert.equal(hits, 2, 'one early fetch for all the refusals in the gap');
+    assert.match(log(), /"msg":"jwt keys reloaded","url":"[^"]+","keys":"2"/);
+    assert.equal(await status(rs), 200);
+    await stopHttp();
+
+    // A URL that cannot work stops startup, with the reason.
+    const bad = join(dir, 'bad-url.toml');
+    writeFileSync(bad, `[http]\njwt_jwks_url = "http://login.example.test/jwks.json"\njwt_issuer = "${ISSUER}"\n`);
+    await assert.rejects(startHttp(state, ['--config', bad]), /must be https:\/\//);
+    published = { keys: [] };
+    writeFileSync(bad, `[http]\njwt_jwks_url = "${jwksUrl}"\njwt_issuer = "${ISSUER}"\n`);
+    await assert.rejects(startHttp(state, ['--config', bad]), /no usable signing key|not a JWKS/);
+  } finally {
+    endpoint.close();
+  }
+  await assert.rejects(startHttp(state, ['--config', join(dir, 'bad-url.toml')]), /http\.jwt_jwks_url: http:\/\/127\.0\.0\.1:\d+\/\.well-known\/jwks\.json: .*(refused|connect)/i);
+});
+
+test('a JWKS URL over TLS must present a certificate the system trusts', async () => {
+  // A self-signed certificate for 127.0.0.1: the same endpoint over plain http is accepted
+  // (control), over https it is refused at startup.
+  const key = join(dir, 'tls-key.pem');
+  const cert = join(dir, 'tls-cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+    '-nodes', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1',
+    '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  const body = JSON.stringify(jwks);
+  const handler = (req, res) => { res.writeHead(200); res.end(body); };
+  const tls = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, handler);
+  const plain = createServer(handler);
+  await new Promise((r) => tls.listen(0, '127.0.0.1', r));
+  await new Promise((r) => plain.listen(0, '127.0.0.1', r));
+  const cfg = join(dir, 'tls.toml');
+  try {
+    writeFileSync(cfg, `[http]\njwt_jwks_url = "http://127.0.0.1:${plain.address().port}/jwks"\njwt_issuer = "${ISSUER}"\n`);
+    const { log } = await startHttp(state, ['--config', cfg]);
+    assert.match(log(), /"msg":"jwt keys loaded".*"keys":"2"/, '(control) the same keys over plain http to loopback load');
+    await stopHttp();
+    writeFileSync(cfg, `[http]\njwt_jwks_url = "https://127.0.0.1:${tls.address().port}/jwks"\njwt_issuer = "${ISSUER}"\n`);
+    await assert.rejects(startHttp(state, ['--config', cfg]), /http\.jwt_jwks_url: https:\/\/127\.0\.0\.1:\d+\/jwks: .*(certificate|self.signed)/i);
+  } finally {
+    tls.close();
+    plain.close();
+  }
 });

@@ -149,6 +149,16 @@ static void jwt_keys(void **state)
     assert_int_equal(config_set(&cfg, "http.jwt_jwks_reload_s", "86401", CONFIG_SRC_FLAG, &err),
                      -1);
     assert_int_equal(cfg.jwt_jwks_reload_s, 0);
+    assert_null(cfg.jwt_jwks_url);
+    assert_int_equal(cfg.jwt_jwks_url_refresh_s, 300);
+    assert_int_equal(
+        config_set(&cfg, "http.jwt_jwks_url_refresh_s", "86401", CONFIG_SRC_FLAG, &err), -1);
+    assert_int_equal(config_set(&cfg, "http.jwt_jwks_url_refresh_s", "0", CONFIG_SRC_FLAG, &err),
+                     0);
+    assert_int_equal(cfg.jwt_jwks_url_refresh_s, 0);
+    assert_int_equal(
+        config_set(&cfg, "http.jwt_jwks_url", "https://i/jwks.json", CONFIG_SRC_FLAG, &err), 0);
+    assert_string_equal(cfg.jwt_jwks_url, "https://i/jwks.json");
     config_free(&cfg);
     assert_int_equal(
         load_text(&cfg,

@@ -6,7 +6,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <jose/jose.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include "lib/util.h"
 #include "transport/http_auth.h"
 #include "transport/http_jwks.h"
+#include "transport/http_jwks_fetch.h"
 #include "transport/http_jwt.h"
 
 #define ISS "https://login.example.test"
@@ -849,6 +853,254 @@ static void jwks_file_rotation(void **state)
     rmdir(dir);
 }
 
+/* ---- the JWKS URL, fetched (http_jwks_fetch.c) ---- */
+
+/* A JWKS endpoint on 127.0.0.1: answers every GET with `doc` and `status`, and counts them. */
+static struct {
+    pthread_mutex_t lock;
+    char *doc;
+    unsigned status;
+    unsigned hits;
+} endpoint = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void serve(const char *doc, unsigned status)
+{
+    pthread_mutex_lock(&endpoint.lock);
+    free(endpoint.doc);
+    endpoint.doc = xstrdup(doc);
+    endpoint.status = status;
+    pthread_mutex_unlock(&endpoint.lock);
+}
+
+static unsigned hits(void)
+{
+    pthread_mutex_lock(&endpoint.lock);
+    unsigned n = endpoint.hits;
+    pthread_mutex_unlock(&endpoint.lock);
+    return n;
+}
+
+static enum MHD_Result on_jwks_request(void *cls, struct MHD_Connection *c, const char *url,
+                                       const char *method, const char *version, const char *upload,
+                                       size_t *upload_size, void **con_cls)
+{
+    (void)cls, (void)url, (void)method, (void)version, (void)upload, (void)upload_size,
+        (void)con_cls;
+    pthread_mutex_lock(&endpoint.lock);
+    endpoint.hits++;
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(endpoint.doc), xstrdup(endpoint.doc), MHD_RESPMEM_MUST_FREE);
+    unsigned status = endpoint.status;
+    pthread_mutex_unlock(&endpoint.lock);
+    if (status == 302)
+        MHD_add_response_header(r, "Location", "http://127.0.0.2/elsewhere.json");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static struct MHD_Daemon *endpoint_start(char *url, size_t cap)
+{
+    pthread_mutex_lock(&endpoint.lock);
+    endpoint.hits = 0;
+    pthread_mutex_unlock(&endpoint.lock);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_jwks_request, NULL,
+                         MHD_OPTION_SOCK_ADDR, &a, MHD_OPTION_END);
+    assert_non_null(d);
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    assert_non_null(i);
+    snprintf(url, cap, "http://127.0.0.1:%u/jwks.json", (unsigned)i->port);
+    return d;
+}
+
+/* Polls the keys in force (the fetcher works on its own thread) for up to 5 s until a token
+ * signed by key under kid gets `want`. */
+static enum http_jwt_status settles_to(struct http_jwks *w, const json_t *key, const char *alg,
+                                       const char *kid, enum http_jwt_status want)
+{
+    enum http_jwt_status st = HTTP_JWT_OK;
+    for (int i = 0; i < 100; i++) {
+        st = check_at(w, now_ms(), key, alg, kid);
+        if (st == want)
+            break;
+        usleep(50000);
+    }
+    return st;
+}
+
+static void jwks_url_rules(void **state)
+{
+    (void)state;
+    struct sbx_err err = {0};
+    /* Only https, or plain http to loopback. */
+    assert_int_equal(jwks_url_check("https://login.example.test/.well-known/jwks.json", &err), 0);
+    assert_int_equal(jwks_url_check("http://127.0.0.1:9/jwks", &err), 0);
+    assert_int_equal(jwks_url_check("http://[::1]/jwks", &err), 0);
+    assert_int_equal(jwks_url_check("http://localhost/jwks", &err), 0);
+    assert_int_equal(jwks_url_check("http://login.example.test/jwks", &err), -1);
+    assert_non_null(strstr(err.msg, "must be https://"));
+    assert_int_equal(jwks_url_check("http://127.0.0.1.example.test/jwks", &err), -1);
+    assert_int_equal(jwks_url_check("ftp://127.0.0.1/jwks", &err), -1);
+    assert_int_equal(jwks_url_check("not a url", &err), -1);
+    assert_non_null(strstr(err.msg, "not a URL"));
+    /* A file and a URL at once are refused, and so is a URL without an issuer. */
+    struct sbx_config cfg;
+    config_init_defaults(&cfg);
+    struct http_jwks *w = NULL;
+    cfg.jwt_jwks_url = xstrdup("https://login.example.test/jwks.json");
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "http.jwt_jwks_url is set but http.jwt_issuer is not"));
+    cfg.jwt_issuer = xstrdup(ISS);
+    cfg.jwt_jwks_file = xstrdup("/nonexistent/jwks.json");
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "both set"));
+    free(cfg.jwt_jwks_file);
+    cfg.jwt_jwks_file = NULL;
+    free(cfg.jwt_jwks_url);
+    cfg.jwt_jwks_url = xstrdup("http://login.example.test/jwks.json");
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "must be https://"));
+    assert_null(w);
+    config_free(&cfg);
+}
+
+static void jwks_url_fetch_failures(void **state)
+{
+    (void)state;
+    char url[128];
+    struct MHD_Daemon *d = endpoint_start(url, sizeof(url));
+    struct sbx_err err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    serve("{\"keys\": []}", 200);
+    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), 0);
+    assert_string_equal(text, "{\"keys\": []}");
+    assert_int_equal(len, strlen(text));
+    free(text);
+    /* Not 200, a redirect included (it is not followed), or too large: no document. */
+    serve("gone", 404);
+    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), -1);
+    assert_non_null(strstr(err.msg, "HTTP status 404"));
+    serve("", 302);
+    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), -1);
+    assert_non_null(strstr(err.msg, "HTTP status 302"));
+    char *big = xmalloc(JWKS_FETCH_MAX_BYTES + 2);
+    memset(big, ' ', JWKS_FETCH_MAX_BYTES + 1);
+    big[JWKS_FETCH_MAX_BYTES + 1] = '\0';
+    serve(big, 200);
+    free(big);
+    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), -1);
+    assert_non_null(strstr(err.msg, "larger than"));
+    /* Nobody listening: the server does not start. */
+    MHD_stop_daemon(d);
+    struct sbx_config cfg;
+    config_init_defaults(&cfg);
+    cfg.jwt_issuer = xstrdup(ISS);
+    cfg.jwt_jwks_url = xstrdup(url);
+    struct http_jwks *w = NULL;
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "http.jwt_jwks_url"));
+    assert_non_null(strstr(err.msg, url));
+    config_free(&cfg);
+}
+
+static void jwks_url_rotation(void **state)
+{
+    (void)state;
+    char url[128];
+    struct MHD_Daemon *d = endpoint_start(url, sizeof(url));
+    char *only_rsa = jwks_of(json_pack("[o]", public_of(rsa_key, "rsa-1")));
+    char *both =
+        jwks_of(json_pack("[o, o]", public_of(rsa_key, "rsa-1"), public_of(ec_key, "ec-1")));
+    char *only_ec = jwks_of(json_pack("[o]", public_of(ec_key, "ec-1")));
+    struct sbx_config cfg;
+    config_init_defaults(&cfg);
+    cfg.jwt_issuer = xstrdup(ISS);
+    cfg.jwt_jwks_url = xstrdup(url);
+    cfg.jwt_jwks_url_refresh_s = 1;
+    struct sbx_err err = {0};
+    struct http_jwks *w = NULL;
+    /* A document without usable keys at startup: the server does not start. */
+    serve("[]", 200);
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), -1);
+    assert_non_null(strstr(err.msg, "not a JWKS"));
+    serve(only_rsa, 200);
+    assert_int_equal(http_jwks_open(&cfg, &w, &err), 0);
+    assert_int_equal(check_at(w, now_ms(), rsa_key, "RS256", "rsa-1"), HTTP_JWT_OK);
+    assert_int_equal(check_at(w, now_ms(), ec_key, "ES256", "ec-1"), HTTP_JWT_UNKNOWN_KID);
+    /* A key published: in force after the next fetch (every second here). */
+    serve(both, 200);
+    assert_int_equal(settles_to(w, ec_key, "ES256", "ec-1", HTTP_JWT_OK), HTTP_JWT_OK);
+    /* A broken document, then an error status: fetched, and the keys in force stay. */
+    serve("{\"keys\": [", 200);
+    unsigned h = hits();
+    while (hits() < h + 2)
+        usleep(50000);
+    assert_int_equal(check_at(w, now_ms(), ec_key, "ES256", "ec-1"), HTTP_JWT_OK);
+    assert_int_equal(check_at(w, now_ms(), rsa_key, "RS256", "rsa-1"), HTTP_JWT_OK);
+    serve("busy", 503);
+    h = hits();
+    while (hits() < h + 2)
+        usleep(50000);
+    assert_int_equal(check_at(w, now_ms(), rsa_key, "RS256", "rsa-1"), HTTP_JWT_OK);
+    /* A key removed stops being accepted. */
+    serve(only_ec, 200);
+    assert_int_equal(settles_to(w, rsa_key, "RS256", "rsa-1", HTTP_JWT_UNKNOWN_KID),
+                     HTTP_JWT_UNKNOWN_KID);
+    assert_int_equal(check_at(w, now_ms(), ec_key, "ES256", "ec-1"), HTTP_JWT_OK);
+    http_jwks_free(w);
+    MHD_stop_daemon(d);
+    config_free(&cfg);
+    free(only_rsa);
+    free(both);
+    free(only_ec);
+}
+
+/* Early fetches (a token under an unknown kid): at once when the gap allows, else not before
+ * the gap has passed; without a periodic refresh nothing else fetches. */
+static void jwks_url_early_fetch(void **state)
+{
+    (void)state;
+    char url[128];
+    struct MHD_Daemon *d = endpoint_start(url, sizeof(url));
+    struct sbx_err err = {0};
+    struct jwks_fetch *f = NULL;
+    serve("one", 200);
+    assert_int_equal(jwks_fetch_start(url, 0, 1, "one", 3, &f, &err), 0);
+    size_t len = 0;
+    usleep(1300000);
+    assert_int_equal(hits(), 0);
+    assert_null(jwks_fetch_take(f, &len));
+    /* Past the gap: at once. The same document again is not handed over. */
+    jwks_fetch_request(f);
+    for (int i = 0; i < 100 && hits() < 1; i++)
+        usleep(20000);
+    assert_int_equal(hits(), 1);
+    usleep(100000);
+    assert_null(jwks_fetch_take(f, &len));
+    /* Within the gap: held until it has passed, and two requests make one fetch. */
+    serve("two", 200);
+    uint64_t t0 = now_ms();
+    jwks_fetch_request(f);
+    jwks_fetch_request(f);
+    char *text = NULL;
+    for (int i = 0; i < 150 && !(text = jwks_fetch_take(f, &len)); i++)
+        usleep(20000);
+    assert_non_null(text);
+    assert_string_equal(text, "two");
+    assert_int_equal(len, 3);
+    assert_true(now_ms() - t0 >= 500);
+    assert_int_equal(hits(), 2);
+    free(text);
+    /* Stopping an idle fetcher returns at once. */
+    t0 = now_ms();
+    jwks_fetch_stop(f);
+    assert_true(now_ms() - t0 < 1000);
+    MHD_stop_daemon(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -868,6 +1120,10 @@ int main(void)
         cmocka_unit_test(reasons_never_echo_the_token),
         cmocka_unit_test(eddsa_ed25519_and_ed448),
         cmocka_unit_test(jwks_file_rotation),
+        cmocka_unit_test(jwks_url_rules),
+        cmocka_unit_test(jwks_url_fetch_failures),
+        cmocka_unit_test(jwks_url_rotation),
+        cmocka_unit_test(jwks_url_early_fetch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
