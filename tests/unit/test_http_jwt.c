@@ -8,6 +8,7 @@
 #include <jose/jose.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -1101,6 +1102,32 @@ static void jwks_url_early_fetch(void **state)
     MHD_stop_daemon(d);
 }
 
+/* A fetch under way against an endpoint that never answers (a listener nobody accepts on: the
+ * kernel completes the handshake) is abandoned when the fetcher is stopped, well before the
+ * transfer's own 10 s limit. */
+static void jwks_url_stop_aborts_a_hung_fetch(void **state)
+{
+    (void)state;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(s >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(s, 4), 0);
+    assert_int_equal(getsockname(s, (struct sockaddr *)&a, &al), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/jwks.json", (unsigned)ntohs(a.sin_port));
+    struct sbx_err err = {0};
+    struct jwks_fetch *f = NULL;
+    assert_int_equal(jwks_fetch_start(url, 0, 0, "{}", 2, &f, &err), 0);
+    jwks_fetch_request(f);
+    usleep(300000); /* the request is sent; the answer never comes */
+    uint64_t t0 = now_ms();
+    jwks_fetch_stop(f);
+    assert_true(now_ms() - t0 < 3000);
+    close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1124,6 +1151,7 @@ int main(void)
         cmocka_unit_test(jwks_url_fetch_failures),
         cmocka_unit_test(jwks_url_rotation),
         cmocka_unit_test(jwks_url_early_fetch),
+        cmocka_unit_test(jwks_url_stop_aborts_a_hung_fetch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
