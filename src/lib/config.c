@@ -78,6 +78,7 @@ static const struct key_def global_keys[] = {
     G("http.authorization_server", KT_STRING, authorization_server, 0, 0),
     G("http.jwt_jwks_file", KT_STRING, jwt_jwks_file, 0, 0),
     G("http.jwt_jwks_url", KT_STRING, jwt_jwks_url, 0, 0),
+    G("http.jwt_jwks_ca_file", KT_STRING, jwt_jwks_ca_file, 0, 0),
     G("http.jwt_issuer", KT_STRING, jwt_issuer, 0, 0),
     G("http.jwt_audience", KT_STRING, jwt_audience, 0, 0),
     G("http.jwt_principal_claim", KT_STRING, jwt_principal_claim, 0, 0),

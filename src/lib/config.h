@@ -99,6 +99,7 @@ struct sbx_config {
     /* JWT access tokens, checked against the keys of a JWKS file or URL (transport/http_jwks.h) */
     char *jwt_jwks_file;
     char *jwt_jwks_url;
+    char *jwt_jwks_ca_file; /* PEM CAs for an https jwt_jwks_url; empty: the system's */
     char *jwt_issuer;
     char *jwt_audience; /* empty: the resource URL, "http://<Host>/mcp" */
     char *jwt_principal_claim;

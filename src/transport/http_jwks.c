@@ -78,16 +78,19 @@ static void log_loaded(const struct http_jwks *w, const char *msg)
 static int open_url(struct http_jwks *w, struct sbx_err *err)
 {
     const struct sbx_config *cfg = w->cfg;
+    struct jwks_fetch_config fc = {.url = cfg->jwt_jwks_url,
+                                   .ca_file = cfg->jwt_jwks_ca_file,
+                                   .refresh_s = cfg->jwt_jwks_url_refresh_s,
+                                   .min_gap_s = JWKS_FETCH_MIN_GAP_S};
     char *text = NULL;
     size_t len = 0;
-    if (jwks_url_check(cfg->jwt_jwks_url, err) < 0)
+    if (jwks_url_check(fc.url, err) < 0)
         return -1;
-    if (jwks_fetch_once(cfg->jwt_jwks_url, &text, &len, err) < 0)
+    if (jwks_fetch_once(&fc, &text, &len, err) < 0)
         return sbx_err_wrap(err, "http.jwt_jwks_url");
-    int r = load_text(cfg, text, len, cfg->jwt_jwks_url, &w->jwt, err);
+    int r = load_text(cfg, text, len, fc.url, &w->jwt, err);
     if (r == 0)
-        r = jwks_fetch_start(cfg->jwt_jwks_url, cfg->jwt_jwks_url_refresh_s, JWKS_FETCH_MIN_GAP_S,
-                             text, len, &w->fetch, err);
+        r = jwks_fetch_start(&fc, text, len, &w->fetch, err);
     free(text);
     return r;
 }

@@ -15,6 +15,7 @@
 
 struct jwks_fetch {
     char *url;
+    char *ca_file;       /* NULL: the system's CA certificates */
     uint64_t refresh_ms; /* 0: early fetches only */
     uint64_t min_gap_ms; /* between an early fetch and the fetch before */
     pthread_t thread;
@@ -76,8 +77,8 @@ static void init_curl(void)
 }
 
 /* owner: the fetcher whose stop aborts the transfer; NULL for the startup fetch. */
-static int fetch(const char *url, struct jwks_fetch *owner, char **text, size_t *len,
-                 struct sbx_err *err)
+static int fetch(const char *url, const char *ca_file, struct jwks_fetch *owner, char **text,
+                 size_t *len, struct sbx_err *err)
 {
     pthread_once(&curl_once, init_curl);
     if (curl_init_rc != CURLE_OK)
@@ -96,6 +97,8 @@ static int fetch(const char *url, struct jwks_fetch *owner, char **text, size_t 
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)JWKS_FETCH_TIMEOUT_S);
     curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)JWKS_FETCH_MAX_BYTES);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "mcp-sandbox/" SBX_VERSION);
+    if (ca_file && *ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_err);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
@@ -126,9 +129,10 @@ static int fetch(const char *url, struct jwks_fetch *owner, char **text, size_t 
     return 0;
 }
 
-int jwks_fetch_once(const char *url, char **text, size_t *len, struct sbx_err *err)
+int jwks_fetch_once(const struct jwks_fetch_config *c, char **text, size_t *len,
+                    struct sbx_err *err)
 {
-    return fetch(url, NULL, text, len, err);
+    return fetch(c->url, c->ca_file, NULL, text, len, err);
 }
 
 int jwks_url_check(const char *url, struct sbx_err *err)
@@ -193,7 +197,7 @@ static void fetch_and_hand_over(struct jwks_fetch *f)
     char *text = NULL;
     size_t len = 0;
     struct sbx_err err = {0};
-    if (fetch(f->url, f, &text, &len, &err) < 0) {
+    if (fetch(f->url, f->ca_file, f, &text, &len, &err) < 0) {
         /* A transfer that the stop aborted is not worth a warning. */
         if (strcmp(err.msg, f->last_error.msg) != 0 && !stopping(f)) {
             f->last_error = err;
@@ -229,13 +233,14 @@ static void *fetcher_main(void *arg)
     return NULL;
 }
 
-int jwks_fetch_start(const char *url, uint32_t refresh_s, uint32_t min_gap_s, const char *first,
-                     size_t first_len, struct jwks_fetch **out, struct sbx_err *err)
+int jwks_fetch_start(const struct jwks_fetch_config *c, const char *first, size_t first_len,
+                     struct jwks_fetch **out, struct sbx_err *err)
 {
     struct jwks_fetch *f = xcalloc(1, sizeof(*f));
-    f->url = xstrdup(url);
-    f->refresh_ms = (uint64_t)refresh_s * 1000;
-    f->min_gap_ms = (uint64_t)min_gap_s * 1000;
+    f->url = xstrdup(c->url);
+    f->ca_file = c->ca_file && *c->ca_file ? xstrdup(c->ca_file) : NULL;
+    f->refresh_ms = (uint64_t)c->refresh_s * 1000;
+    f->min_gap_ms = (uint64_t)c->min_gap_s * 1000;
     f->last = xmalloc(first_len + 1);
     memcpy(f->last, first, first_len);
     f->last[first_len] = '\0';
@@ -256,6 +261,7 @@ int jwks_fetch_start(const char *url, uint32_t refresh_s, uint32_t min_gap_s, co
         pthread_cond_destroy(&f->wake);
         pthread_mutex_destroy(&f->lock);
         free(f->last);
+        free(f->ca_file);
         free(f->url);
         free(f);
         return sbx_fail_errno(err, e, "starting the JWKS fetcher thread");
@@ -296,6 +302,7 @@ void jwks_fetch_stop(struct jwks_fetch *f)
     pthread_mutex_destroy(&f->lock);
     free(f->fresh);
     free(f->last);
+    free(f->ca_file);
     free(f->url);
     free(f);
 }

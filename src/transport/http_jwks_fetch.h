@@ -22,13 +22,21 @@ struct jwks_fetch;
 /* https:// to anywhere, or http:// to a loopback address only: keys fetched in the clear from
  * elsewhere could be swapped on the way. */
 int jwks_url_check(const char *url, struct sbx_err *err);
-/* One GET of url: 200 with a body of at most JWKS_FETCH_MAX_BYTES, into *text (NUL-ended). */
-int jwks_fetch_once(const char *url, char **text, size_t *len, struct sbx_err *err);
-/* Starts the fetcher; `first` is the document already in force (copied). refresh_s 0: no
- * periodic fetch, only early ones, each at least min_gap_s (JWKS_FETCH_MIN_GAP_S) after the
- * fetch before. */
-int jwks_fetch_start(const char *url, uint32_t refresh_s, uint32_t min_gap_s, const char *first,
-                     size_t first_len, struct jwks_fetch **out, struct sbx_err *err);
+/* Where and how often to fetch. */
+struct jwks_fetch_config {
+    const char *url;
+    const char *ca_file; /* PEM CA certificates to trust for https; NULL or "": the system's */
+    uint32_t refresh_s;  /* 0: no periodic fetch, only early ones */
+    uint32_t min_gap_s;  /* an early fetch waits this long after the one before */
+};
+
+/* One GET of the URL: 200 with a body of at most JWKS_FETCH_MAX_BYTES, into *text
+ * (NUL-ended). */
+int jwks_fetch_once(const struct jwks_fetch_config *c, char **text, size_t *len,
+                    struct sbx_err *err);
+/* Starts the fetcher; `first` is the document already in force (copied). */
+int jwks_fetch_start(const struct jwks_fetch_config *c, const char *first, size_t first_len,
+                     struct jwks_fetch **out, struct sbx_err *err);
 /* The newest document fetched since the last call, owned by the caller, or NULL. */
 char *jwks_fetch_take(struct jwks_fetch *f, size_t *len);
 /* Asks for an early fetch; cheap and non-blocking, rate-limited by the fetcher. */

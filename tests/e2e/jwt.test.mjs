@@ -254,9 +254,9 @@ test('keys from a JWKS URL: fetched at startup, and again when a token names a k
   await assert.rejects(startHttp(state, ['--config', join(dir, 'bad-url.toml')]), /http\.jwt_jwks_url: http:\/\/127\.0\.0\.1:\d+\/\.well-known\/jwks\.json: .*(refused|connect)/i);
 });
 
-test('a JWKS URL over TLS must present a certificate the system trusts', async () => {
-  // A self-signed certificate for 127.0.0.1: the same endpoint over plain http is accepted
-  // (control), over https it is refused at startup.
+test('a JWKS URL over TLS must present a certificate the server trusts: the system\'s CAs, or http.jwt_jwks_ca_file', async () => {
+  // A self-signed certificate for 127.0.0.1: refused against the system's CAs, accepted once
+  // http.jwt_jwks_ca_file names it; the same endpoint over plain http is accepted (control).
   const key = join(dir, 'tls-key.pem');
   const cert = join(dir, 'tls-cert.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
@@ -276,6 +276,13 @@ test('a JWKS URL over TLS must present a certificate the system trusts', async (
     await stopHttp();
     writeFileSync(cfg, `[http]\njwt_jwks_url = "https://127.0.0.1:${tls.address().port}/jwks"\njwt_issuer = "${ISSUER}"\n`);
     await assert.rejects(startHttp(state, ['--config', cfg]), /http\.jwt_jwks_url: https:\/\/127\.0\.0\.1:\d+\/jwks: .*(certificate|self.signed)/i);
+    writeFileSync(cfg, `[http]\njwt_jwks_url = "https://127.0.0.1:${tls.address().port}/jwks"\njwt_jwks_ca_file = "${cert}"\njwt_issuer = "${ISSUER}"\n`);
+    const trusted = await startHttp(state, ['--config', cfg]);
+    assert.match(trusted.log(), /"msg":"jwt keys loaded","url":"https:\/\/127\.0\.0\.1:\d+\/jwks","keys":"2"/);
+    const aud = `http://127.0.0.1:${trusted.port}/mcp`;
+    const r = await post(trusted.url, INIT, { Authorization: `Bearer ${jwt(claimsFor('alice', aud))}` });
+    assert.equal(r.status, 200, 'a token checked with keys fetched over TLS');
+    await stopHttp();
   } finally {
     tls.close();
     plain.close();

@@ -150,6 +150,7 @@ static void jwt_keys(void **state)
                      -1);
     assert_int_equal(cfg.jwt_jwks_reload_s, 0);
     assert_null(cfg.jwt_jwks_url);
+    assert_null(cfg.jwt_jwks_ca_file);
     assert_int_equal(cfg.jwt_jwks_url_refresh_s, 300);
     assert_int_equal(
         config_set(&cfg, "http.jwt_jwks_url_refresh_s", "86401", CONFIG_SRC_FLAG, &err), -1);

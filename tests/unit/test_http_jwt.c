@@ -976,23 +976,27 @@ static void jwks_url_fetch_failures(void **state)
     char *text = NULL;
     size_t len = 0;
     serve("{\"keys\": []}", 200);
-    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), 0);
+    assert_int_equal(jwks_fetch_once(&(struct jwks_fetch_config){.url = url}, &text, &len, &err),
+                     0);
     assert_string_equal(text, "{\"keys\": []}");
     assert_int_equal(len, strlen(text));
     free(text);
     /* Not 200, a redirect included (it is not followed), or too large: no document. */
     serve("gone", 404);
-    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), -1);
+    assert_int_equal(jwks_fetch_once(&(struct jwks_fetch_config){.url = url}, &text, &len, &err),
+                     -1);
     assert_non_null(strstr(err.msg, "HTTP status 404"));
     serve("", 302);
-    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), -1);
+    assert_int_equal(jwks_fetch_once(&(struct jwks_fetch_config){.url = url}, &text, &len, &err),
+                     -1);
     assert_non_null(strstr(err.msg, "HTTP status 302"));
     char *big = xmalloc(JWKS_FETCH_MAX_BYTES + 2);
     memset(big, ' ', JWKS_FETCH_MAX_BYTES + 1);
     big[JWKS_FETCH_MAX_BYTES + 1] = '\0';
     serve(big, 200);
     free(big);
-    assert_int_equal(jwks_fetch_once(url, &text, &len, &err), -1);
+    assert_int_equal(jwks_fetch_once(&(struct jwks_fetch_config){.url = url}, &text, &len, &err),
+                     -1);
     assert_non_null(strstr(err.msg, "larger than"));
     /* Nobody listening: the server does not start. */
     MHD_stop_daemon(d);
@@ -1069,7 +1073,9 @@ static void jwks_url_early_fetch(void **state)
     struct sbx_err err = {0};
     struct jwks_fetch *f = NULL;
     serve("one", 200);
-    assert_int_equal(jwks_fetch_start(url, 0, 1, "one", 3, &f, &err), 0);
+    assert_int_equal(jwks_fetch_start(&(struct jwks_fetch_config){.url = url, .min_gap_s = 1},
+                                      "one", 3, &f, &err),
+                     0);
     size_t len = 0;
     usleep(1300000);
     assert_int_equal(hits(), 0);
@@ -1119,7 +1125,8 @@ static void jwks_url_stop_aborts_a_hung_fetch(void **state)
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/jwks.json", (unsigned)ntohs(a.sin_port));
     struct sbx_err err = {0};
     struct jwks_fetch *f = NULL;
-    assert_int_equal(jwks_fetch_start(url, 0, 0, "{}", 2, &f, &err), 0);
+    assert_int_equal(jwks_fetch_start(&(struct jwks_fetch_config){.url = url}, "{}", 2, &f, &err),
+                     0);
     jwks_fetch_request(f);
     usleep(300000); /* the request is sent; the answer never comes */
     uint64_t t0 = now_ms();
