@@ -42,8 +42,8 @@ struct http_jwt;
 struct http_jwks;
 struct sbx_config;
 /* Fills the table from http.auth_token_hashes and http.auth_tokens_file, and opens the JWKS of
- * http.jwt_jwks_file into *jwks (NULL when JWT validation is off). Unreadable files, bad
- * entries and a JWT configuration that cannot work are errors. */
+ * http.jwt_jwks_file or http.jwt_jwks_url into *jwks (NULL when JWT validation is off).
+ * Unreadable files, bad entries and a JWT configuration that cannot work are errors. */
 int http_auth_setup(const struct sbx_config *cfg, struct http_auth *auth, struct http_jwks **jwks,
                     struct sbx_err *err);
 /* The principal of an Authorization header value: a static token's, else (jwt non-NULL and the

@@ -1,7 +1,7 @@
 /* JWT access tokens for the HTTP transport (RFC 7519, profiled by RFC 9068): a JWS compact
- * serialization signed by the authorization server, whose public keys come from a JWKS file
- * read once at startup. Pure: the caller passes the file's text, the current time and the
- * audience, so every rule is unit-tested without a network or a clock.
+ * serialization signed by the authorization server, whose public keys come from a JWKS (a file
+ * or a URL, kept current by http_jwks.c). Pure: the caller passes the JWKS's text, the current
+ * time and the audience, so every rule is unit-tested without a network or a clock.
  *
  * A token is accepted when, in this order: it is at most HTTP_JWT_MAX_BYTES of three
  * base64url parts (strict alphabet, no padding, canonical trailing bits); the header is a
