@@ -131,6 +131,24 @@ static unsigned long locked_flags(const char *path)
     return f;
 }
 
+/* A bind made read-only, nosuid and nodev together with every mount under it: a host mount
+ * below /usr or /etc/ssl/certs comes along with MS_REC, and a remount would change only the
+ * top one. mount_setattr (Linux 5.12) adds the flags in one call and leaves the locked ones
+ * alone. Older kernels get the remount of the top mount, which is all they can do in one
+ * call. */
+static int make_read_only(const char *dst)
+{
+    struct mount_attr attr = {
+        .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+    };
+    if (syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof(attr)) == 0)
+        return 0;
+    if (errno != ENOSYS)
+        return -errno;
+    unsigned long fl = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(dst);
+    return mount(NULL, dst, NULL, fl, NULL) < 0 ? -errno : 0;
+}
+
 static int make_empty_file(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -169,10 +187,7 @@ static int bind_ro(const char *src, const char *dst, const struct stat *src_st)
     }
     if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
         return -errno;
-    unsigned long fl = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(dst);
-    if (mount(NULL, dst, NULL, fl, NULL) < 0)
-        return -errno;
-    return 0;
+    return make_read_only(dst);
 }
 
 static int copy_link(const char *src, const char *dst)

@@ -6,6 +6,19 @@ for p in /root /home /var /srv /work /var/lib/mcp-sandbox /tmp/.X11-unix; do
 done
 out=$(sbx_probe -- read /usr/bin/python3); expect "files: /usr is readable" "read ok" "$out"
 out=$(sbx_probe -- write /usr/probe-test); expect "files: /usr is read-only" "errno=30 EROFS" "$out"
+# A host mount below a bound directory comes along (MS_REC) and must be read-only too: made
+# here in a private mount namespace, world-writable, so only the mount flag can refuse (Landlock
+# alone would answer EACCES).
+if is_root; then
+    out=$(unshare -m --propagation private /bin/sh -c '
+        mount -t tmpfs -o mode=1777,size=1m tmpfs /usr/local || exit 1
+        touch /usr/local/host-side && echo "host write ok"
+        "$1" run -- /bin/sh -c "cat > /workspace/probe && chmod 700 /workspace/probe && exec /workspace/probe write /usr/local/x" < "$2"
+        "$1" run -- /bin/grep " /usr/local " /proc/self/mountinfo' sh "$SBX" "$PROBE" 2>&1)
+    expect "files: (control) a host mount under /usr is writable outside" "^host write ok$" "$out"
+    expect "files: a host mount under /usr is read-only inside (EROFS)" "errno=30 EROFS" "$out"
+    expect "files: a host mount under /usr is nosuid and nodev inside" " /usr/local ro,nosuid,nodev" "$out"
+fi
 out=$(sbx_probe -- write /etc/passwd); expect "files: /etc is read-only" "errno=(30 EROFS|13 EACCES)" "$out"
 out=$(sbx_probe -- write /workspace/x); expect "files: /workspace is writable" "write ok" "$out"
 out=$(sbx_probe -- write /tmp/x); expect "files: /tmp is writable" "write ok" "$out"
