@@ -37,20 +37,44 @@ static bool type_matches(const char *want, const json_t *v)
     return strcmp(want, type_name(v)) == 0;
 }
 
-static int fail(char *msg, size_t len, const char *path, const char *fmt, const char *a,
+/* Where the validator is in the value: a chain of keys and indexes back to the root, spelled
+ * out only when something fails (formatting it at every step cost more than the checks). */
+struct path {
+    const struct path *up;
+    const char *key; /* NULL: an array element, at index */
+    size_t index;
+};
+
+/* Writes "a.b[2].c" into out (cut at len); returns the length it wanted. */
+static size_t path_format(const struct path *p, char *out, size_t len)
+{
+    if (!p) {
+        out[0] = '\0';
+        return 0;
+    }
+    size_t n = path_format(p->up, out, len);
+    if (n >= len - 1)
+        return n;
+    int w = p->key ? snprintf(out + n, len - n, "%s%s", n ? "." : "", p->key)
+                   : snprintf(out + n, len - n, "[%zu]", p->index);
+    return w < 0 ? n : n + (size_t)w;
+}
+
+static int fail(char *msg, size_t len, const struct path *path, const char *fmt, const char *a,
                 const char *b)
 {
-    char detail[256];
+    char detail[256], where[256];
     snprintf(detail, sizeof(detail), fmt, a, b);
-    if (path[0])
-        snprintf(msg, len, "argument '%s': %s", path, detail);
+    path_format(path, where, sizeof(where));
+    if (where[0])
+        snprintf(msg, len, "argument '%s': %s", where, detail);
     else
         snprintf(msg, len, "arguments: %s", detail);
     return -1;
 }
 
-static int validate(const json_t *s, const json_t *v, const char *path, char *msg, size_t len,
-                    int depth)
+static int validate(const json_t *s, const json_t *v, const struct path *path, char *msg,
+                    size_t len, int depth)
 {
     if (depth > 32)
         return fail(msg, len, path, "%s%s", "schema nested too deeply", "");
@@ -122,9 +146,8 @@ static int validate(const json_t *s, const json_t *v, const char *path, char *ms
         const json_t *e;
         json_array_foreach(v, i, e)
         {
-            char sub[256];
-            snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
-            if (validate(items, e, sub, msg, len, depth + 1) < 0)
+            struct path sub = {.up = path, .index = i};
+            if (validate(items, e, &sub, msg, len, depth + 1) < 0)
                 return -1;
         }
     }
@@ -136,10 +159,8 @@ static int validate(const json_t *s, const json_t *v, const char *path, char *ms
         json_array_foreach(req, i, e)
         {
             if (json_is_string(e) && !json_object_get(v, json_string_value(e))) {
-                char sub[256];
-                snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "",
-                         json_string_value(e));
-                return fail(msg, len, sub, "is required%s%s", "", "");
+                struct path sub = {.up = path, .key = json_string_value(e)};
+                return fail(msg, len, &sub, "is required%s%s", "", "");
             }
         }
         const json_t *ap = json_object_get(s, "additionalProperties");
@@ -147,12 +168,11 @@ static int validate(const json_t *s, const json_t *v, const char *path, char *ms
         json_t *val;
         json_object_foreach((json_t *)v, k, val)
         {
-            char sub[256];
-            snprintf(sub, sizeof(sub), "%s%s%s", path, path[0] ? "." : "", k);
+            struct path sub = {.up = path, .key = k};
             const json_t *ps = json_object_get(props, k);
             if (!ps && json_is_false(ap))
-                return fail(msg, len, sub, "is not a known argument%s%s", "", "");
-            if (ps && validate(ps, val, sub, msg, len, depth + 1) < 0)
+                return fail(msg, len, &sub, "is not a known argument%s%s", "", "");
+            if (ps && validate(ps, val, &sub, msg, len, depth + 1) < 0)
                 return -1;
         }
     }
@@ -162,5 +182,5 @@ static int validate(const json_t *s, const json_t *v, const char *path, char *ms
 int schema_validate(const json_t *schema, const json_t *value, char *msg, size_t msg_len)
 {
     msg[0] = '\0';
-    return validate(schema, value, "", msg, msg_len, 0);
+    return validate(schema, value, NULL, msg, msg_len, 0);
 }

@@ -190,7 +190,10 @@ static void schema_keywords_allow_and_deny(void **state)
         "\"a\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},"
         "\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3,\"enum\":[\"ab\",\"abc\"]},"
         "\"l\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2},"
-        "\"n\":{\"type\":\"number\"},\"b\":{\"type\":\"boolean\"}}}",
+        "\"n\":{\"type\":\"number\"},\"b\":{\"type\":\"boolean\"},"
+        "\"o\":{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"array\",\"items\":{"
+        "\"type\":\"object\",\"required\":[\"q\"],\"properties\":{\"q\":{\"type\":\"integer\"}}}}}}"
+        "}}",
         0, NULL);
     static const struct {
         const char *value;
@@ -210,6 +213,9 @@ static void schema_keywords_allow_and_deny(void **state)
         {"{\"a\":1,\"zzz\":1}", "'zzz': is not a known argument"},
         {"{\"a\":1,\"b\":\"yes\"}", "'b': expected boolean"},
         {"[1]", "expected object, got array"},
+        {"{\"a\":1,\"o\":{\"p\":[{\"q\":1},{\"q\":2}]}}", NULL},
+        {"{\"a\":1,\"o\":{\"p\":[{\"q\":1},{\"q\":\"x\"}]}}", "'o.p[1].q': expected integer"},
+        {"{\"a\":1,\"o\":{\"p\":[{}]}}", "'o.p[0].q': is required"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *v = json_loads(cases[i].value, JSON_DECODE_ANY, NULL);
@@ -221,6 +227,15 @@ static void schema_keywords_allow_and_deny(void **state)
             fail_msg("case %zu: '%s' lacks '%s'", i, msg, cases[i].error);
         json_decref(v);
     }
+    /* A path longer than the message is cut, not overrun. */
+    char key[600], text[700], msg[128];
+    memset(key, 'k', sizeof(key) - 1);
+    key[sizeof(key) - 1] = '\0';
+    snprintf(text, sizeof(text), "{\"a\":1,\"%s\":1}", key);
+    json_t *v = json_loads(text, 0, NULL);
+    assert_int_equal(schema_validate(schema, v, msg, sizeof(msg)), -1);
+    assert_non_null(strstr(msg, "argument 'kkkk"));
+    json_decref(v);
     json_decref(schema);
 }
 
