@@ -299,6 +299,15 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     extern char **environ;
     char **env = const_plan->env_to_wipe ? const_plan->env_to_wipe : environ;
     int err_fd = const_plan->err_fd;
+    /* Init is a fork of the server, or shares the memory of `run`: either way that memory
+     * holds the caller's environment and state. Rootless, the workload has init's uid, so a
+     * dumpable init would let it open /proc/1/environ and /proc/1/mem, and an fd opened in the
+     * moment before init turned non-dumpable would stay open. Both happen before the workload
+     * exists: the environment wiped, init non-dumpable (its /proc entries then refuse anyone
+     * without CAP_SYS_PTRACE over its memory, which the workload never has). */
+    for (char **e = env; e && *e; e++)
+        memset(*e, 0, strlen(*e));
+    prctl(PR_SET_DUMPABLE, 0);
     pid_t child = start_workload(const_plan);
     if (child < 0)
         jail_child_fail(const_plan, STEP_FORK, errno);
@@ -333,13 +342,6 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     close_all_but(status_fd, plan);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* Init is a fork of the server, or shares the memory of `run`: either way that memory
-     * holds the caller's environment, which /proc/1/environ would show to the workload (same
-     * uid when rootless). Wipe it, and make init non-dumpable so its /proc entries belong to
-     * root and refuse the workload. */
-    for (char **e = env; e && *e; e++)
-        memset(*e, 0, strlen(*e));
-    prctl(PR_SET_DUMPABLE, 0);
 
     if (plan) {
         send_root_fd(status_fd);
