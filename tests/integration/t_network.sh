@@ -58,8 +58,9 @@ except OSError as e:
     print("errno", e.errno)' 2>&1)
 expect "net: (control) loopback's flags are readable and it is up" "^lo up$" "$out"
 expect "net: bringing loopback down is refused" "^errno 1$" "$out"
-# Who owns the namespace: as root the spawner makes it ahead of the clone in the host's user
-# namespace, which the sandbox cannot even name; rootless the clone makes it in the sandbox's.
+# Who owns the namespace: as root the spawner's helper makes it ahead of the clone in a user
+# namespace of its own, which the sandbox cannot even name; rootless the clone makes it in the
+# sandbox's.
 out=$("$SBX" run -- /usr/bin/python3 -I -c '
 import fcntl, os
 ns = os.open("/proc/self/ns/net", os.O_RDONLY)
@@ -69,7 +70,36 @@ try:
 except OSError as e:
     print("errno", e.errno)' 2>&1)
 if is_root; then
-    expect "net: the namespace belongs to the host's user namespace, out of the sandbox's reach" "^errno 1$" "$out"
+    expect "net: the namespace belongs to a user namespace out of the sandbox's reach" "^errno 1$" "$out"
 else
     expect "net: the namespace belongs to the sandbox's own user namespace" "^owner self$" "$out"
+fi
+# Device events (uevents) go to every network namespace the host's user namespace owns: a
+# listener in one made by `unshare -n` hears a synthetic "change" of /dev/zero, the sandbox's
+# does not. Root only: triggering one writes to /sys.
+trigger=/sys/devices/virtual/mem/zero/uevent
+if is_root && [ -w "$trigger" ]; then
+    ue_listen='import socket
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)  # NETLINK_KOBJECT_UEVENT
+s.bind((0, 1))
+s.settimeout(3)
+print("bound", flush=True)
+try:
+    print("uevent", s.recv(65536).split(b"\0")[0].decode())
+except OSError as e:
+    print("none", e)'
+    ue_dir=$(mktemp -d)
+    unshare -n /usr/bin/python3 -I -c "$ue_listen" > "$ue_dir/host" 2>&1 &
+    ue_host=$!
+    "$SBX" run -- /usr/bin/python3 -I -c "$ue_listen" > "$ue_dir/sandbox" 2>&1 &
+    ue_sbx=$!
+    for _ in $(seq 50); do
+        grep -q bound "$ue_dir/host" 2>/dev/null && grep -q bound "$ue_dir/sandbox" 2>/dev/null && break
+        sleep 0.1
+    done
+    echo change > "$trigger"
+    wait $ue_host $ue_sbx
+    expect "net: (control) a host-owned network namespace hears a uevent" "^uevent change@/devices/virtual/mem/zero" "$(cat "$ue_dir/host")"
+    expect "net: the sandbox hears no uevent" "^none " "$(cat "$ue_dir/sandbox")"
+    rm -rf "$ue_dir"
 fi
