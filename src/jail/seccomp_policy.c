@@ -12,6 +12,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <string.h>
 
 static int add_rules(scmp_filter_ctx ctx, struct sbx_err *err)
@@ -131,8 +132,28 @@ int seccomp_policy_compile(struct seccomp_program *out, struct sbx_err *err)
         sbx_fail(err, EINVAL, "seccomp produced an unusable program (%zu bytes)", len);
         goto out;
     }
-    out->prog.len = (unsigned short)(len / sizeof(struct sock_filter));
-    out->prog.filter = (struct sock_filter *)buf;
+    /* Ahead of libseccomp's program, which can name only the calls it knows and allows the
+     * rest: a call numbered past the review gets ENOSYS. Only a refusal is added, so running it
+     * before the architecture check is safe; x32 numbers (bit 30) fall through to that check
+     * and are killed. */
+    static const struct sock_filter newer_than_review[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SECCOMP_FIRST_UNREVIEWED_NR, 0, 2),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    };
+    size_t n_insns = len / sizeof(struct sock_filter) + ARRAY_SIZE(newer_than_review);
+    if (n_insns > BPF_MAXINSNS) {
+        free(buf);
+        sbx_fail(err, EINVAL, "seccomp produced an unusable program (%zu instructions)", n_insns);
+        goto out;
+    }
+    struct sock_filter *prog = xmalloc(n_insns * sizeof(*prog));
+    memcpy(prog, newer_than_review, sizeof(newer_than_review));
+    memcpy(prog + ARRAY_SIZE(newer_than_review), buf, len);
+    free(buf);
+    out->prog.len = (unsigned short)n_insns;
+    out->prog.filter = prog;
     rc = 0;
 out:
     if (fds[0] >= 0)

@@ -56,6 +56,9 @@ static const struct seccomp_rule_info denied[] = {
     {"set_mempolicy", "NUMA policy affects the host's memory placement"},
     {"migrate_pages", "NUMA: moves pages of other processes"},
     {"move_pages", "NUMA: moves pages of other processes"},
+    {"set_mempolicy_home_node", "NUMA policy affects the host's memory placement"},
+    {"modify_ldt", "rewrites the process's segment descriptors: rarely needed, a past source of "
+                   "kernel exploits (CVE-2015-5157, CVE-2017-17053)"},
     {"lookup_dcookie", "kernel profiling interface"},
     {"vhangup", "terminal administration"},
     {"nfsservctl", "removed kernel interface"},

@@ -72,6 +72,7 @@ static void issue_required_rows_are_present(void **state)
         "set_mempolicy",
         "migrate_pages",
         "move_pages",
+        "set_mempolicy_home_node",
     };
     size_t n = 0;
     const struct seccomp_rule_info *t = seccomp_denied_table(&n);
@@ -105,6 +106,34 @@ static void embedded_program_equals_a_fresh_compile(void **state)
     free(fresh.prog.filter);
 }
 
+/* Calls past the review get ENOSYS from the first instructions, before libseccomp's program:
+ * nr >= SECCOMP_FIRST_UNREVIEWED_NR and below the x32 bit. */
+static void calls_past_the_review_get_enosys(void **state)
+{
+    (void)state;
+    const struct sock_fprog *p = &seccomp_program()->prog;
+    assert_true(p->len > 4);
+    const struct sock_filter *f = p->filter;
+    assert_int_equal(f[0].code, BPF_LD | BPF_W | BPF_ABS);
+    assert_int_equal(f[0].k, offsetof(struct seccomp_data, nr));
+    assert_int_equal(f[1].code, BPF_JMP | BPF_JGE | BPF_K);
+    assert_int_equal(f[1].k, SECCOMP_FIRST_UNREVIEWED_NR);
+    assert_int_equal(f[1].jt, 0);
+    assert_int_equal(f[1].jf, 2);
+    assert_int_equal(f[2].code, BPF_JMP | BPF_JGE | BPF_K);
+    assert_int_equal(f[2].k, 0x40000000);
+    assert_int_equal(f[2].jt, 1);
+    assert_int_equal(f[2].jf, 0);
+    assert_int_equal(f[3].code, BPF_RET | BPF_K);
+    assert_int_equal(f[3].k, SECCOMP_RET_ERRNO | 38 /* ENOSYS */);
+    /* Every call the table names lies below the range, or its row would never be reached. */
+    size_t n = 0;
+    const struct seccomp_rule_info *t = seccomp_denied_table(&n);
+    for (size_t i = 0; i < n; i++)
+        assert_true(seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, t[i].syscall) <
+                    SECCOMP_FIRST_UNREVIEWED_NR);
+}
+
 /* Independent of libseccomp's encoding: the built-in program compares the syscall number with
  * every row of the table. */
 static void program_denies_every_table_row(void **state)
@@ -131,6 +160,7 @@ int main(void)
         cmocka_unit_test(issue_required_rows_are_present),
         cmocka_unit_test(embedded_program_equals_a_fresh_compile),
         cmocka_unit_test(program_denies_every_table_row),
+        cmocka_unit_test(calls_past_the_review_get_enosys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
