@@ -79,6 +79,10 @@ static const struct mount_row rootfs_plan[] = {
     {MK_COVER_FILE, NULL, "proc/timer_list", true, NULL},
     {MK_COVER_FILE, NULL, "proc/sched_debug", true, NULL},
     {MK_COVER_FILE, NULL, "proc/latency_stats", true, NULL},
+    /* Kernel addresses (where kptr_restrict lets them show) and the host's interrupt counts
+     * (a timing side channel). */
+    {MK_COVER_FILE, NULL, "proc/kallsyms", true, NULL},
+    {MK_COVER_FILE, NULL, "proc/interrupts", true, NULL},
     {MK_COVER_DIR, NULL, "proc/acpi", true, NULL},
     {MK_COVER_DIR, NULL, "proc/scsi", true, NULL},
     {MK_COVER_DIR, NULL, "proc/irq", true, NULL},
