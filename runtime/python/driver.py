@@ -250,6 +250,8 @@ class Driver:
         self.max_images = 4
         self.max_image_bytes = 1 << 20
         self.max_files = 20
+        self.max_text = 64 * 1024
+        self.clipped = False
         self.running = False
         self.interrupt_pending = False
         self.refresh_pending = False
@@ -266,6 +268,7 @@ class Driver:
         self.max_images = int(req.get("max_images", self.max_images))
         self.max_image_bytes = int(req.get("max_image_bytes", self.max_image_bytes))
         self.max_files = int(req.get("max_files", self.max_files))
+        self.max_text = max(1024, int(req.get("max_text_bytes", self.max_text)))
         # Without a cgroup the server sees neither the CPU time nor the memory peak: report ours.
         self.report_usage = bool(req.get("report_usage", False))
         g = req.get("guard")
@@ -396,6 +399,16 @@ class Driver:
 
     # ---- execution ----
 
+    def clip(self, text):
+        # A result or an error past the cap keeps its head and tail, as output does; uncut, a
+        # big repr made a frame the server had to refuse.
+        if len(text) <= self.max_text:
+            return text
+        self.clipped = True
+        keep = self.max_text // 2
+        return "%s\n... [%d characters omitted] ...\n%s" % (text[:keep], len(text) - 2 * keep,
+                                                           text[-keep:])
+
     def format_exception(self, etype, value, tb):
         import linecache
         import traceback
@@ -409,7 +422,8 @@ class Driver:
             text = "".join(traceback.format_exception_only(etype, value))
         else:
             text = "".join(traceback.format_exception(etype, value, tb))
-        return {"type": etype.__name__, "message": str(value), "traceback": text}
+        return {"type": etype.__name__, "message": self.clip(str(value)),
+                "traceback": self.clip(text)}
 
     def run_python(self, code):
         self.cell += 1
@@ -436,7 +450,7 @@ class Driver:
                 value = eval(compile(last, name, "eval"), self.ns)
                 if value is not None:
                     self.ns["_"] = value
-                    result = repr(value)
+                    result = self.clip(repr(value))
             return True, result, None, 0
         except SystemExit as e:
             # sys.exit() ends the cell, not the interpreter.
@@ -516,6 +530,7 @@ class Driver:
         t0 = self.cpu_seconds() if self.report_usage else 0
         # Fields left at their default (null, false, 0, []) are left out of the frame.
         out = {"op": "result", "id": exec_id}
+        self.clipped = False
         interrupted = False
         try:
             argv = req.get("argv")
@@ -566,6 +581,8 @@ class Driver:
             out["exit_code"] = exit_code
         if files:
             out["files"] = files
+        if self.clipped:
+            out["truncated"] = True
         if self.report_usage:
             import resource
 

@@ -1,6 +1,7 @@
 /* Length-prefixed JSON frames: pure code, no I/O. */
 #include "channel.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,29 @@ int channel_feed(struct channel_decoder *d, const void *data, size_t len)
     return 0;
 }
 
+/* Whether the JSON text holds at most max values, counted as the commas, colons and openings
+ * outside strings (an upper bound): a linear scan, before the parser builds anything. */
+static bool values_within(const char *s, size_t n, size_t max)
+{
+    size_t count = 1;
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == ',' || c == ':' || c == '{' || c == '[') {
+            if (++count > max)
+                return false;
+        }
+    }
+    return true;
+}
+
 int channel_next(struct channel_decoder *d, json_t **out)
 {
     *out = NULL;
@@ -50,9 +74,15 @@ int channel_next(struct channel_decoder *d, json_t **out)
         return -1;
     if (d->len < 4 + n)
         return 0;
-    json_t *obj = json_loadb(d->buf + 4, n, JSON_REJECT_DUPLICATES, NULL);
+    json_t *obj = values_within(d->buf + 4, n, CHANNEL_MAX_VALUES)
+                      ? json_loadb(d->buf + 4, n, JSON_REJECT_DUPLICATES, NULL)
+                      : NULL;
     memmove(d->buf, d->buf + 4 + n, d->len - 4 - n);
     d->len -= 4 + n;
+    /* A buffer grown for a large frame goes back once it is empty, rather than staying with
+     * every sandbox that ever sent one. */
+    if (d->len == 0 && d->cap > (1u << 20))
+        channel_decoder_free(d);
     if (!obj || !json_is_object(obj)) {
         json_decref(obj);
         return -1;

@@ -8,7 +8,10 @@
  * forge a frame.
  *
  * Framing: a 4-byte big-endian length, then that many bytes of one JSON object. Frames larger
- * than CHANNEL_MAX_FRAME are a protocol error (the service kills and restarts the driver).
+ * than CHANNEL_MAX_FRAME, or holding more than CHANNEL_MAX_VALUES JSON values, are a protocol
+ * error (the service kills everything in the sandbox and restarts the driver). Sandbox code can
+ * write to fd 4 as well, and the service parses on its one loop, outside the sandbox's limits:
+ * a 15 MiB frame of empty objects took 1.2 GB and seconds of the loop to parse.
  *
  * Output sync: the driver flushes sys.stdout/sys.stderr before it writes a result frame, and
  * a bash child has exited before it does. A pipe write is in the pipe once write() returns,
@@ -19,7 +22,8 @@
  * Service -> driver (every request but init carries an integer "id"):
  *   {"op":"init","workspace":"/workspace","packages_dir":"/workspace/.packages",
  *    "profile":"standard","guard":null | {"modules":[..],"calls":[..],"attributes":[..]},
- *    "max_images":4,"max_image_bytes":1048576,"max_files":20,"figures_dir":"/workspace/.mcp"}
+ *    "max_images":4,"max_image_bytes":1048576,"max_files":20,"max_text_bytes":65536,
+ *    "figures_dir":"/workspace/.mcp"}
  *   {"op":"exec","id":N,"language":"python"|"bash","code":"...","cwd":null|"/workspace/sub"}
  *   {"op":"ping","id":N}
  *   {"op":"refresh_imports","id":N}
@@ -32,6 +36,7 @@
  *    "images":[{"mime":"image/png","data":"<base64>"}],   at most max_images, each <= max
  *    "image_files":["/workspace/.mcp/figures/fig-3.png"], figures too big to inline
  *    "files":["/workspace/out.csv"],                      created or modified, <= max_files
+ *    "truncated":bool,                                    result or error cut to max_text_bytes
  *    "cpu_ns":int, "maxrss_bytes":int}                    maxrss only when asked (no cgroup)
  *   A result leaves out the fields that hold their default (null, false, 0, []): the usual
  *   frame is {"op":"result","id":N,"success":true}.
@@ -47,6 +52,15 @@
 #include <stdint.h>
 
 #define CHANNEL_MAX_FRAME (16u * 1024 * 1024)
+/* A result holds a few dozen values (files, images and errors are capped); this is ample. */
+#define CHANNEL_MAX_VALUES 10000
+/* What the driver is told to send at most (init), and what the service takes from a result
+ * whatever it holds. */
+#define CHANNEL_MAX_IMAGES      4
+#define CHANNEL_MAX_IMAGE_BYTES (1u << 20)
+#define CHANNEL_MAX_FILES       20
+/* A result's repr and an error's message and traceback, each: the output cap, up to this. */
+#define CHANNEL_MAX_TEXT_BYTES (1u << 20)
 
 /* Incremental decoder: feed whatever read() returned, take complete frames out. */
 struct channel_decoder {
@@ -61,7 +75,7 @@ void channel_decoder_free(struct channel_decoder *d);
 /* Appends bytes. Returns 0, or -1 if memory ran out. */
 int channel_feed(struct channel_decoder *d, const void *data, size_t len);
 /* Takes the next complete frame: 1 with *out set (caller owns it), 0 if more bytes are needed,
- * -1 on a protocol error (oversized length or a frame that is not a JSON object). */
+ * -1 on a protocol error (oversized length, too many values, or not a JSON object). */
 int channel_next(struct channel_decoder *d, json_t **out);
 
 /* Encodes obj as one frame (length prefix included) into a malloc'd buffer. */

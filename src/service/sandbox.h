@@ -44,6 +44,7 @@ struct exec_outcome {
     int exit_code;    /* of the driver when it died */
     int term_signal;  /* that killed the driver */
     bool oom_killed;  /* the sandbox hit its memory limit */
+    bool bad_frame;   /* killed by the service: its channel carried a malformed frame */
     uint64_t cpu_ns;  /* CPU time of the run (see account_cpu in exec.c) */
     char reason[256]; /* why it failed when there is no frame */
 };

@@ -101,6 +101,13 @@ static json_t *failure_error(const struct exec *e)
         type = "MemoryError";
         snprintf(msg, sizeof(msg), "the interpreter was killed: out of memory (limit %llu MiB); %s",
                  (unsigned long long)(p->memory_bytes >> 20), lost);
+    } else if (o->driver_died && o->bad_frame) {
+        type = "InterpreterCrashed";
+        snprintf(msg, sizeof(msg),
+                 "the interpreter's control channel carried a malformed or oversized frame "
+                 "(code in the sandbox wrote to its fd 4), so everything in the sandbox was "
+                 "stopped; %s",
+                 lost);
     } else if (o->driver_died && o->term_signal) {
         type = "InterpreterCrashed";
         snprintf(msg, sizeof(msg), "the interpreter was killed by signal %d (%s)%s; %s",
@@ -155,7 +162,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     char *errs = outbuf_render(&e->err, &err_len);
     json_t *jout = tool_string_lossy(out, out_len);
     json_t *jerr = tool_string_lossy(errs, err_len);
-    bool truncated = outbuf_truncated(&e->out) || outbuf_truncated(&e->err);
+    bool truncated = outbuf_truncated(&e->out) || outbuf_truncated(&e->err) ||
+                     json_is_true(json_object_get(f, "truncated"));
 
     bool success = false;
     json_t *error = NULL;
@@ -232,7 +240,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     json_array_foreach(json_object_get(f, "images"), i, v)
     {
         const char *data = json_string_value(json_object_get(v, "data"));
-        if (data && i < 4)
+        if (data && i < CHANNEL_MAX_IMAGES)
             json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
                                                      data, "mimeType", "image/png"));
     }
@@ -245,8 +253,12 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     for (int k = 0; k < 2; k++)
         if (e->spill_path[k][0] && !e->spill_failed[k] && links++ < MAX_LINKS)
             json_array_append_new(content, resource_link(sb, e->spill_path[k]));
+    /* No more than the driver was asked for: a forged frame's list would cost a link and a
+     * notification per entry. */
     json_array_foreach(json_object_get(f, "files"), i, v)
     {
+        if (i >= CHANNEL_MAX_FILES)
+            break;
         if (!json_is_string(v))
             continue;
         json_array_append(files, v);

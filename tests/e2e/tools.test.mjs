@@ -502,6 +502,44 @@ test('hostile code: an endless background writer and garbage on the control chan
 });
 
 
+test('hostile code: a valid frame of millions of tiny values is refused before it is parsed', async () => {
+  const { client: c, transport } = await connect(serverArgs());
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${transport.pid}/status`, 'utf8'))[1]);
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  await run(c, 'keep = 42', { sandbox_id: other });
+  const before = rss();
+  // 15 MiB of JSON, under the frame limit: parsed whole it took 1.2 GB of the server and
+  // seconds of its loop (jansson spends about 200 bytes on each {}).
+  const flood = await run(c, "import os\nbody = b'{\"op\":\"x\",\"a\":[' + b'{},' * (5 << 20) + b'{}]}'\n"
+    + "os.write(4, len(body).to_bytes(4, 'big') + body)\nimport time\ntime.sleep(1)", { sandbox_id: id });
+  assert.equal(flood.sc.interpreter_restarted, true);
+  assert.match(flood.text, /malformed or oversized frame/);
+  const grew = rss() - before;
+  assert.ok(grew < 64 * 1024, `the server grew ${grew} KiB`);
+  const t0 = Date.now();
+  assert.equal((await run(c, 'keep', { sandbox_id: other })).sc.result, '42');
+  assert.ok(Date.now() - t0 < 2000, 'a bystander answers at once');
+  await c.close();
+});
+
+test('a huge repr or exception comes back cut to head and tail; the interpreter and its state stay', async () => {
+  const c = await server();
+  await run(c, 'keep = 42');
+  const big = await run(c, 'list(range(3 * 10**6))');
+  assert.equal(big.sc.success, true);
+  assert.equal(big.sc.truncated, true);
+  assert.equal(big.sc.interpreter_restarted, false);
+  assert.ok(big.sc.result.length < 70000, `result of ${big.sc.result.length} characters`);
+  assert.match(big.sc.result, /^\[0, 1, 2, [\s\S]*characters omitted[\s\S]* 2999999\]$/);
+  const err = await run(c, "raise ValueError('x' * (20 << 20))");
+  assert.equal(err.sc.success, false);
+  assert.equal(err.sc.error.type, 'ValueError');
+  assert.ok(err.sc.error.message.length < 70000);
+  assert.equal((await run(c, 'keep')).sc.result, '42');
+  await c.close();
+});
+
 function markedProcesses(marker) {
   let n = 0;
   for (const p of readdirSync('/proc')) {

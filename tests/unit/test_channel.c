@@ -85,6 +85,42 @@ static void non_object_or_garbage_is_an_error(void **state)
     }
 }
 
+/* A frame of many tiny values is refused before it is parsed; commas and braces inside
+ * strings do not count, and a frame at the limit passes. */
+static void too_many_values_is_an_error(void **state)
+{
+    (void)state;
+    size_t n_items = CHANNEL_MAX_VALUES + 10, cap = 16 + 5 * n_items;
+    char *body = malloc(cap);
+    size_t n = (size_t)sprintf(body, "{\"a\":[");
+    for (size_t i = 0; i < n_items; i++)
+        n += (size_t)sprintf(body + n, "%s{}", i ? "," : "");
+    n += (size_t)sprintf(body + n, "]}");
+    struct channel_decoder d;
+    channel_decoder_init(&d, 0);
+    unsigned char hdr[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                            (unsigned char)(n >> 8), (unsigned char)n};
+    channel_feed(&d, hdr, 4);
+    channel_feed(&d, body, n);
+    json_t *o;
+    assert_int_equal(channel_next(&d, &o), -1);
+    assert_null(o);
+    /* The same count of commas and braces inside one string is just text. */
+    size_t m = (size_t)sprintf(body, "{\"a\":\"");
+    for (size_t i = 0; i < n_items; i++)
+        m += (size_t)sprintf(body + m, ",{\\\"");
+    m += (size_t)sprintf(body + m, "\"}");
+    unsigned char hdr2[4] = {(unsigned char)(m >> 24), (unsigned char)(m >> 16),
+                             (unsigned char)(m >> 8), (unsigned char)m};
+    channel_feed(&d, hdr2, 4);
+    channel_feed(&d, body, m);
+    assert_int_equal(channel_next(&d, &o), 1);
+    assert_int_equal(json_string_length(json_object_get(o, "a")), 3 * n_items);
+    json_decref(o);
+    channel_decoder_free(&d);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -92,6 +128,7 @@ int main(void)
         cmocka_unit_test(two_frames_in_one_read),
         cmocka_unit_test(oversized_length_is_an_error),
         cmocka_unit_test(non_object_or_garbage_is_an_error),
+        cmocka_unit_test(too_many_values_is_an_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -243,6 +243,35 @@ static void globals_persist_and_last_expression_is_the_result(void **state)
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
+/* A repr or an error past max_text_bytes (64 KiB unless init says) keeps its head and tail and
+ * says so; uncut, the frame could pass the channel's limit, and the driver would be restarted. */
+static void long_results_and_errors_keep_head_and_tail(void **state)
+{
+    (void)state;
+    struct drv d;
+    drv_start(&d, NULL, 1 << 20);
+    json_t *r = run(&d, "list(range(10**6))");
+    const char *res = str_at(r, "result");
+    assert_non_null(res);
+    assert_true(strlen(res) < 64 * 1024 + 100);
+    assert_true(strncmp(res, "[0, 1, 2, ", 10) == 0);
+    assert_non_null(strstr(res, "characters omitted"));
+    assert_string_equal(res + strlen(res) - 8, " 999999]");
+    assert_true(json_is_true(json_object_get(r, "truncated")));
+    json_decref(r);
+    r = run(&d, "1 + 1");
+    assert_null(json_object_get(r, "truncated"));
+    expect_ok(r, "2");
+    r = run(&d, "raise ValueError('x' * 200000)");
+    assert_false(json_is_true(json_object_get(r, "success")));
+    assert_true(strlen(err_at(r, "message")) < 64 * 1024 + 100);
+    assert_non_null(strstr(err_at(r, "traceback"), "characters omitted"));
+    assert_true(json_is_true(json_object_get(r, "truncated")));
+    json_decref(r);
+    expect_ok(run(&d, "len(str(list(range(10))))"), "30");
+    assert_true(WIFEXITED(drv_stop(&d)));
+}
+
 /* The build's bytecode is for the build's Python; another version compiles the source, and the
  * driver works the same. */
 static void bytecode_for_another_python_falls_back_to_the_source(void **state)
@@ -640,6 +669,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globals_persist_and_last_expression_is_the_result),
         cmocka_unit_test(bytecode_for_another_python_falls_back_to_the_source),
+        cmocka_unit_test(long_results_and_errors_keep_head_and_tail),
         cmocka_unit_test(exceptions_are_trimmed_to_user_code),
         cmocka_unit_test(interrupt_and_exit_do_not_end_the_driver),
         cmocka_unit_test(output_is_flushed_before_the_result),
