@@ -19,6 +19,7 @@
 #include "util.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -975,6 +976,39 @@ static bool parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *
 /* GET /files/{sandbox_id}/{path} and the seed's GET /sandbox/file: allowed with a valid signed
  * link, or as the sandbox's owner (bearer principal, or the MCP session without auth). Anyone
  * else is answered like an unknown file. */
+static bool shown_inline(const char *mime)
+{
+    static const char *const inline_types[] = {"image/png", "image/jpeg", "image/gif", "image/webp",
+                                               "text/plain"};
+    for (size_t i = 0; i < ARRAY_SIZE(inline_types); i++)
+        if (strcmp(mime, inline_types[i]) == 0)
+            return true;
+    return false;
+}
+
+/* attachment, with the file's name: plain (unsafe bytes as '_') and RFC 5987-encoded. */
+static void content_disposition(const char *path, char *out, size_t cap)
+{
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    char plain[256], encoded[768];
+    size_t p = 0, e = 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        bool safe = isalnum(*c) || *c == '.' || *c == '-' || *c == '_';
+        if (p + 1 < sizeof(plain))
+            plain[p++] = safe ? (char)*c : '_';
+        if (e + 4 < sizeof(encoded)) {
+            if (safe)
+                encoded[e++] = (char)*c;
+            else
+                e += (size_t)snprintf(encoded + e, sizeof(encoded) - e, "%%%02X", *c);
+        }
+    }
+    plain[p] = '\0';
+    encoded[e] = '\0';
+    snprintf(out, cap, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, encoded);
+}
+
 static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connection *c,
                                    const char *sandbox_id, const char *rel)
 {
@@ -1033,8 +1067,21 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
         close(fd);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", files_mime_type(canon, false));
+    const char *mime = files_mime_type(canon, false);
+    MHD_add_response_header(r, "Content-Type", mime);
     MHD_add_response_header(r, "Accept-Ranges", "bytes");
+    /* Sandbox code wrote this file: it must not run as a page of this origin, which the Origin
+     * check trusts. No sniffing, a sandboxed document without scripts or outside fetches, and
+     * anything but a raster image or plain text is a download. */
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(
+        r, "Content-Security-Policy",
+        "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'");
+    if (!shown_inline(mime)) {
+        char cd[FILES_PATH_MAX * 4];
+        content_disposition(canon, cd, sizeof(cd));
+        MHD_add_response_header(r, "Content-Disposition", cd);
+    }
     if (status == MHD_HTTP_PARTIAL_CONTENT) {
         char cr[80];
         snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)from,

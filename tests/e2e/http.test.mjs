@@ -246,7 +246,19 @@ test('file links: signed and expiring, Range, the seed route, and only for the o
   let res = await fetch(dl);
   assert.equal(res.status, 200);
   assert.equal(res.headers.get('content-type'), 'text/plain');
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  assert.match(res.headers.get('content-security-policy'), /^sandbox;/);
+  assert.equal(res.headers.get('content-disposition'), null, 'plain text is shown inline');
   assert.equal((await res.text()).length, 100);
+  // A page sandbox code wrote must not run as this server's origin: a download, sandboxed.
+  const page = await client.callTool({ name: 'run_code', arguments: { code: "open('r\u00e9port x.html', 'w').write('<script>fetch(\"/mcp\")</script>')" } });
+  const pageLink = page.content.find((x) => x.type === 'resource_link' && x.name.endsWith('.html'));
+  res = await fetch(pageLink._meta['mcp-sandbox/download']);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/html');
+  assert.equal(res.headers.get('content-disposition'), `attachment; filename="r__port_x.html"; filename*=UTF-8''r%C3%A9port%20x.html`);
+  assert.match(res.headers.get('content-security-policy'), /^sandbox; default-src 'none'/);
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
   res = await fetch(dl, { headers: { Range: 'bytes=10-19' } });
   assert.equal(res.status, 206);
   assert.equal(res.headers.get('content-range'), 'bytes 10-19/100');
