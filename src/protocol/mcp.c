@@ -791,10 +791,11 @@ static void h_unsubscribe(struct mcp_session *s, const json_t *id, json_t *param
     send_result(s, id, json_object());
 }
 
-void mcp_server_resource_updated(struct mcp_server *srv, const char *uri)
+void mcp_server_resource_updated(struct mcp_server *srv, const char *owner, const char *uri)
 {
     for (struct mcp_session *s = srv->sessions; s; s = s->next)
-        if (s->subscriptions && json_object_get(s->subscriptions, uri))
+        if (s->subscriptions && strcmp(s->owner, owner) == 0 &&
+            json_object_get(s->subscriptions, uri))
             send_notification(s, "notifications/resources/updated", json_pack("{s:s}", "uri", uri),
                               NULL);
 }

@@ -149,8 +149,9 @@ const char *mcp_server_current_owner(const struct mcp_server *srv);
 typedef void (*mcp_owner_gone_fn)(void *data, const char *owner);
 void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn fn, void *data);
 
-/* notifications/resources/updated to every session subscribed to uri. */
-void mcp_server_resource_updated(struct mcp_server *srv, const char *uri);
+/* notifications/resources/updated to every session of owner subscribed to uri: anyone may
+ * subscribe to any uri, but only the owner's sessions hear about the owner's resources. */
+void mcp_server_resource_updated(struct mcp_server *srv, const char *owner, const char *uri);
 
 /* Registers the hidden fixtures used by the test suites (serve --test-fixtures). */
 int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err);

@@ -264,7 +264,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         json_array_append(files, v);
         json_t *link = resource_link(sb, json_string_value(v));
         /* Subscribers to this file's resource hear that it changed. */
-        mcp_server_resource_updated(sb->svc->srv, json_string_value(json_object_get(link, "uri")));
+        mcp_server_resource_updated(sb->svc->srv, sb->owner,
+                                    json_string_value(json_object_get(link, "uri")));
         if (links++ < MAX_LINKS)
             json_array_append_new(content, link);
         else

@@ -171,6 +171,19 @@ test('bearer tokens: 401 without or with a wrong token, never from the query str
   const again = await alice2.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1+1' } });
   assert.equal(again.structuredContent.result, '2');
   // Bob cannot use Alice's session id either.
+  // Anyone may subscribe to any uri, but only the owner's sessions hear of its changes.
+  const { ResourceUpdatedNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const heard = { alice: [], bob: [] };
+  alice2.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => heard.alice.push(n.params.uri));
+  bob.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => heard.bob.push(n.params.uri));
+  const watched = `sandbox://${id}/files/watched.txt`;
+  await alice2.subscribeResource({ uri: watched });
+  await bob.subscribeResource({ uri: watched });
+  await alice.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: "open('watched.txt', 'w').write('v1')" } });
+  for (let i = 0; i < 50 && heard.alice.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(heard.alice, [watched], 'the owner hears of the change');
+  assert.deepEqual(heard.bob, [], 'another principal hears nothing of this sandbox');
   const sid = await session(url, { Authorization: 'Bearer alice-secret-token' });
   assert.equal((await post(url, { jsonrpc: '2.0', id: 9, method: 'ping' }, { Authorization: 'Bearer bob-secret-token', 'Mcp-Session-Id': sid })).status, 404);
   await alice.close();
