@@ -192,6 +192,23 @@ static const char *base_url(struct http_transport *t, struct MHD_Connection *c)
     return url;
 }
 
+/* This server's MCP endpoint as the protected-resource metadata names it, and as a JWT's
+ * audience must name it when http.jwt_audience is empty: the name the client used, with the
+ * port this server listens on. Not the Host's own port: an allowed host without a port matches
+ * any, and a token minted for another server on the same name (localhost:3000) must not pass
+ * here by sending its Host. */
+static const char *resource_url(struct http_transport *t, struct MHD_Connection *c)
+{
+    static char url[300];
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    size_t name_len = http_host_name_len(host);
+    if (name_len == 0 || name_len > 255)
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/mcp", t->port);
+    else
+        snprintf(url, sizeof(url), "http://%.*s:%u/mcp", (int)name_len, host, t->port);
+    return url;
+}
+
 static void add_cors(struct http_transport *t, struct MHD_Connection *c, struct MHD_Response *r)
 {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
@@ -274,16 +291,13 @@ static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c
 
 /* The caller's principal from its Authorization header (see http_auth_principal), written to
  * buf when it comes from a JWT. A JWT's audience is http.jwt_audience, else the resource URL
- * that /.well-known/oauth-protected-resource names for this Host. */
+ * that /.well-known/oauth-protected-resource names for this Host (see resource_url). */
 static const char *authenticate(struct http_transport *t, struct MHD_Connection *c, char *buf,
                                 size_t cap, const char **why)
 {
-    char resource[320];
     const char *aud = t->cfg->jwt_audience;
-    if (!aud || !*aud) {
-        snprintf(resource, sizeof(resource), "%s/mcp", base_url(t, c));
-        aud = resource;
-    }
+    if (!aud || !*aud)
+        aud = resource_url(t, c);
     const char *p =
         http_auth_principal(&t->auth, t->jwks ? http_jwks_current(t->jwks, now_ms()) : NULL,
                             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), aud,
@@ -1343,9 +1357,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     if (get && strcmp(url, "/.well-known/oauth-protected-resource") == 0) {
         json_t *doc =
             json_pack("{s:s, s:[s]}", "resource", "mcp", "bearer_methods_supported", "header");
-        char *res = xasprintf("%s/mcp", base_url(t, c));
-        json_object_set_new(doc, "resource", json_string(res));
-        free(res);
+        json_object_set_new(doc, "resource", json_string(resource_url(t, c)));
         /* With JWTs, their issuer is the authorization server unless one is named (RFC 8414
          * 2: an authorization server's identifier is its issuer). */
         const char *as = cfg->authorization_server && *cfg->authorization_server

@@ -70,6 +70,15 @@ static bool host_in(const char *h, size_t hlen, const char *const *allowed, size
     return false;
 }
 
+size_t http_host_name_len(const char *host)
+{
+    size_t name_len, port_len;
+    const char *port;
+    if (!host || !split_host(host, strlen(host), &name_len, &port, &port_len))
+        return 0;
+    return name_len;
+}
+
 bool http_host_allowed(const char *host, const char *const *allowed, size_t n)
 {
     if (!host)

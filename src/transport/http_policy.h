@@ -17,6 +17,10 @@ extern const size_t http_default_hosts_len;
  * means the loopback defaults. A missing or malformed Host is refused. */
 bool http_host_allowed(const char *host, const char *const *allowed, size_t n);
 
+/* The name part of a Host header ("name", or "[v6]" with its brackets), without the port:
+ * its length, or 0 when the header is malformed. */
+size_t http_host_name_len(const char *host);
+
 /* Origin header: absent (NULL) is allowed (non-browser clients send none).
  * With a configured list, the serialized origin ("scheme://host[:port]")
  * must equal an entry (case-insensitive); "null" and foreign origins are

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync, chmodSync, renameSync, readFileSync
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -118,6 +118,29 @@ test('JWTs from a JWKS: the SDK works with a valid token, each failure is a 401 
   };
   await refused(jwt(claimsFor('alice', aud, { exp: now() - 3600 })), 'token expired');
   await refused(jwt(claimsFor('alice', 'http://127.0.0.1:1/mcp')), 'wrong audience');
+  // A token minted for another server on the same name (127.0.0.1:3000) fails here even when
+  // the request claims that Host: the default audience takes this server's own port.
+  const foreign = jwt(claimsFor('alice', 'http://127.0.0.1:3000/mcp'));
+  const viaHost = await new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: {
+      Host: '127.0.0.1:3000', Authorization: `Bearer ${foreign}`, 'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(INIT));
+  });
+  assert.equal(viaHost.statusCode, 401);
+  assert.match(viaHost.headers['www-authenticate'], /wrong audience/);
+  const metaVia = await new Promise((resolve, reject) => {
+    httpRequest({ host: '127.0.0.1', port, path: '/.well-known/oauth-protected-resource', headers: { Host: '127.0.0.1:3000' } }, (res) => {
+      let b = '';
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => resolve(JSON.parse(b)));
+    }).on('error', reject).end();
+  });
+  assert.equal(metaVia.resource, aud, 'the metadata names this server\'s port whatever the Host says');
   await refused(jwt(claimsFor('alice', aud, { iss: 'https://evil.example' })), 'wrong issuer');
   await refused(jwt(claimsFor('alice', aud), { key: stranger.privateKey }), 'bad signature');
   await refused(jwt(claimsFor('carol', aud), { alg: 'EdDSA', key: edStranger.privateKey }), 'bad signature');

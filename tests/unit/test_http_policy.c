@@ -100,9 +100,24 @@ static void listen_loopback(void **state)
     assert_false(http_listen_is_loopback(NULL));
 }
 
+static void host_name_part(void **state)
+{
+    (void)state;
+    assert_int_equal(http_host_name_len("localhost:3000"), 9);
+    assert_int_equal(http_host_name_len("localhost"), 9);
+    assert_int_equal(http_host_name_len("[::1]:8000"), 5);
+    assert_int_equal(http_host_name_len("[::1]"), 5);
+    assert_int_equal(http_host_name_len("example.com:"), 0);
+    assert_int_equal(http_host_name_len(":80"), 0);
+    assert_int_equal(http_host_name_len("[::1"), 0);
+    assert_int_equal(http_host_name_len("host:8x"), 0);
+    assert_int_equal(http_host_name_len(NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(host_name_part),
         cmocka_unit_test(default_hosts_are_loopback_any_port),
         cmocka_unit_test(configured_hosts_with_and_without_port),
         cmocka_unit_test(origin_rules),
