@@ -417,6 +417,11 @@ static int nctrl(enum cgroup_backend_kind k)
     return k == CGROUP_BACKEND_V2 ? 1 : V1__COUNT;
 }
 
+int cgroup_step_aside(struct sbx_err *err)
+{
+    return cgroup_backend(NULL) == CGROUP_BACKEND_V2 ? v2_step_aside(err) : 0;
+}
+
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_cgroup **out,
                   struct sbx_err *err)
 {

@@ -42,6 +42,13 @@ bool cgroup_v2_steps_aside(void);
  * controllers, as a plain service's is). */
 bool cgroup_v2_needs_delegation(void);
 
+/* v2, where this process hands the controllers down itself: moves it into its leaf now (once;
+ * cgroup_create does it otherwise). For a caller about to start a helper process, which would
+ * join this process's cgroup: a cgroup with another process in it cannot hand controllers
+ * down, so the probe would find no usable cgroup and the step aside would fail (EBUSY).
+ * 0 where there is nothing to do. */
+int cgroup_step_aside(struct sbx_err *err);
+
 /* Create a group named name (unique per sandbox) with lim applied, beneath this process's
  * mcp-sandbox.<pid>. name NULL: a process that runs one sandbox only (`run`) uses
  * mcp-sandbox.<pid> itself. */

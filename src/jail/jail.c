@@ -664,6 +664,11 @@ static char **environment_to_wipe(void)
 
 static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
 {
+    /* The spawner's network-namespace helper is a process of our cgroup while it lives: on v2
+     * this process must have stepped into its leaf before, or its cgroup would hold two
+     * processes just when the probe looks (no limits then) or the step aside writes (EBUSY). */
+    if (cgroup_step_aside(err) < 0)
+        return sbx_err_wrap(err, "cgroup limits");
     size_t guard = (size_t)getpagesize(), map_len = INIT_STACK_LEN + guard;
     char *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);

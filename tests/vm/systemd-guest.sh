@@ -85,6 +85,8 @@ expect "systemd: (control) this service's own cgroup gives no limits (doctor, wh
 out=$($SBX run --json -- /bin/true 2>&1)
 expect "systemd: run from a shared cgroup gets a delegated scope and cgroup-v2 limits" \
     '^cgroup-v2$' "$(printf '%s' "$out" | backend_of)"
+# On a miss, everything run said (its stderr names why it fell back).
+printf '%s' "$out" | backend_of | grep -q '^cgroup-v2$' || printf '%s\n' "$out" | head -20 | sed 's/^/#   run: /'
 
 $SBX run -- /bin/sleep 3 &
 runner=$!
