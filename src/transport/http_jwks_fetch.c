@@ -157,13 +157,6 @@ int jwks_url_check(const char *url, struct sbx_err *err)
     return r;
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Waits until a fetch is due: the periodic time, or an early request once the gap since the
  * last fetch has passed. False when told to stop instead. */
 static bool wait_for_turn(struct jwks_fetch *f, uint64_t last_fetch)
@@ -171,7 +164,7 @@ static bool wait_for_turn(struct jwks_fetch *f, uint64_t last_fetch)
     bool go = false;
     pthread_mutex_lock(&f->lock);
     while (!f->stop) {
-        uint64_t now = mono_ms(), gap_end = last_fetch + f->min_gap_ms;
+        uint64_t now = now_ms(), gap_end = last_fetch + f->min_gap_ms;
         uint64_t due = f->refresh_ms ? last_fetch + f->refresh_ms : UINT64_MAX;
         if (now >= due || (f->early_wanted && now >= gap_end)) {
             go = true;
@@ -212,8 +205,7 @@ static void fetch_and_hand_over(struct jwks_fetch *f)
         return;
     }
     free(f->last);
-    f->last = xmalloc(len + 1);
-    memcpy(f->last, text, len + 1);
+    f->last = xstrndup(text, len);
     f->last_len = len;
     pthread_mutex_lock(&f->lock);
     free(f->fresh);
@@ -222,13 +214,25 @@ static void fetch_and_hand_over(struct jwks_fetch *f)
     pthread_mutex_unlock(&f->lock);
 }
 
+/* What a fetcher holds once its thread is gone (or never started). */
+static void fetch_free(struct jwks_fetch *f)
+{
+    pthread_cond_destroy(&f->wake);
+    pthread_mutex_destroy(&f->lock);
+    free(f->fresh);
+    free(f->last);
+    free(f->ca_file);
+    free(f->url);
+    free(f);
+}
+
 static void *fetcher_main(void *arg)
 {
     struct jwks_fetch *f = arg;
-    uint64_t last_fetch = mono_ms(); /* the startup fetch, just before */
+    uint64_t last_fetch = now_ms(); /* the startup fetch, just before */
     while (wait_for_turn(f, last_fetch)) {
         fetch_and_hand_over(f);
-        last_fetch = mono_ms();
+        last_fetch = now_ms();
     }
     return NULL;
 }
@@ -241,9 +245,7 @@ int jwks_fetch_start(const struct jwks_fetch_config *c, const char *first, size_
     f->ca_file = c->ca_file && *c->ca_file ? xstrdup(c->ca_file) : NULL;
     f->refresh_ms = (uint64_t)c->refresh_s * 1000;
     f->min_gap_ms = (uint64_t)c->min_gap_s * 1000;
-    f->last = xmalloc(first_len + 1);
-    memcpy(f->last, first, first_len);
-    f->last[first_len] = '\0';
+    f->last = xstrndup(first, first_len);
     f->last_len = first_len;
     pthread_mutex_init(&f->lock, NULL);
     pthread_condattr_t ca;
@@ -258,12 +260,7 @@ int jwks_fetch_start(const struct jwks_fetch_config *c, const char *first, size_
     int e = pthread_create(&f->thread, NULL, fetcher_main, f);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e != 0) {
-        pthread_cond_destroy(&f->wake);
-        pthread_mutex_destroy(&f->lock);
-        free(f->last);
-        free(f->ca_file);
-        free(f->url);
-        free(f);
+        fetch_free(f);
         return sbx_fail_errno(err, e, "starting the JWKS fetcher thread");
     }
     *out = f;
@@ -298,11 +295,5 @@ void jwks_fetch_stop(struct jwks_fetch *f)
     pthread_cond_signal(&f->wake);
     pthread_mutex_unlock(&f->lock);
     pthread_join(f->thread, NULL);
-    pthread_cond_destroy(&f->wake);
-    pthread_mutex_destroy(&f->lock);
-    free(f->fresh);
-    free(f->last);
-    free(f->ca_file);
-    free(f->url);
-    free(f);
+    fetch_free(f);
 }
