@@ -126,8 +126,7 @@ int seccomp_policy_compile(struct seccomp_program *out, struct sbx_err *err)
             break;
         len += (size_t)n;
     }
-    if (len == 0 || len % sizeof(struct sock_filter) != 0 ||
-        len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+    if (len == 0 || len % sizeof(struct sock_filter) != 0) {
         free(buf);
         sbx_fail(err, EINVAL, "seccomp produced an unusable program (%zu bytes)", len);
         goto out;

@@ -987,9 +987,6 @@ static bool parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *
     return *to >= *from;
 }
 
-/* GET /files/{sandbox_id}/{path} and the seed's GET /sandbox/file: allowed with a valid signed
- * link, or as the sandbox's owner (bearer principal, or the MCP session without auth). Anyone
- * else is answered like an unknown file. */
 static bool shown_inline(const char *mime)
 {
     static const char *const inline_types[] = {"image/png", "image/jpeg", "image/gif", "image/webp",
@@ -1023,6 +1020,9 @@ static void content_disposition(const char *path, char *out, size_t cap)
     snprintf(out, cap, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, encoded);
 }
 
+/* GET /files/{sandbox_id}/{path} and the seed's GET /sandbox/file: allowed with a valid signed
+ * link, or as the sandbox's owner (bearer principal, or the MCP session without auth). Anyone
+ * else is answered like an unknown file. */
 static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connection *c,
                                    const char *sandbox_id, const char *rel)
 {
