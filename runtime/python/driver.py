@@ -258,6 +258,11 @@ class Driver:
         self.last_snapshot = None
         self.report_usage = False
         self.inotify = None
+        # os.fork() in a cell makes a second interpreter that returns into this loop when the
+        # cell ends. Only this process may answer the server: the copy would send a second
+        # result, then take every other request, with its own diverging variables.
+        self.pid = posix.getpid()
+        posix.register_at_fork(after_in_child=self.forget_channel)
 
     # ---- setup ----
 
@@ -308,6 +313,29 @@ class Driver:
         if self.running:
             raise KeyboardInterrupt
         self.interrupt_pending = True
+
+    def forget_channel(self):
+        # In a fork: the channel is the original's alone, and a lingering copy must not hold it
+        # open.
+        for fd in (self.chan.fd, self.chan.out_fd):
+            try:
+                posix.close(fd)
+            except OSError:
+                pass
+
+    def end_if_forked(self, error, exit_code):
+        # The fork ran the rest of the cell, as a script's fork runs the rest of the script;
+        # then it ends as a script would, its error on stderr, without touching the channel.
+        if posix.getpid() == self.pid:
+            return
+        try:
+            if error is not None:
+                print(error["traceback"] or "%s: %s" % (error["type"], error["message"]),
+                      file=sys.stderr, end="" if error["traceback"] else "\n")
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            posix._exit(exit_code & 0xFF if isinstance(exit_code, int) else 1)
 
     def start_running(self):
         self.running = True
@@ -552,6 +580,7 @@ class Driver:
         except KeyboardInterrupt:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
+        self.end_if_forked(error, exit_code)
         plt = sys.modules.get("matplotlib.pyplot") if language == "python" else None
         if plt is not None:
             self.hook_show(plt)

@@ -103,6 +103,39 @@ test('cpu_ms is the CPU time of the run in fine steps: code, its threads, its co
   await c.close();
 });
 
+test('os.fork() in a cell: the copy ends with the cell, and only the original answers', async () => {
+  const c = await server();
+  let { sc, r } = await run(c, "import os\nn = 1\npid = os.fork()\nif pid == 0:\n    n = 2\n    print('child', flush=True)");
+  assert.equal(r.isError, false, JSON.stringify(sc));
+  const parent = (await run(c, 'os.getpid()')).sc.result;
+  // Before the fix, the copy took every other request, with its own variables (n == 2).
+  for (let i = 0; i < 6; i++) {
+    ({ sc } = await run(c, 'os.getpid(), n'));
+    assert.equal(sc.result, `(${parent}, 1)`);
+  }
+  // It ended as a script does, with the cell's outcome as its status.
+  ({ sc } = await run(c, 'os.waitpid(pid, 0)[1]'));
+  assert.equal(sc.result, '0');
+  // A copy still running while the next cells come in takes none of them, then ends.
+  ({ sc, r } = await run(c, "import time\npid = os.fork()\nif pid == 0:\n    time.sleep(0.5)"));
+  assert.equal(r.isError, false, JSON.stringify(sc));
+  const until = Date.now() + 1000;
+  while (Date.now() < until) {
+    ({ sc } = await run(c, 'os.getpid(), n'));
+    assert.equal(sc.result, `(${parent}, 1)`);
+  }
+  ({ sc } = await run(c, 'os.waitpid(pid, 0)[1]'));
+  assert.equal(sc.result, '0');
+  ({ sc, r } = await run(c, "pid = os.fork()\nif pid == 0:\n    raise SystemExit(7)"));
+  assert.equal(r.isError, false, JSON.stringify(sc));
+  ({ sc } = await run(c, 'os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])'));
+  assert.equal(sc.result, '7');
+  // multiprocessing's forked workers still work.
+  ({ sc } = await run(c, 'import multiprocessing as mp\nwith mp.Pool(2) as p:\n    print(p.map(abs, [-1, -2]))'));
+  assert.equal(sc.stdout, '[1, 2]\n', JSON.stringify(sc));
+  await c.close();
+});
+
 test('exceptions come back as type, message and a traceback of the user code only', async () => {
   const c = await server();
   const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
