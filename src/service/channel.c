@@ -74,8 +74,10 @@ int channel_next(struct channel_decoder *d, json_t **out)
         return -1;
     if (d->len < 4 + n)
         return 0;
+    /* \u0000 is valid JSON, and Python strings may hold it (an exception's message, say): a
+     * frame that carries one is not malformed. */
     json_t *obj = values_within(d->buf + 4, n, CHANNEL_MAX_VALUES)
-                      ? json_loadb(d->buf + 4, n, JSON_REJECT_DUPLICATES, NULL)
+                      ? json_loadb(d->buf + 4, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL)
                       : NULL;
     memmove(d->buf, d->buf + 4 + n, d->len - 4 - n);
     d->len -= 4 + n;

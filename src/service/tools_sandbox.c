@@ -47,7 +47,14 @@ static const char *signal_label(int sig)
     return d ? d : "unknown signal";
 }
 
-/* A workspace path as a resource link the client can read back. */
+/* A path the driver named: a string without a NUL inside, which C would read as a shorter
+ * path. */
+static const char *frame_path(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
 /* A workspace path as a resource link the client can read back; over HTTP it also carries a
  * signed download URL (in _meta and, for the model, in the description). */
 static json_t *resource_link(const struct sandbox *sb, const char *path)
@@ -125,21 +132,45 @@ static json_t *failure_error(const struct exec *e)
     return error_object(type, msg, NULL);
 }
 
-static void append_text(char **text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void append_text(char **text, const char *fmt, ...)
+/* The text block of a result, parts joined by newlines. Lengths are kept: a NUL in the output
+ * (binary data printed) must not cut off what follows it. */
+struct text_block {
+    char *buf;
+    size_t len;
+};
+
+static void text_part(struct text_block *t, const char *prefix, const char *s, size_t n)
+{
+    size_t pl = strlen(prefix), sep = t->len ? 1 : 0;
+    t->buf = xrealloc(t->buf, t->len + sep + pl + n + 1);
+    char *at = t->buf + t->len;
+    if (sep)
+        *at++ = '\n';
+    memcpy(at, prefix, pl);
+    if (n)
+        memcpy(at + pl, s, n);
+    t->len += sep + pl + n;
+    t->buf[t->len] = '\0';
+}
+
+static void text_string(struct text_block *t, const char *prefix, const json_t *s)
+{
+    text_part(t, prefix, json_string_value(s), json_string_length(s));
+}
+
+static void text_printf(struct text_block *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void text_printf(struct text_block *t, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     char *add = NULL;
-    if (vasprintf(&add, fmt, ap) < 0)
-        add = NULL;
+    int n = vasprintf(&add, fmt, ap);
     va_end(ap);
-    if (!add)
+    if (n < 0)
         return;
-    char *joined = xasprintf("%s%s%s", *text ? *text : "", *text && **text ? "\n" : "", add);
+    text_part(t, "", add, (size_t)n);
     free(add);
-    free(*text);
-    *text = joined;
 }
 
 /* Builds the tool result of a finished execution and records it in the history. */
@@ -209,31 +240,32 @@ static json_t *exec_result(struct exec *e, bool *is_error)
 
     json_t *files = json_array();
     json_t *content = json_array();
-    char *text = NULL;
+    struct text_block text = {0};
     if (out_len)
-        append_text(&text, "%s", json_string_value(jout));
+        text_string(&text, "", jout);
     if (err_len)
-        append_text(&text, "[stderr]\n%s", json_string_value(jerr));
+        text_string(&text, "[stderr]\n", jerr);
     if (result)
-        append_text(&text, "Out: %s", result);
+        text_string(&text, "Out: ", json_object_get(f, "result"));
     if (json_is_object(error)) {
-        const char *tb = json_string_value(json_object_get(error, "traceback"));
-        const char *msg = json_string_value(json_object_get(error, "message"));
-        if (tb && *tb)
-            append_text(&text, "%s", tb);
-        if (!tb || !*tb || o->timed_out)
-            append_text(&text, "%s: %s", json_string_value(json_object_get(error, "type")),
-                        msg ? msg : "");
+        const json_t *tb = json_object_get(error, "traceback");
+        if (json_string_length(tb))
+            text_string(&text, "", tb);
+        if (!json_string_length(tb) || o->timed_out) {
+            char *type = xasprintf("%s: ", json_string_value(json_object_get(error, "type")));
+            text_string(&text, type, json_object_get(error, "message"));
+            free(type);
+        }
     }
     if (!f && o->driver_died)
-        append_text(&text, "[interpreter restarted: variables were lost; files kept]");
+        text_printf(&text, "[interpreter restarted: variables were lost; files kept]");
     for (int i = 0; i < 2; i++)
         if (e->spill_path[i][0] && !e->spill_failed[i])
-            append_text(&text, "[%s was cut to its head and tail; the whole %s is in %s]",
+            text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]",
                         i ? "stderr" : "stdout", i ? "stderr" : "stdout", e->spill_path[i]);
-    if (!text)
-        text = xstrdup(success ? "(no output)" : "(failed without output)");
-    json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+    json_t *jtext = text.len ? tool_string_lossy(text.buf, text.len)
+                             : json_string(success ? "(no output)" : "(failed without output)");
+    json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text", jtext));
 
     size_t i;
     json_t *v;
@@ -247,8 +279,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     size_t links = 0;
     json_array_foreach(json_object_get(f, "image_files"), i, v)
     {
-        if (json_is_string(v) && links++ < MAX_LINKS)
-            json_array_append_new(content, resource_link(sb, json_string_value(v)));
+        if (frame_path(v) && links++ < MAX_LINKS)
+            json_array_append_new(content, resource_link(sb, frame_path(v)));
     }
     for (int k = 0; k < 2; k++)
         if (e->spill_path[k][0] && !e->spill_failed[k] && links++ < MAX_LINKS)
@@ -259,10 +291,10 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     {
         if (i >= CHANNEL_MAX_FILES)
             break;
-        if (!json_is_string(v))
+        if (!frame_path(v))
             continue;
         json_array_append(files, v);
-        json_t *link = resource_link(sb, json_string_value(v));
+        json_t *link = resource_link(sb, frame_path(v));
         /* Subscribers to this file's resource hear that it changed. */
         mcp_server_resource_updated(sb->svc->srv, sb->owner,
                                     json_string_value(json_object_get(link, "uri")));
@@ -302,7 +334,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         "cpu_ms", (double)cpu_ns / 1e6, "files", files);
     free(out);
     free(errs);
-    free(text);
+    free(text.buf);
     *is_error = !success;
     return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", sc, "isError",
                      !success);

@@ -103,6 +103,16 @@ test('cpu_ms is the CPU time of the run in fine steps: code, its threads, its co
   await c.close();
 });
 
+test('binary output: a NUL byte cuts neither stdout nor the text the model reads', async () => {
+  const c = await server();
+  const { sc, text } = await run(c, "import sys\nsys.stdout.write('a\\0b\\n')\nraise ValueError('x\\0y')");
+  assert.equal(sc.stdout, 'a\0b\n');
+  assert.equal(sc.error.message, 'x\0y');
+  assert.ok(text.startsWith('a\0b\n'), JSON.stringify(text));
+  assert.match(text, /ValueError: x\0y\n?$/, JSON.stringify(text));
+  await c.close();
+});
+
 test('os.fork() in a cell: the copy ends with the cell, and only the original answers', async () => {
   const c = await server();
   let { sc, r } = await run(c, "import os\nn = 1\npid = os.fork()\nif pid == 0:\n    n = 2\n    print('child', flush=True)");

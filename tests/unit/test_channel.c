@@ -32,6 +32,29 @@ static void round_trip_byte_by_byte(void **state)
     channel_decoder_free(&d);
 }
 
+/* Python strings may hold NUL (an exception's message): \u0000 is valid JSON and arrives whole,
+ * where it once made the frame "malformed" and cost the sandbox its interpreter. */
+static void a_nul_inside_a_string_is_kept(void **state)
+{
+    (void)state;
+    json_t *in = json_pack("{s:s, s:o}", "op", "result", "message", json_stringn("x\0y", 3));
+    char *buf;
+    size_t len;
+    assert_int_equal(channel_encode(in, &buf, &len), 0);
+    struct channel_decoder d;
+    channel_decoder_init(&d, 0);
+    channel_feed(&d, buf, len);
+    json_t *out = NULL;
+    assert_int_equal(channel_next(&d, &out), 1);
+    const json_t *m = json_object_get(out, "message");
+    assert_int_equal(json_string_length(m), 3);
+    assert_memory_equal(json_string_value(m), "x\0y", 3);
+    json_decref(in);
+    json_decref(out);
+    free(buf);
+    channel_decoder_free(&d);
+}
+
 static void two_frames_in_one_read(void **state)
 {
     (void)state;
@@ -125,6 +148,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_byte_by_byte),
+        cmocka_unit_test(a_nul_inside_a_string_is_kept),
         cmocka_unit_test(two_frames_in_one_read),
         cmocka_unit_test(oversized_length_is_an_error),
         cmocka_unit_test(non_object_or_garbage_is_an_error),
