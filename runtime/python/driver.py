@@ -47,6 +47,8 @@ def _not_json(obj):
 _scan = _json.make_scanner(_JsonContext())
 _encode = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",",
                              False, False, True)
+_encode_utf8 = _json.make_encoder(None, _not_json, _json.encode_basestring, None, ":", ",",
+                                  False, False, True)
 
 
 def json_loads(data):
@@ -55,7 +57,20 @@ def json_loads(data):
 
 
 def json_dumps(obj):
-    return "".join(_encode(obj, 0)).encode("ascii")
+    data = "".join(_encode(obj, 0)).encode("ascii")
+    if b"\\ud" in data:
+        # A lone surrogate (from a file name that is not UTF-8, say) escaped as JSON is not
+        # JSON the server accepts: raw UTF-8 then, with such code points as "?".
+        data = "".join(_encode_utf8(obj, 0)).encode("utf-8", "replace")
+    return data
+
+
+def _utf8_name(path):
+    try:
+        path.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 class Channel:
@@ -385,7 +400,8 @@ class Driver:
         after = self.snapshot()
         # The state after one execution is the state before the next: one scan per call.
         self.last_snapshot = after
-        out = sorted(p for p, v in after.items() if before.get(p) != v)
+        # A name that is not UTF-8 cannot become a link: it is left out.
+        out = sorted(p for p, v in after.items() if before.get(p) != v and _utf8_name(p))
         return out[: self.max_files]
 
     # ---- figures ----
@@ -443,15 +459,35 @@ class Driver:
 
         for name, code in self.sources.items():
             linecache.cache[name] = (len(code), None, code.splitlines(True), name)
-        # Drop the driver's own frames: the user sees only their code.
+        # Drop the driver's own frames: the user sees only their code. They lead, and after a
+        # timeout the interrupt handler's frame is the last.
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
             tb = tb.tb_next
+        own = Driver.format_exception.__code__.co_filename
+        node = tb
+        while node is not None and node.tb_next is not None:
+            if node.tb_next.tb_frame.f_code.co_filename == own:
+                node.tb_next = None
+            node = node.tb_next
         if issubclass(etype, SyntaxError):
             text = "".join(traceback.format_exception_only(etype, value))
         else:
             text = "".join(traceback.format_exception(etype, value, tb))
-        return {"type": etype.__name__, "message": self.clip(str(value)),
+        try:
+            message = str(value)
+        except Exception:
+            message = "<exception str() failed>"
+        return {"type": etype.__name__, "message": self.clip(message),
                 "traceback": self.clip(text)}
+
+    def describe_error(self, etype, value, tb):
+        # A broken exception (or a user who broke traceback) must not take the interpreter's
+        # state with it.
+        try:
+            return self.format_exception(etype, value, tb)
+        except BaseException:
+            return {"type": getattr(etype, "__name__", "Exception"),
+                    "message": "<the error could not be formatted>", "traceback": None}
 
     def run_python(self, code):
         self.cell += 1
@@ -460,8 +496,8 @@ class Driver:
         self.sources[name] = code
         try:
             tree = compile(code, name, "exec", PY_CF_ONLY_AST)
-        except SyntaxError:
-            return False, None, self.format_exception(*sys.exc_info()), 1
+        except (SyntaxError, ValueError):  # ValueError: a NUL in the source
+            return False, None, self.describe_error(*sys.exc_info()), 1
         if self.guard is not None:
             self.guard.visit(tree)
         last = None
@@ -481,16 +517,20 @@ class Driver:
                     result = self.clip(repr(value))
             return True, result, None, 0
         except SystemExit as e:
-            # sys.exit() ends the cell, not the interpreter.
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            # sys.exit() ends the cell, not the interpreter; its status is what a process's
+            # would be (sys.exit(256) is 0, sys.exit(-1) is 255).
+            code = e.code & 0xFF if isinstance(e.code, int) else (0 if e.code is None else 1)
             if e.code is not None and not isinstance(e.code, int):
-                print(e.code, file=sys.stderr)
+                try:
+                    print(e.code, file=sys.stderr)
+                except Exception:
+                    pass
             if code == 0:
                 return True, None, None, 0
             return False, None, {"type": "SystemExit", "message": "exit code %d" % code,
                                  "traceback": None}, code
         except BaseException:
-            return False, None, self.format_exception(*sys.exc_info()), 1
+            return False, None, self.describe_error(*sys.exc_info()), 1
         finally:
             self.running = False
 
@@ -553,8 +593,10 @@ class Driver:
         language = req.get("language", "python")
         code = req.get("code", "")
         before = self.last_snapshot
-        if before is None:
-            before = self.snapshot()
+        # Changes since the last scan (a write_file between runs) belong to no run: a new
+        # baseline.
+        if before is None or (self.inotify is not None and not self.inotify.quiet()):
+            before = self.last_snapshot = self.snapshot()
         t0 = self.cpu_seconds() if self.report_usage else 0
         # Fields left at their default (null, false, 0, []) are left out of the frame.
         out = {"op": "result", "id": exec_id}
@@ -628,7 +670,15 @@ class Driver:
                 continue
             op = req.get("op")
             if op == "exec":
-                self.execute(req)
+                try:
+                    self.execute(req)
+                except Exception as e:
+                    # The driver's own failure, not the code's: answer, and keep the state.
+                    self.chan.send({"op": "result", "id": req.get("id"), "success": False,
+                                    "exit_code": 1, "error": {
+                                        "type": "DriverError", "traceback": None,
+                                        "message": "the run could not be reported: %s: %s"
+                                        % (type(e).__name__, e)}})
             elif op == "ping":
                 self.chan.send({"op": "pong", "id": req.get("id")})
             elif op == "refresh_imports":
@@ -656,6 +706,10 @@ def main():
     builtins.exit = builtins.quit = _exit
     # SIGINT while idle must not kill the driver; init() installs the real handler.
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    # The channel is the driver's alone: no program a cell starts (os.system, os.exec*)
+    # inherits it.
+    posix.set_inheritable(CHANNEL_IN_FD, False)
+    posix.set_inheritable(CHANNEL_OUT_FD, False)
     try:
         Driver(Channel(CHANNEL_IN_FD, CHANNEL_OUT_FD)).serve()
     except (EOFError, ValueError) as e:

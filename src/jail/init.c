@@ -33,6 +33,20 @@ static void close_from(unsigned int first)
 /* Put the handed-in fds at 0, 1, 2, 3.. without clobbering a source that sits on a target.
  * The error pipe goes right after them (close-on-exec), so a failed exec is still reported.
  * Returns the error pipe's new number, or -errno. */
+/* fd, or /dev/null opened with flags when fd < 0, copied to 64 or above (close-on-exec): the
+ * low numbers are the targets, and a copy already sitting on its target would keep its
+ * close-on-exec flag through dup2 and be closed at the exec. */
+static int high_copy(int fd, int null_flags)
+{
+    int own = fd < 0 ? open("/dev/null", null_flags | O_CLOEXEC) : -1;
+    if (fd < 0 && own < 0)
+        return -1;
+    int high = fcntl(fd < 0 ? own : fd, F_DUPFD_CLOEXEC, 64);
+    if (own >= 0)
+        close(own);
+    return high;
+}
+
 static int place_fds(const struct jail_child_plan *plan)
 {
     int tmp[3 + 16 + 1];
@@ -40,21 +54,12 @@ static int place_fds(const struct jail_child_plan *plan)
     if (plan->n_pass_fds > 16)
         return -EMFILE;
     for (size_t i = 0; i < n; i++) {
-        int src = i < 3 ? plan->stdio[i] : plan->pass_fds[i - 3];
-        if (src < 0) {
-            src = open("/dev/null", O_RDWR | O_CLOEXEC);
-            if (src < 0)
-                return -errno;
-            tmp[i] = src;
-            continue;
-        }
-        tmp[i] = fcntl(src, F_DUPFD_CLOEXEC, 64);
+        tmp[i] = high_copy(i < 3 ? plan->stdio[i] : plan->pass_fds[i - 3], O_RDWR);
         if (tmp[i] < 0)
             return -errno;
     }
     /* A restarted workload has no error pipe: a failed exec shows as exit status 127. */
-    tmp[n] = plan->err_fd >= 0 ? fcntl(plan->err_fd, F_DUPFD_CLOEXEC, 64)
-                               : open("/dev/null", O_WRONLY | O_CLOEXEC);
+    tmp[n] = high_copy(plan->err_fd, O_WRONLY);
     if (tmp[n] < 0)
         return -errno;
     for (size_t i = 0; i < n; i++)

@@ -331,9 +331,17 @@ static int list_dir(int dfd, const char *prefix, bool recursive, int depth, size
         snprintf(path, sizeof(path), "%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
         char mtime[64];
         format_iso8601_ms(mtime, sizeof(mtime), (int64_t)st.st_mtime * 1000);
-        json_array_append_new(entries, json_pack("{s:s, s:s, s:I, s:s}", "path", path, "type",
-                                                 type_of(st.st_mode), "size",
-                                                 (json_int_t)st.st_size, "mtime", mtime));
+        /* A name that is not UTF-8 is listed with '?' for its bad bytes, and says so: hidden,
+         * it would hide its whole subtree too. */
+        char shown[sizeof(path)];
+        snprintf(shown, sizeof(shown), "%s", path);
+        bool lossy = utf8_scrub(shown, strlen(shown)) > 0;
+        json_t *entry =
+            json_pack("{s:s, s:s, s:I, s:s}", "path", shown, "type", type_of(st.st_mode), "size",
+                      (json_int_t)st.st_size, "mtime", mtime);
+        if (lossy)
+            json_object_set_new(entry, "path_not_utf8", json_true());
+        json_array_append_new(entries, entry);
         if (recursive && S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
             int sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
             if (sub >= 0)

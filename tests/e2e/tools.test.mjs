@@ -146,6 +146,65 @@ test('os.fork() in a cell: the copy ends with the cell, and only the original an
   await c.close();
 });
 
+test('stdin is /dev/null from the first interpreter on, and the channel stays the driver\'s', async () => {
+  const c = await server();
+  // The first interpreter's fd 0 was closed at its exec (and inotify took the number).
+  let { sc } = await run(c, "import os\nos.readlink('/proc/self/fd/0')");
+  assert.equal(sc.result, "'/dev/null'");
+  ({ sc } = await run(c, 'input()'));
+  assert.equal(sc.error.type, 'EOFError', JSON.stringify(sc));
+  ({ sc } = await run(c, "import subprocess\nsubprocess.run(['cat'], capture_output=True).returncode"));
+  assert.equal(sc.result, '0');
+  // A program started without subprocess's fd closing gets neither channel end.
+  ({ sc } = await run(c, "os.system('ls /proc/self/fd/3 /proc/self/fd/4 >/dev/null 2>&1')"));
+  assert.notEqual(sc.result, '0');
+  await c.close();
+});
+
+test('a name that is not UTF-8, a broken exception, a broken stderr: the state stays', async () => {
+  const c = await server();
+  await run(c, 'x = 42');
+  // Such a name once made the driver's frame invalid JSON: the sandbox lost its interpreter.
+  let { sc } = await call(c, 'execute_command', { command: "touch $'bad\\xffname.txt' good.txt" });
+  assert.equal(sc.success, true, JSON.stringify(sc));
+  assert.equal(sc.interpreter_restarted, false);
+  assert.deepEqual(sc.files, ['/workspace/good.txt']);
+  ({ sc } = await run(c, "open(b'/workspace/other\\xfe.txt', 'w').close()\nopen('/nope/\\udcff')"));
+  assert.equal(sc.error.type, 'FileNotFoundError', JSON.stringify(sc));
+  assert.equal(sc.interpreter_restarted, false);
+  ({ sc } = await call(c, 'list_files', {}));
+  const bad = sc.entries.find((e) => e.path === '/workspace/bad?name.txt');
+  assert.ok(bad && bad.path_not_utf8 === true, JSON.stringify(sc.entries));
+  assert.ok(sc.entries.find((e) => e.path === '/workspace/good.txt' && !e.path_not_utf8));
+  // An exception whose str() raises, and sys.exit with a message to a broken stderr.
+  ({ sc } = await run(c, "class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no')\nraise E()"));
+  assert.equal(sc.error.type, 'E');
+  assert.equal(sc.error.message, '<exception str() failed>');
+  assert.equal(sc.interpreter_restarted, false);
+  ({ sc } = await run(c, "import sys\nclass W:\n    def write(self, s):\n        raise OSError('broken')\n    def flush(self):\n        pass\nsys.stderr = W()\nsys.exit('bye')"));
+  assert.equal(sc.interpreter_restarted, false, JSON.stringify(sc));
+  ({ sc } = await run(c, 'sys.stderr = sys.__stderr__\nx'));
+  assert.equal(sc.result, '42');
+  // sys.exit's status is a process's: 256 is 0, -1 is 255.
+  ({ sc } = await run(c, 'sys.exit(256)'));
+  assert.equal(sc.success, true);
+  assert.equal(sc.exit_code, 0);
+  ({ sc } = await run(c, 'sys.exit(-1)'));
+  assert.equal(sc.exit_code, 255);
+  await c.close();
+});
+
+test('files lists what the run changed, not what write_file did before it', async () => {
+  const c = await server();
+  await run(c, '1');
+  await call(c, 'write_file', { path: 'from_tool.txt', content: 'x' });
+  let { sc } = await run(c, '2 + 2');
+  assert.deepEqual(sc.files, []);
+  ({ sc } = await run(c, "open('/workspace/from_run.txt', 'w').write('y')"));
+  assert.deepEqual(sc.files, ['/workspace/from_run.txt']);
+  await c.close();
+});
+
 test('exceptions come back as type, message and a traceback of the user code only', async () => {
   const c = await server();
   const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
@@ -170,6 +229,7 @@ test('seed check: an endless loop with timeout_s=2 fails with a timeout and keep
   assert.equal(sc.timed_out, true);
   assert.equal(sc.error.type, 'TimeoutError');
   assert.equal(sc.interpreter_restarted, false);
+  assert.doesNotMatch(sc.error.traceback || '', /mcp-sandbox driver|on_sigint/, 'no frame of the driver');
   const after = await run(c, 'kept');
   assert.equal(after.sc.result, '7', 'the interrupt kept the variables');
   await c.close();
