@@ -844,6 +844,27 @@ static void on_cancelled(struct mcp_session *s, json_t *params)
     }
 }
 
+/* Whether a string anywhere in v holds a NUL: valid JSON (\u0000), but every name, path and
+ * command is a C string here, where it would end early. */
+static bool holds_nul(const json_t *v)
+{
+    const char *key;
+    const json_t *e;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return strlen(json_string_value(v)) != json_string_length(v);
+    case JSON_OBJECT:
+        json_object_foreach((json_t *)v, key, e) if (holds_nul(e)) return true;
+        return false;
+    case JSON_ARRAY:
+        json_array_foreach(v, i, e) if (holds_nul(e)) return true;
+        return false;
+    default:
+        return false;
+    }
+}
+
 static bool too_big(struct mcp_session *s, size_t len)
 {
     if (len <= s->srv->cfg->max_message_bytes)
@@ -858,7 +879,9 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
     if (too_big(s, len))
         return MCP_MSG_INVALID;
     json_error_t je;
-    json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    /* NUL is allowed through the parser so that such a request gets its own id back. */
+    json_t *msg =
+        json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!msg) {
         /* jansson's wording for bad bytes is cryptic; name the actual problem. */
         bool bad_utf8 = strstr(je.text, "decode byte") || strstr(je.text, "UTF-8");
@@ -891,6 +914,14 @@ enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, s
         goto out;
     }
     json_t *method_v = json_object_get(msg, "method");
+    if (holds_nul(msg)) {
+        /* A request is refused with its id; anything else is dropped. */
+        if (method_v && id_ok)
+            send_error(s, id, RPC_INVALID_PARAMS,
+                       "a string holds a NUL character (\\u0000); send binary file content "
+                       "base64-encoded");
+        goto out;
+    }
     if (!method_v) {
         if (id_ok && (json_object_get(msg, "result") || json_object_get(msg, "error"))) {
             kind = MCP_MSG_RESPONSE;

@@ -776,7 +776,8 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
     json_error_t jerr;
     /* Parsed once, here, as the protocol layer would (duplicate keys refused). */
-    json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len,
+                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!msg || !json_is_object(msg)) {
         json_decref(msg);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,

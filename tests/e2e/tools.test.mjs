@@ -194,6 +194,15 @@ test('a name that is not UTF-8, a broken exception, a broken stderr: the state s
   await c.close();
 });
 
+test('a NUL in the arguments is refused with the request\'s own id', async () => {
+  const c = await server();
+  await assert.rejects(c.callTool({ name: 'write_file', arguments: { path: 'n.txt', content: 'a\0b' } }),
+    /NUL character.*base64/);
+  const { sc } = await call(c, 'write_file', { path: 'n.txt', content: Buffer.from('a\0b').toString('base64'), encoding: 'base64' });
+  assert.equal(sc.size, 3, JSON.stringify(sc));
+  await c.close();
+});
+
 test('files lists what the run changed, not what write_file did before it', async () => {
   const c = await server();
   await run(c, '1');
