@@ -445,10 +445,23 @@ static json_t *iso_time(int64_t ms)
     return json_string(buf);
 }
 
+/* A text column as a JSON string. What is written is UTF-8, but a record an older build wrote
+ * may end in half a character: it is listed with '?' there rather than dropped. */
 static json_t *column_text(sqlite3_stmt *s, int col)
 {
     const unsigned char *t = sqlite3_column_text(s, col);
-    return t ? json_string((const char *)t) : json_null();
+    if (!t)
+        return json_null();
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+    json_t *j = json_stringn((const char *)t, n);
+    if (j)
+        return j;
+    char *copy = xmalloc(n + 1);
+    memcpy(copy, t, n + 1);
+    utf8_scrub(copy, n);
+    j = json_stringn(copy, n);
+    free(copy);
+    return j ? j : json_string("");
 }
 
 int history_list(struct history *h, const char *sandbox_id, unsigned last_n, json_t **records,

@@ -311,6 +311,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         if (err_text) {
             snprintf(err_line, sizeof(err_line), "%s: %s",
                      json_string_value(json_object_get(error, "type")), err_text);
+            utf8_scrub(err_line, strlen(err_line)); /* the cut may split a character */
             err_text = err_line;
         }
         struct history_record rec = {

@@ -214,6 +214,21 @@ test('files lists what the run changed, not what write_file did before it', asyn
   await c.close();
 });
 
+test('history keeps a record whose long error message is not ASCII', async () => {
+  const c = await server();
+  const { sc: made } = await call(c, 'create_sandbox', {});
+  const id = made.sandbox_id;
+  await run(c, "raise ValueError('a' + 'é' * 600)", { sandbox_id: id });
+  await run(c, "raise ValueError('é' * 600)", { sandbox_id: id });
+  await run(c, "print('ok')", { sandbox_id: id });
+  const { sc } = await call(c, 'get_execution_history', { sandbox_id: id });
+  assert.equal(sc.total, 3);
+  assert.equal(sc.records.length, 3, JSON.stringify(sc));
+  for (const e of sc.records.slice(0, 2))
+    assert.match(e.error, /^ValueError: a?é+/);
+  await c.close();
+});
+
 test('exceptions come back as type, message and a traceback of the user code only', async () => {
   const c = await server();
   const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
