@@ -392,6 +392,9 @@ static void restart_driver(struct sandbox *sb)
     req_clear(sb);
     discard_pending(sb->req_rfd);
     sb->channel_poisoned = false;
+    if (!sb->reset_restart)
+        sb->restarts_total++;
+    sb->reset_restart = false;
     if (++sb->restarts > MAX_QUICK_DEATHS) {
         mark_broken(sb, "the Python interpreter keeps dying at startup");
         return;
@@ -976,6 +979,8 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
     sb->restarts = 0;
     if (jail_workload_kill(sb->jail) < 0)
         return sbx_fail(err, EIO, "could not stop the interpreter");
+    sb->restarts_total = 0;
+    sb->reset_restart = true;
     sb->state = SBX_RESTARTING;
     return 0;
 }

@@ -110,7 +110,9 @@ struct sandbox {
     struct channel_decoder dec;
     uint64_t next_seq;
     uint64_t executions;
-    unsigned restarts;
+    unsigned restarts;       /* quick deaths in a row: too many mark the sandbox broken */
+    uint64_t restarts_total; /* interpreter restarts since creation or reset, as reported */
+    bool reset_restart;      /* the next restart is a reset's, not a death's */
     bool pooled;
     bool is_default; /* the owner's default sandbox */
     bool closing;

@@ -535,7 +535,7 @@ static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data
                            (double)(now_ns() - sb->created_ns) / 1e9, "limits",
                            sandbox_limits_json(sb->profile), "usage", usage, "interpreter", "alive",
                            alive, "executions", (json_int_t)sb->executions, "restarts",
-                           (json_int_t)sb->restarts, "installed_packages", sb->packages,
+                           (json_int_t)sb->restarts_total, "installed_packages", sb->packages,
                            "isolation", layers_json(sb), "queued", (json_int_t)sb->queue_len);
     json_object_set_new(sc, "network", network_json(sb));
     if (sb->state == SBX_BROKEN)

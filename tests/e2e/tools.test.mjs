@@ -271,6 +271,13 @@ test('code that ignores the interrupt is killed; the interpreter restarts, files
   assert.equal(gone.sc.error.type, 'NameError');
   const file = await run(c, "open('/workspace/keep.txt').read()");
   assert.equal(file.sc.result, "'still here'");
+  // The status counts the restart (it once showed 0 whatever happened); a reset starts over.
+  let st = await call(c, 'get_sandbox_status', {});
+  assert.equal(st.sc.interpreter.restarts, 1, JSON.stringify(st.sc.interpreter));
+  await call(c, 'reset_sandbox', {});
+  await run(c, '1');
+  st = await call(c, 'get_sandbox_status', {});
+  assert.equal(st.sc.interpreter.restarts, 0, JSON.stringify(st.sc.interpreter));
   await c.close();
 });
 
