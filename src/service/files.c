@@ -36,10 +36,16 @@ int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, ui
 /* One component we create or walk ourselves: no symlink at all. */
 #define STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
-static int open_fail(struct sbx_err *err, int e, const char *canon)
+/* strict: the open followed no symlink at all (a write, or the walk to its directory). */
+static int open_fail(struct sbx_err *err, int e, const char *canon, bool strict)
 {
     if (e == ENOSYS)
         return sbx_fail(err, e, "file access needs openat2 (Linux 5.6 or later)");
+    if (strict && e == ELOOP)
+        return sbx_fail(err, ENOENT,
+                        "%s: refused: a symbolic link is on the path, and files are written "
+                        "only through real directories",
+                        canon);
     if (e == ELOOP || e == EXDEV)
         return sbx_fail(err, ENOENT,
                         "%s: refused: the path goes through a link that leaves the sandbox "
@@ -108,11 +114,46 @@ static int open_area(int root_fd, const char *canon, const char **rest, struct s
         int fd = files_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
                                STRICT & ~RESOLVE_NO_XDEV);
         if (fd < 0)
-            return open_fail(err, errno, areas[i].prefix);
+            return open_fail(err, errno, areas[i].prefix, true);
         *rest = canon[pl] ? canon + pl + 1 : ".";
         return fd;
     }
     return sbx_fail(err, EACCES, "%s is outside the sandbox's files", canon);
+}
+
+/* Whether dev is the device of an area's own mount. */
+static bool on_an_area(int root_fd, dev_t dev)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
+        struct stat st;
+        if (fstatat(root_fd, areas[i].below_root, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_dev == dev)
+            return true;
+    }
+    return false;
+}
+
+/* A read through an absolute link ("data.csv -> /workspace/in/data.csv", as `ln -s` makes
+ * them) found nothing rooted in the area. Resolved once more as the sandbox sees the path,
+ * from its root, it may open only what lies on an area's own mount: found as a bare O_PATH
+ * (no device or fifo is opened for real before the check), then opened again. */
+static int open_as_seen_inside(int root_fd, const char *canon, int flags)
+{
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))
+        return -1;
+    int path = files_openat2(root_fd, canon + 1, O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY)), 0,
+                             RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+    if (path < 0)
+        return -1;
+    struct stat st;
+    int fd = -1;
+    if (fstat(path, &st) == 0 && on_an_area(root_fd, st.st_dev)) {
+        char self[64];
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", path);
+        fd = (flags & O_PATH) ? dup(path) : open(self, flags | O_CLOEXEC);
+    }
+    close(path);
+    return fd;
 }
 
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
@@ -124,8 +165,10 @@ int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
     int fd = files_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
     int e = errno;
     close(area);
+    if (fd < 0 && e == ENOENT)
+        fd = open_as_seen_inside(root_fd, canon, flags);
     if (fd < 0)
-        return open_fail(err, e, canon);
+        return open_fail(err, e, canon, false);
     return fd;
 }
 
@@ -224,7 +267,7 @@ static int open_parent(int root_fd, const char *canon, bool create, char *base, 
         int e = errno;
         close(cur);
         if (next < 0)
-            return open_fail(err, e, canon);
+            return open_fail(err, e, canon, true);
         cur = next;
     }
     return cur;
@@ -259,7 +302,7 @@ static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid, 
     int fd = files_openat2(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0644,
                            STRICT);
     if (fd < 0)
-        return open_fail(err, errno, canon);
+        return open_fail(err, errno, canon, true);
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);

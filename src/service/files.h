@@ -4,7 +4,9 @@
  * Every path is resolved from the sandbox's root fd with openat2: first the area (/workspace or
  * /tmp, the only trees the tools touch), then the rest with RESOLVE_IN_ROOT, so a symlink made
  * by sandbox code ("x -> /etc/shadow", "x -> /proc/1/root") resolves inside the area or fails.
- * Magic links and mount crossings are refused; writes never follow a final symlink. */
+ * Magic links and mount crossings are refused; writes follow no symlink at all. A read that
+ * found nothing is tried once more as the sandbox sees the path (an absolute link into the
+ * area), and succeeds only if the file lies on an area's own mount. */
 #ifndef SBX_FILES_H
 #define SBX_FILES_H
 

@@ -470,6 +470,38 @@ test('symlink tricks reveal nothing from the host', async () => {
   await c.close();
 });
 
+test('links inside the sandbox\'s files read as the sandbox sees them; nothing else does', async () => {
+  const c = await server();
+  const { sc } = await run(c, [
+    'import os',
+    "os.makedirs('/workspace/d/e')",
+    "open('/workspace/d/e/f.txt', 'w').write('inside')",
+    "open('/tmp/t.txt', 'w').write('in tmp')",
+    "os.symlink('/workspace/d/e/f.txt', '/workspace/abs')",
+    "os.symlink('/workspace/d', '/workspace/absdir')",
+    "os.symlink('/tmp/t.txt', '/workspace/totmp')",
+    "os.symlink('d/e/f.txt', '/workspace/rel')",
+    "os.symlink('/dev/zero', '/workspace/dev')",
+    "os.symlink('/proc/1/environ', '/workspace/env')",
+    "os.symlink('/etc/hostname', '/workspace/etc')",
+    "os.symlink('/dev/shm', '/workspace/shm')",
+    "open('/dev/shm/s', 'w').write('shm')",
+  ].join('\n'));
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  // Absolute links once resolved inside the area, to /workspace/workspace/...: not found.
+  for (const [path, want] of [['abs', 'inside'], ['absdir/e/f.txt', 'inside'], ['totmp', 'in tmp'], ['rel', 'inside']]) {
+    const r = await call(c, 'read_file', { path });
+    assert.equal(r.sc.content, want, `${path}: ${r.text}`);
+  }
+  // Whatever lies off the sandbox's two file areas stays out of reach.
+  for (const path of ['dev', 'env', 'etc', 'shm/s'])
+    await refused(c, 'read_file', { path });
+  // Writes follow no link, and say so.
+  const t = await refused(c, 'write_file', { path: 'absdir/new.txt', content: 'x' });
+  assert.match(t, /symbolic link is on the path/);
+  await c.close();
+});
+
 test('write_file, read_file and list_files: text, base64, parents, offsets and errors', async () => {
   const c = await server();
   let { sc } = await call(c, 'write_file', { path: 'dir/sub/a.txt', content: 'hello\nworld\n' });
