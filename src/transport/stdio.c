@@ -1,5 +1,7 @@
 /* MCP over stdio: one JSON-RPC message per line. A line over the size cap is answered with an
- * error and skipped up to its newline without being buffered, so the stream stays in sync. */
+ * error and skipped up to its newline without being buffered, so the stream stays in sync; its
+ * id is read from the line's two ends (where clients put it), so that the client hears about
+ * its own request instead of waiting for it. */
 #include "stdio.h"
 
 #include "log.h"
@@ -8,7 +10,10 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <regex.h>
 #include <string.h>
+
+#define END_KEEP 256 /* bytes kept of each end of an oversized line */
 
 struct stdio_transport {
     struct ev_loop *loop;
@@ -20,6 +25,8 @@ struct stdio_transport {
     size_t len, cap, max;
     bool discarding; /* inside an oversized line */
     size_t discarded;
+    char head[END_KEEP + 1], tail[END_KEEP + 1]; /* its first and last bytes */
+    size_t head_len, tail_len;
 };
 
 static void stdio_send(void *ctx, json_t *msg, const json_t *related)
@@ -34,6 +41,60 @@ static void stdio_send(void *ctx, json_t *msg, const json_t *related)
     if (write_all(t->out_fd, line, n + 1) < 0)
         log_warn("stdout write failed; the client went away");
     free(line);
+}
+
+static void keep_head(struct stdio_transport *t, const char *p, size_t n)
+{
+    size_t take = n < END_KEEP - t->head_len ? n : END_KEEP - t->head_len;
+    memcpy(t->head + t->head_len, p, take);
+    t->head_len += take;
+}
+
+static void keep_tail(struct stdio_transport *t, const char *p, size_t n)
+{
+    if (n >= END_KEEP) {
+        memcpy(t->tail, p + n - END_KEEP, END_KEEP);
+        t->tail_len = END_KEEP;
+        return;
+    }
+    size_t keep = t->tail_len + n > END_KEEP ? END_KEEP - n : t->tail_len;
+    memmove(t->tail, t->tail + t->tail_len - keep, keep);
+    memcpy(t->tail + keep, p, n);
+    t->tail_len = keep + n;
+}
+
+/* The id of an oversized request, if one end of it shows the top-level "id": first after the
+ * opening brace (or after "jsonrpc"), or last before the closing one. A nested "id" is never
+ * directly after the opening brace nor directly before the closing one, and inside a string
+ * every quote is escaped. */
+static json_t *oversized_id(struct stdio_transport *t)
+{
+    static regex_t first, last;
+    static int ready; /* 1 compiled, -1 failed */
+#define ID_VALUE "[[:space:]]*\"id\"[[:space:]]*:[[:space:]]*(-?[0-9]+|\"[^\"\\]*\")"
+    if (!ready)
+        ready = regcomp(&first,
+                        "^[[:space:]]*\\{[[:space:]]*(\"jsonrpc\"[[:space:]]*:[[:space:]]*"
+                        "\"2\\.0\"[[:space:]]*,)?" ID_VALUE "[[:space:]]*[,}]",
+                        REG_EXTENDED) == 0 &&
+                        regcomp(&last, "[,{]" ID_VALUE "[[:space:]]*\\}[[:space:]]*$",
+                                REG_EXTENDED) == 0
+                    ? 1
+                    : -1;
+#undef ID_VALUE
+    if (ready < 0)
+        return NULL;
+    t->head[t->head_len] = '\0';
+    t->tail[t->tail_len] = '\0';
+    regmatch_t m[3];
+    const char *text = NULL;
+    if (regexec(&first, t->head, 3, m, 0) == 0)
+        text = t->head;
+    else if (regexec(&last, t->tail, 2, m, 0) == 0)
+        text = t->tail, m[2] = m[1];
+    if (!text || m[2].rm_so < 0)
+        return NULL;
+    return json_loadb(text + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so), JSON_DECODE_ANY, NULL);
 }
 
 static void handle_line(struct stdio_transport *t, const char *line, size_t len)
@@ -68,9 +129,15 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         size_t seg = (size_t)((nl ? nl : end) - p);
         if (t->discarding) {
             t->discarded += seg;
+            keep_tail(t, p, seg);
         } else if (t->len + seg > t->max) {
             t->discarding = true;
             t->discarded = t->len + seg;
+            t->head_len = t->tail_len = 0;
+            keep_head(t, t->buf, t->len);
+            keep_head(t, p, seg);
+            keep_tail(t, t->buf, t->len);
+            keep_tail(t, p, seg);
             t->len = 0;
         } else {
             if (t->len + seg > t->cap) {
@@ -84,9 +151,10 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (!nl)
             break;
         if (t->discarding) {
-            /* Hand the protocol layer only the size: it answers the over-limit error. */
-            json_t *m = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error",
-                                  "code", -32600, "message", "message exceeds the size limit");
+            json_t *id = oversized_id(t);
+            json_t *m =
+                json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                          "error", "code", -32600, "message", "message exceeds the size limit");
             json_object_set_new(json_object_get(m, "error"), "data",
                                 json_pack("{s:I, s:I}", "bytes", (json_int_t)t->discarded, "limit",
                                           (json_int_t)t->max));

@@ -102,6 +102,15 @@ test('raw: a message over the size cap is refused and the stream stays in sync',
   s.send('{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":"' + 'x'.repeat(100000) + '"}}\n');
   const err = await s.waitFor((m) => m.error && /size limit/.test(m.error.message));
   assert.equal(err.error.code, -32600);
+  // The answer carries the request's id, so the client is not left waiting: first or last
+  // (the TypeScript SDK writes it last). A nested "id" is not taken for it.
+  assert.equal(err.id, 2);
+  s.send('{"method":"ping","params":{"pad":"' + 'x'.repeat(100000) + '"},"jsonrpc":"2.0","id":"late-4"}\n');
+  const late = await s.waitFor((m) => m.error && m.id === 'late-4');
+  assert.match(late.error.message, /size limit/);
+  s.send('{"method":"ping","params":{"id":7,"pad":"' + 'x'.repeat(100000) + '","q":{"id":8}}}\n');
+  const nested = await s.waitFor((m) => m.error && /size limit/.test(m.error.message) && m !== err && m !== late);
+  assert.equal(nested.id, null);
   s.send('{"jsonrpc":"2.0","id":3,"method":"ping"}\n');
   assert.deepEqual((await s.waitFor((m) => m.id === 3)).result, {});
   s.child.stdin.end();
