@@ -355,7 +355,7 @@ static json_t *check_structured(const struct mcp_call *c, json_t *result)
         json_object_set_new(result, "content", content);
     }
     if (json_array_size(content) == 0) {
-        char *text = json_dumps(sc, JSON_COMPACT);
+        char *text = json_dumps(sc, MCP_JSON_FLAGS);
         if (text)
             json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
         free(text);

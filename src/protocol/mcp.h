@@ -11,6 +11,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* How messages, and the JSON text in results, are written: compact, and numbers with 15
+ * significant digits, as many as a double keeps of any decimal, so that 1.14 goes out as 1.14
+ * rather than 1.1399999999999999. */
+#define MCP_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
 struct ev_loop;
 struct mcp_server;
 struct mcp_session;

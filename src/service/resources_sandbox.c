@@ -121,7 +121,7 @@ static int read_history_resource(const char *uri, void *data, json_t **contents,
                             json_object_get(info, "session_start"), "installed_packages",
                             sandbox_info_packages(info), "records", records);
     json_decref(info);
-    char *text = json_dumps(doc, JSON_INDENT(2));
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
     json_decref(doc);
     *contents = json_pack("[{s:s, s:s, s:s}]", "uri", uri, "mimeType", "application/json", "text",
                           text ? text : "{}");

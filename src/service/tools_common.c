@@ -44,7 +44,7 @@ json_t *tool_string_lossy(char *buf, size_t len)
 
 void tool_finish(struct mcp_call *call, const char *text, json_t *sc)
 {
-    char *dumped = text ? NULL : json_dumps(sc, JSON_INDENT(1) | JSON_COMPACT);
+    char *dumped = text ? NULL : json_dumps(sc, JSON_INDENT(1) | MCP_JSON_FLAGS);
     mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
                                     text     ? text
                                     : dumped ? dumped

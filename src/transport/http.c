@@ -441,7 +441,7 @@ static struct sse_stream *stream_new(struct http_session *s, const json_t *reque
 static void session_send(void *ctx, json_t *msg, const json_t *related_id)
 {
     struct http_session *s = ctx;
-    char *text = json_dumps(msg, JSON_COMPACT);
+    char *text = json_dumps(msg, MCP_JSON_FLAGS);
     if (!text)
         return;
     struct sse_stream *target = NULL;
@@ -480,10 +480,10 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
             /* REST answers are the tool result itself; progress and logs have no place. */
             if (is_response) {
                 json_t *body = json_object_get(msg, "result");
-                char *out =
-                    body ? json_dumps(body, JSON_COMPACT)
-                         : json_dumps(json_pack("{s:O}", "error", json_object_get(msg, "error")),
-                                      JSON_COMPACT);
+                json_t *err =
+                    body ? NULL : json_pack("{s:O}", "error", json_object_get(msg, "error"));
+                char *out = json_dumps(body ? body : err, MCP_JSON_FLAGS);
+                json_decref(err);
                 stream_append(target, out, strlen(out));
                 free(out);
                 target->done = true;

@@ -33,7 +33,7 @@ static void stdio_send(void *ctx, json_t *msg, const json_t *related)
 {
     (void)related;
     struct stdio_transport *t = ctx;
-    char *line = json_dumps(msg, JSON_COMPACT);
+    char *line = json_dumps(msg, MCP_JSON_FLAGS);
     if (!line)
         return;
     size_t n = strlen(line);

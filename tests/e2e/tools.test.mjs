@@ -90,6 +90,9 @@ test('cpu_ms is the CPU time of the run in fine steps: code, its threads, its co
   let { sc } = await run(c, 'x = 1');
   // Ticks of 10 ms would make this 0 (or 10): the cgroup counts ns, getrusage (rootless) µs.
   assert.ok(sc.cpu_ms > 0 && sc.cpu_ms < 5, `x = 1 used ${sc.cpu_ms} ms`);
+  // Numbers are written with 15 significant digits: 1.139666, not 1.1396660000000001.
+  const { text } = await call(c, 'get_sandbox_status', {});
+  assert.doesNotMatch(text, /\d\.\d{13,}/, text);
   const spin = 'import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass';
   ({ sc } = await run(c, spin));
   assert.ok(sc.cpu_ms >= 190 && sc.cpu_ms < 1000, `a 0.2 s spin used ${sc.cpu_ms} ms`);
