@@ -90,6 +90,8 @@ static const struct key_def global_keys[] = {
     G("http.max_connections", KT_U32, http_max_connections, 1, 1000000),
     G("http.max_sessions", KT_U32, http_max_sessions, 1, 1000000),
     G("http.session_idle_s", KT_U32, http_session_idle_s, 1, 31536000),
+    G("http.request_timeout_s", KT_U32, http_request_timeout_s, 1, 3600),
+    G("http.keepalive_s", KT_U32, http_keepalive_s, 1, 3600),
 };
 
 static const struct key_def profile_keys[] = {
@@ -200,6 +202,8 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->http_max_connections = 1024;
     cfg->http_max_sessions = 256;
     cfg->http_session_idle_s = 3600;
+    cfg->http_request_timeout_s = 30;
+    cfg->http_keepalive_s = 15;
     cfg->jwt_principal_claim = xstrdup("sub");
     cfg->jwt_leeway_s = 60;
     cfg->jwt_jwks_reload_s = 5;

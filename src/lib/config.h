@@ -111,6 +111,8 @@ struct sbx_config {
     uint32_t http_max_connections;
     uint32_t http_max_sessions;
     uint32_t http_session_idle_s;
+    uint32_t http_request_timeout_s; /* for a request's headers; its body gets 4 times that */
+    uint32_t http_keepalive_s;       /* a comment on an SSE stream with nothing to send */
 
     /* [profiles.NAME] */
     struct sbx_profile profiles[SBX_MAX_PROFILES];

@@ -838,7 +838,11 @@ static void on_cancelled(struct mcp_session *s, json_t *params)
     for (struct mcp_call *c = s->calls; c; c = c->next) {
         if (json_equal(c->id, rid)) {
             log_emit(LOG_LVL_DEBUG, "request cancelled by the client", "owner", s->owner, NULL);
+            json_t *id = json_incref(c->id);
             call_cancel(c); /* no response is sent for a cancelled request */
+            if (s->ops.end_request)
+                s->ops.end_request(s->ctx, id);
+            json_decref(id);
             return;
         }
     }

@@ -32,6 +32,8 @@ struct mcp_transport_ops {
     /* Optional: end the stream carrying request related_id now; the client resumes the rest
      * (HTTP: a GET with Last-Event-ID). NULL where a transport has no such streams. */
     void (*close_stream)(void *transport_ctx, const json_t *related_id);
+    /* Optional: request related_id ended without a response (the client cancelled it). */
+    void (*end_request)(void *transport_ctx, const json_t *related_id);
 };
 
 struct mcp_server_opts {

@@ -5,6 +5,7 @@
 #include "http.h"
 
 #include "http_auth.h"
+#include "http_conns.h"
 #include "http_jwks.h"
 #include "http_jwt.h"
 #include "http_links.h"
@@ -20,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,7 +38,7 @@
 #define REPLAY_BYTES   (512u << 10) /* per session: bounds memory with many sessions */
 #define RECONNECT_MS   500          /* the SSE retry field: a client's wait before it resumes */
 #define SWEEP_MS       5000
-#define CONN_TIMEOUT_S 30 /* an idle or dribbling connection is dropped after this */
+#define CONN_TIMEOUT_S 30 /* an idle connection is dropped after this (a dribbling one: conns) */
 #define HEADER_MEMORY  (64u << 10)
 /* A POST whose answer is not ready waits without a byte sent, so that a quick answer goes out
  * as one JSON body (one write, nothing to number or replay); if the call is still running
@@ -61,7 +63,8 @@ struct sse_stream {
     bool queued;    /* its HTTP response exists (conn NULL after that means the client left) */
     bool detached;  /* closed by the server mid-call: later events wait in the replay buffer */
     bool waiting;   /* a POST parked in the access handler, no response queued yet */
-    uint64_t priming_seq; /* a POST stream's first, empty event: a resume point from the start */
+    uint64_t priming_seq;  /* a POST stream's first, empty event: a resume point from the start */
+    uint64_t last_sent_ms; /* when the reader last handed bytes to the client */
     struct ev_timer *sse_timer; /* while waiting: when the answer turns into a stream */
     struct sse_stream *next;
 };
@@ -98,6 +101,7 @@ struct http_transport {
     uint16_t port;
     struct http_session *sessions;
     size_t n_sessions;
+    struct http_conns conns;
     size_t peak_sessions; /* since the last heap trim */
     bool stopping;
     struct sandbox_service *svc; /* for file downloads; NULL until attached */
@@ -531,8 +535,27 @@ static void session_close_stream(void *ctx, const json_t *related_id)
         }
 }
 
-static const struct mcp_transport_ops session_ops = {.send = session_send,
-                                                     .close_stream = session_close_stream};
+/* A request that ended without a response (cancelled): its POST ends too, or the client
+ * would wait on it for ever. */
+static void session_end_request(void *ctx, const json_t *related_id)
+{
+    struct http_session *s = ctx;
+    if (s->legacy)
+        return;
+    for (struct sse_stream *st = s->streams; st; st = st->next)
+        if (st->request_id && !st->done && st != s->get_stream &&
+            json_equal(st->request_id, related_id)) {
+            stream_to_sse(st); /* a parked POST answers with an empty stream */
+            st->done = true;
+            stream_wake(st);
+            if (!st->conn && !st->waiting)
+                stream_free(st); /* its client left already */
+            return;
+        }
+}
+
+static const struct mcp_transport_ops session_ops = {
+    .send = session_send, .close_stream = session_close_stream, .end_request = session_end_request};
 
 static struct http_session *session_new(struct http_transport *t, const char *principal)
 {
@@ -619,6 +642,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         st->off += n;
         if (st->off == st->len)
             st->off = st->len = 0;
+        st->last_sent_ms = now_ms();
         return (ssize_t)n;
     }
     if (st->done || st->detached)
@@ -658,6 +682,7 @@ static enum MHD_Result reply_stream(struct http_transport *t, struct MHD_Connect
     if (!r)
         return MHD_NO;
     st->conn = c;
+    st->last_sent_ms = now_ms();
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     if (session_id)
@@ -777,14 +802,29 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     json_error_t jerr;
     /* Parsed once, here, as the protocol layer would (duplicate keys refused). */
     json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len,
-                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (!msg || !json_is_object(msg)) {
-        json_decref(msg);
+                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    if (!msg)
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,
                       "parse error: the body must be one JSON-RPC message (an object)");
-    }
+    /* A message the protocol layer could only answer with id null is refused here, with a
+     * status: its error would otherwise go to the GET stream, or nowhere, and the POST of a
+     * request with an unusable id would wait for ever. */
     const char *method = json_string_value(json_object_get(msg, "method"));
     const json_t *id = json_object_get(msg, "id");
+    const char *shape = NULL;
+    if (!json_is_object(msg))
+        shape = json_is_array(msg) ? "batches are not supported (removed in 2025-06-18)"
+                                   : "a JSON-RPC message must be an object";
+    else if (id && !json_is_string(id) && !json_is_integer(id))
+        shape = "id must be a string or an integer";
+    else if (json_object_get(msg, "method") && !method)
+        shape = "method must be a string";
+    else if (!method && !(id && (json_object_get(msg, "result") || json_object_get(msg, "error"))))
+        shape = "a message needs a method, or an id with a result or error";
+    if (shape) {
+        json_decref(msg);
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600, shape);
+    }
     bool is_request = method && id;
     bool is_init = is_request && strcmp(method, "initialize") == 0;
     struct http_session *s = NULL;
@@ -1447,6 +1487,41 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     return refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "method not allowed");
 }
 
+/* The deadline record of a connection (see http_conns.h). */
+static struct http_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct http_transport *t = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? http_conn_add(&t->conns, ci->connect_fd, now_ms()) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_conn_remove(&t->conns, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* libmicrohttpd's own messages (a client gone mid-response, mostly) become log lines like
+ * every other, at debug level, instead of raw text on stderr. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    log_emit(LOG_LVL_DEBUG, "libmicrohttpd", "message", msg, NULL);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -1455,6 +1530,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct http_transport *t = cls;
     struct request *rq = *con_cls;
     if (!rq) {
+        http_conn_headers_done(&t->conns, conn_of(c), now_ms());
         rq = *con_cls = xcalloc(1, sizeof(struct request));
         /* A declared length over the cap is known now: nothing of that body is kept. */
         const char *declared =
@@ -1489,15 +1565,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    http_conn_body_done(conn_of(c));
     return route(t, c, url, method, rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
+    struct http_transport *t = cls;
     (void)toe;
+    http_conn_request_done(&t->conns, conn_of(c), now_ms());
     struct request *rq = *con_cls;
     if (rq) {
         if (rq->parked) { /* MHD let go of a parked POST (the daemon stops) */
@@ -1521,12 +1598,27 @@ static void on_sweep(struct ev_loop *loop, void *data)
 {
     struct http_transport *t = data;
     uint64_t now = now_ms();
+    size_t dropped = http_conns_expire(&t->conns, now);
+    if (dropped) {
+        char n[24];
+        snprintf(n, sizeof(n), "%zu", dropped);
+        log_emit(LOG_LVL_INFO, "http connections dropped: a request came in too slowly",
+                 "connections", n, NULL);
+    }
     struct http_session *s = t->sessions;
     while (s) {
         struct http_session *next = s->next;
         bool streaming = false;
-        for (struct sse_stream *st = s->streams; st; st = st->next)
+        for (struct sse_stream *st = s->streams; st; st = st->next) {
             streaming |= st->conn != NULL;
+            /* A stream with nothing to say gets a comment (http.keepalive_s): the write is how
+             * a client that left is found, a parked connection being polled by nobody. */
+            if (st->conn && st->suspended && !st->waiting && !st->json_only &&
+                now - st->last_sent_ms >= (uint64_t)t->cfg->http_keepalive_s * 1000) {
+                stream_append(st, ":\n\n", 3);
+                stream_wake(st);
+            }
+        }
         if (!streaming && !s->rest &&
             now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
             log_emit(LOG_LVL_INFO, "http session expired", "limit", "http.session_idle_s", NULL);
@@ -1591,6 +1683,8 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     t->loop = loop;
     t->srv = srv;
     t->cfg = cfg;
+    t->conns.headers_ms = (uint64_t)cfg->http_request_timeout_s * 1000;
+    t->conns.body_ms = 4 * t->conns.headers_ms;
     t->kick = (struct ev_task){.cb = on_kick, .data = t};
     struct sockaddr_storage ss;
     socklen_t sl = 0;
@@ -1610,11 +1704,13 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    t->d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, t, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->http_max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)HEADER_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, t, MHD_OPTION_END);
+    t->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, t, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)cfg->http_max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            (size_t)HEADER_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, t,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, t,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, t, MHD_OPTION_END);
     if (!t->d) {
         sbx_fail_errno(err, errno ? errno : EADDRINUSE, "--http %s: cannot listen", listen);
         goto fail;
@@ -1668,6 +1764,8 @@ void http_transport_stop(struct http_transport *t)
         MHD_run(t->d);
         MHD_stop_daemon(t->d);
     }
+    while (t->conns.head) /* each closed connection removed its own; none should be left */
+        http_conn_remove(&t->conns, t->conns.head);
     ev_unwatch(t->w);
     if (t->timer)
         ev_timer_cancel(t->timer);

@@ -220,6 +220,80 @@ test('a slowloris client and 1,000 dropped connections do not stop others', asyn
   await client.close();
 });
 
+test('a request dribbled in past http.request_timeout_s is cut; a steady one is not', async () => {
+  const cfg = join(dir, 'deadline.toml');
+  writeFileSync(cfg, '[http]\nrequest_timeout_s = 1\n');
+  const { url, port } = await start(['--config', cfg]);
+  // Headers a byte at a time: idle never, done never. libmicrohttpd's timeout alone let such a
+  // connection live for ever, and a thousand of them took the server.
+  const slow = net.connect(port, '127.0.0.1');
+  const ended = new Promise((res) => slow.on('close', res));
+  slow.on('error', () => {});
+  slow.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+  const dribble = setInterval(() => slow.write('X'), 200);
+  const t0 = Date.now();
+  await ended;
+  clearInterval(dribble);
+  assert.ok(Date.now() - t0 < 9000, `cut after ${Date.now() - t0} ms`);
+  // A call that takes longer than the deadline once its request is in is not cut.
+  const sid = await session(url);
+  const r = await post(url, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 2500 } } }, { 'Mcp-Session-Id': sid });
+  assert.match(await r.text(), /"id":9,"result"/);
+});
+
+test('a cancelled call ends its POST; an id that cannot be answered is a 400, not a hang', async () => {
+  const { url } = await start();
+  const sid = await session(url);
+  const h = { 'Mcp-Session-Id': sid };
+  const call = post(url, { jsonrpc: '2.0', id: 'call1', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 20000 } } }, h);
+  await new Promise((res) => setTimeout(res, 500));
+  const n = await post(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'call1' } }, h);
+  assert.equal(n.status, 202);
+  const t0 = Date.now();
+  const r = await call;
+  const body = await r.text();
+  assert.ok(Date.now() - t0 < 5000, `the POST ended ${Date.now() - t0} ms after the cancel`);
+  assert.doesNotMatch(body, /"result"/);
+  for (const [msg, why] of [
+    [{ jsonrpc: '2.0', id: { a: 1 }, method: 'ping' }, /id must be a string or an integer/],
+    [{ jsonrpc: '2.0', id: 1.5, method: 'ping' }, /id must be a string or an integer/],
+    [{ jsonrpc: '2.0', id: 7, method: 5 }, /method must be a string/],
+    [{ jsonrpc: '2.0', id: 8 }, /needs a method/],
+    [[{ jsonrpc: '2.0', id: 2, method: 'ping' }], /batches/],
+    [42, /must be an object/],
+  ]) {
+    const bad = await post(url, msg, h, { signal: AbortSignal.timeout(5000) });
+    assert.equal(bad.status, 400, JSON.stringify(msg));
+    const e = (await bad.json()).error;
+    assert.equal(e.code, -32600);
+    assert.match(e.message, why);
+  }
+});
+
+test('an idle SSE stream gets keep-alive comments; a client that left is found and its session expires', async () => {
+  const cfg = join(dir, 'keepalive.toml');
+  writeFileSync(cfg, '[http]\nkeepalive_s = 1\nsession_idle_s = 1\n');
+  const { url, port } = await start(['--config', cfg]);
+  const sessions = async () => Number((await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())
+    .match(/^mcp_http_sessions (\d+)/m)[1]);
+  const sid = await session(url);
+  // The standalone GET stream, read raw; then the client vanishes without a DELETE, as an SDK
+  // client that is closed without terminateSession does.
+  const sock = net.connect(port, '127.0.0.1');
+  sock.write(`GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\n\r\n`);
+  let got = '';
+  const comment = new Promise((res) => sock.on('data', (d) => { got += d; if (/\r\n:\n\n|\n:\n\n/.test(got)) res(); }));
+  await Promise.race([comment, new Promise((_, rej) => setTimeout(() => rej(new Error(`no keep-alive: ${got}`)), 12000))]);
+  assert.equal(await sessions(), 1);
+  sock.destroy();
+  // Parked with nothing to send, the stream was polled by nobody: the session lived for ever.
+  const t0 = Date.now();
+  while (await sessions() !== 0) {
+    assert.ok(Date.now() - t0 < 30000, 'the session of a client that left never expired');
+    await new Promise((res) => setTimeout(res, 500));
+  }
+});
+
 test('a client that disconnects mid-stream does not cancel its execution', async () => {
   const { url } = await start();
   const sid = await session(url);
