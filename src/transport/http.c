@@ -1487,6 +1487,44 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     return refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "method not allowed");
 }
 
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    (void)value;
+    unsigned *n = cls;
+    n[0] += strcasecmp(key, "Content-Length") == 0;
+    n[1] += strcasecmp(key, "Transfer-Encoding") == 0;
+    n[2] += strcasecmp(key, "Host") == 0;
+    return MHD_YES;
+}
+
+/* Framing that another reader of the stream (a proxy in front) could take differently: two
+ * lengths, a length beside a transfer coding, two Hosts (RFC 9112 6.3, 3.2). libmicrohttpd
+ * takes the first length and reads the rest of the body as the next request. */
+static bool ambiguous_framing(struct MHD_Connection *c)
+{
+    unsigned n[3] = {0, 0, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, n);
+    return n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1;
+}
+
+/* Refused, and the connection closed after the answer: nothing after these headers is read
+ * as a request of its own. */
+static enum MHD_Result refuse_and_close(struct http_transport *t, struct MHD_Connection *c)
+{
+    static const char body[] = "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
+                               "\"ambiguous request framing: two Content-Length, Transfer-Encoding "
+                               "or Host headers\"},\"id\":null}";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    return send_response(t, c, MHD_HTTP_BAD_REQUEST, r);
+}
+
 /* The deadline record of a connection (see http_conns.h). */
 static struct http_conn *conn_of(struct MHD_Connection *c)
 {
@@ -1532,6 +1570,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!rq) {
         http_conn_headers_done(&t->conns, conn_of(c), now_ms());
         rq = *con_cls = xcalloc(1, sizeof(struct request));
+        if (ambiguous_framing(c))
+            return refuse_and_close(t, c);
         /* A declared length over the cap is known now: nothing of that body is kept. */
         const char *declared =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);

@@ -294,6 +294,33 @@ test('an idle SSE stream gets keep-alive comments; a client that left is found a
   }
 });
 
+test('ambiguous framing (two lengths, two Hosts) is a 400 that closes the connection: nothing is smuggled', async () => {
+  const { port } = await start();
+  const raw = (text) => new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    sock.on('data', (d) => { got += d; });
+    sock.on('close', () => resolve(got));
+    sock.on('error', () => resolve(got));
+    sock.write(text);
+    setTimeout(() => sock.destroy(), 3000);
+  });
+  const inner = 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+  const body = '{"a":1}' + inner;
+  // The first length ended the body early, and the rest came back as a second request.
+  let got = await raw(`POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 7\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  assert.equal(got.match(/HTTP\/1\.1 /g).length, 1, got);
+  assert.match(got, /^HTTP\/1\.1 400 /);
+  assert.doesNotMatch(got, /mcp_sandboxes_active/);
+  got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n');
+  assert.match(got, /^HTTP\/1\.1 400 /);
+  got = await raw('POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
+  assert.match(got, /^HTTP\/1\.1 400 /);
+  // One of each is served as ever.
+  got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+  assert.match(got, /^HTTP\/1\.1 200 /);
+});
+
 test('a client that disconnects mid-stream does not cancel its execution', async () => {
   const { url } = await start();
   const sid = await session(url);
