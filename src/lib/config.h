@@ -110,6 +110,7 @@ struct sbx_config {
     uint64_t http_max_body_bytes;
     uint32_t http_max_connections;
     uint32_t http_max_sessions;
+    uint32_t http_max_sessions_per_principal; /* with tokens: sessions one principal may hold */
     uint32_t http_session_idle_s;
     uint32_t http_request_timeout_s; /* for a request's headers; its body gets 4 times that */
     uint32_t http_keepalive_s;       /* a comment on an SSE stream with nothing to send */

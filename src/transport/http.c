@@ -557,6 +557,22 @@ static void session_end_request(void *ctx, const json_t *related_id)
 static const struct mcp_transport_ops session_ops = {
     .send = session_send, .close_stream = session_close_stream, .end_request = session_end_request};
 
+/* Why no new session may open now, or NULL. A principal (a token's holder) may hold only
+ * http.max_sessions_per_principal of them, so that one tenant cannot lock the others out. */
+static const char *session_limit(const struct http_transport *t, const char *principal)
+{
+    if (t->n_sessions >= t->cfg->http_max_sessions)
+        return "limit reached: http.max_sessions sessions are open";
+    if (!principal)
+        return NULL;
+    uint32_t mine = 0;
+    for (const struct http_session *s = t->sessions; s; s = s->next)
+        mine += !s->rest && strcmp(s->owner, principal) == 0;
+    return mine >= t->cfg->http_max_sessions_per_principal
+               ? "limit reached: this principal holds http.max_sessions_per_principal sessions"
+               : NULL;
+}
+
 static struct http_session *session_new(struct http_transport *t, const char *principal)
 {
     struct http_session *s = xcalloc(1, sizeof(*s));
@@ -831,10 +847,10 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     unsigned status = 0;
     const char *why = NULL;
     if (is_init && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id")) {
-        if (t->n_sessions >= t->cfg->http_max_sessions) {
+        const char *full = session_limit(t, principal);
+        if (full) {
             json_decref(msg);
-            return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
-                          "limit reached: http.max_sessions sessions are open");
+            return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
         }
         s = session_new(t, principal);
     } else {
@@ -938,9 +954,9 @@ static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Co
                          "text/event-stream"))
         return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
                       "GET /sse opens an event stream: Accept must list text/event-stream");
-    if (t->n_sessions >= t->cfg->http_max_sessions)
-        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
-                      "limit reached: http.max_sessions sessions are open");
+    const char *full = session_limit(t, principal);
+    if (full)
+        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
     struct http_session *s = session_new(t, principal);
     if (!s)
         return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");

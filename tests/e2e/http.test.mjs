@@ -191,6 +191,22 @@ test('bearer tokens: 401 without or with a wrong token, never from the query str
   await bob.close();
 });
 
+test('one principal cannot take every session: http.max_sessions_per_principal', async () => {
+  const tokens = join(dir, 'tokens-cap');
+  writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
+  const cfg = join(dir, 'cap.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\nmax_sessions = 10\nmax_sessions_per_principal = 3\n`);
+  const { url } = await start(['--config', cfg]);
+  const alice = { Authorization: 'Bearer alice-secret-token' };
+  for (let i = 0; i < 3; i++)
+    await session(url, alice);
+  const r = await post(url, INIT, alice);
+  assert.equal(r.status, 503);
+  assert.match((await r.json()).error.message, /max_sessions_per_principal/);
+  // Before, alice's sessions counted against everyone's max_sessions alone.
+  await session(url, { Authorization: 'Bearer bob-secret-token' });
+});
+
 test('a non-loopback address without tokens is refused at startup', async () => {
   await assert.rejects(new Promise((resolve, reject) => {
     const child = track(spawn(BIN, ['serve', '--http', '0.0.0.0:0', '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] }));
