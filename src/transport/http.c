@@ -262,8 +262,6 @@ static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *
         MHD_add_response_header(r, "WWW-Authenticate", hdr);
         free(hdr);
     }
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, "Allow", "GET, POST, DELETE");
     return send_response(t, c, status, r);
 }
 
@@ -284,6 +282,24 @@ static enum MHD_Result refuse_why(struct http_transport *t, struct MHD_Connectio
     enum MHD_Result r = respond(t, c, status, "application/json", body, NULL, auth_error);
     free(body);
     return r;
+}
+
+/* A 405 whose Allow names the methods the resource does take (RFC 9110 15.5.6). */
+static enum MHD_Result refuse_method(struct http_transport *t, struct MHD_Connection *c,
+                                     const char *allow, const char *message)
+{
+    char *body = xasprintf("{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
+                           "\"%s\"},\"id\":null}",
+                           message);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Allow", allow);
+    return send_response(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
 
 /* An HTTP-level refusal with a JSON-RPC error body, as MCP clients expect. */
@@ -846,6 +862,7 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     struct http_session *s = NULL;
     unsigned status = 0;
     const char *why = NULL;
+    bool fresh = false;
     if (is_init && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id")) {
         const char *full = session_limit(t, principal);
         if (full) {
@@ -853,6 +870,7 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
             return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
         }
         s = session_new(t, principal);
+        fresh = true;
     } else {
         s = session_of(t, c, principal, &status, &why);
     }
@@ -871,6 +889,13 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     mcp_session_receive_json(s->mcp, msg, rq->len);
     json_decref(msg);
     rq->is_init = is_init;
+    if (fresh && st->done && !mcp_session_initialized(s->mcp)) {
+        /* A failed initialize leaves no session behind, and names none. */
+        rq->is_init = false;
+        enum MHD_Result r = answer_post(t, c, rq, st);
+        session_free(s);
+        return r;
+    }
     if (st->done || !st->json_only)
         return answer_post(t, c, rq, st);
     /* Still running: park the request; its handler runs again when the stream wakes. */
@@ -896,8 +921,8 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
 {
     if (!http_accept_has(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
                          "text/event-stream"))
-        return refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600,
-                      "GET /mcp opens an event stream: Accept must list text/event-stream");
+        return refuse_method(t, c, "GET, POST, DELETE",
+                             "GET /mcp opens an event stream: Accept must list text/event-stream");
     unsigned status = 0;
     const char *why = NULL;
     struct http_session *s = session_of(t, c, principal, &status, &why);
@@ -1484,23 +1509,21 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                               why ? why : "a bearer token is required", why);
     }
     if (rest_tool)
-        return strcmp(method, "POST") == 0
-                   ? handle_rest_call(t, c, rq, url + 14, principal)
-                   : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "POST a tool's arguments");
+        return strcmp(method, "POST") == 0 ? handle_rest_call(t, c, rq, url + 14, principal)
+                                           : refuse_method(t, c, "POST", "POST a tool's arguments");
     if (legacy_sse)
         return get ? handle_legacy_sse(t, c, principal)
-                   : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "GET /sse only");
+                   : refuse_method(t, c, "GET", "GET /sse only");
     if (legacy_post)
-        return strcmp(method, "POST") == 0
-                   ? handle_legacy_post(t, c, rq, principal)
-                   : refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "POST /messages only");
+        return strcmp(method, "POST") == 0 ? handle_legacy_post(t, c, rq, principal)
+                                           : refuse_method(t, c, "POST", "POST /messages only");
     if (strcmp(method, "POST") == 0)
         return handle_post(t, c, rq, principal);
     if (get)
         return handle_get(t, c, principal);
     if (strcmp(method, "DELETE") == 0)
         return handle_delete(t, c, principal);
-    return refuse(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32600, "method not allowed");
+    return refuse_method(t, c, "GET, POST, DELETE", "method not allowed");
 }
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,

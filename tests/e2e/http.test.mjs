@@ -102,6 +102,10 @@ test('HTTP rules: 406, 415, 413, 400 without session, 404 unknown, 400 bad versi
   assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' })).status, 400);
   assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'Mcp-Session-Id': 'f'.repeat(32) })).status, 404);
   assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '1999-01-01' })).status, 400);
+  // A failed initialize leaves no session (it once did, and returned its id).
+  const noParams = await post(url, { jsonrpc: '2.0', id: 1, method: 'initialize' });
+  assert.equal(noParams.headers.get('mcp-session-id'), null);
+  assert.ok((await noParams.json()).error);
   const bad = await post(url, '{"jsonrpc":', { 'Mcp-Session-Id': sid });
   assert.equal(bad.status, 400);
   assert.equal((await bad.json()).error.code, -32700);
@@ -335,6 +339,18 @@ test('ambiguous framing (two lengths, two Hosts) is a 400 that closes the connec
   // One of each is served as ever.
   got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
   assert.match(got, /^HTTP\/1\.1 200 /);
+});
+
+test('a 405 names the methods its resource takes', async () => {
+  const { port } = await start();
+  const base = `http://127.0.0.1:${port}`;
+  for (const [method, path, allow] of [['POST', '/sse', 'GET'], ['DELETE', '/messages', 'POST'],
+    ['GET', '/api/v1/tools/run_code', 'POST'], ['PUT', '/mcp', 'GET, POST, DELETE']]) {
+    const r = await fetch(base + path, { method, headers: { Accept: JSON_SSE } });
+    assert.equal(r.status, 405, `${method} ${path}`);
+    assert.equal(r.headers.get('allow'), allow, `${method} ${path}`);
+    await r.text();
+  }
 });
 
 test('a client that disconnects mid-stream does not cancel its execution', async () => {
