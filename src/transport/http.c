@@ -949,6 +949,11 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
             stream_retire(o, true);
             break;
         }
+        /* A request's stream, resumed, carries that request to its end; the session's own GET
+         * stream is another, and stays. (Taking its place, it was then replaced by the next
+         * plain GET, and the request's response went out on that one.) */
+        if (st->request_id)
+            return reply_stream(t, c, st, NULL);
     }
     /* One GET stream per session: a new one replaces the old, whose client has most likely
      * gone (a parked connection's close is only noticed when it is written to). */

@@ -510,6 +510,36 @@ test('a dropped POST stream resumes with Last-Event-ID: the missed progress and 
   await again.body.cancel();
 });
 
+test('a resumed request stream leaves the GET stream alone, and keeps its response from it', async () => {
+  const { url } = await start();
+  const sid = await session(url);
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  const sse = { ...h, Accept: 'text/event-stream' };
+  const a = await fetch(url, { headers: sse });
+  assert.equal(a.status, 200);
+  const r = await post(url, { jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 1500 } } }, h);
+  // The priming event (an id, no data); then the client drops the stream.
+  const reader = r.body.getReader();
+  let head = '';
+  while (!head.includes('\n\n'))
+    head += new TextDecoder().decode((await reader.read()).value);
+  await reader.cancel();
+  const primed = head.match(/^id: (\S+)$/m)[1];
+  const b = await fetch(url, { headers: { ...sse, 'Last-Event-ID': primed } });
+  assert.equal(b.status, 200);
+  // A plain GET now replaces the session's GET stream (a), and only that one.
+  const c = await fetch(url, { headers: sse });
+  assert.equal(c.status, 200);
+  const rest = await readEvents(b, (ev) => ev.msg && ev.msg.id === 'long');
+  assert.equal(rest.at(-1).msg.result.content[0].text, 'done');
+  // The standalone stream carries no response (2025-11-25: only a resumed request's does).
+  const onC = await Promise.race([readEvents(c, (ev) => ev.msg && ev.msg.id === 'long'),
+    new Promise((res) => setTimeout(() => res([]), 500))]);
+  assert.deepEqual(onC.filter((ev) => ev.msg && ev.msg.id === 'long'), []);
+  await c.body.cancel().catch(() => {});
+  await a.body.cancel().catch(() => {});
+});
+
 test('a call answered at once is one JSON body; one still running after a moment becomes an SSE stream, priming event first', async () => {
   const { url } = await start();
   const sid = await session(url);
