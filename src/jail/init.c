@@ -30,9 +30,6 @@ static void close_from(unsigned int first)
         close(fd);
 }
 
-/* Put the handed-in fds at 0, 1, 2, 3.. without clobbering a source that sits on a target.
- * The error pipe goes right after them (close-on-exec), so a failed exec is still reported.
- * Returns the error pipe's new number, or -errno. */
 /* fd, or /dev/null opened with flags when fd < 0, copied to 64 or above (close-on-exec): the
  * low numbers are the targets, and a copy already sitting on its target would keep its
  * close-on-exec flag through dup2 and be closed at the exec. */
@@ -47,6 +44,9 @@ static int high_copy(int fd, int null_flags)
     return high;
 }
 
+/* Put the handed-in fds at 0, 1, 2, 3.. without clobbering a source that sits on a target.
+ * The error pipe goes right after them (close-on-exec), so a failed exec is still reported.
+ * Returns the error pipe's new number, or -errno. */
 static int place_fds(const struct jail_child_plan *plan)
 {
     int tmp[3 + 16 + 1];
