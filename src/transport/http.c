@@ -284,6 +284,36 @@ static enum MHD_Result refuse_why(struct http_transport *t, struct MHD_Connectio
     return r;
 }
 
+struct joined_header {
+    const char *name;
+    char buf[2048];
+    size_t len;
+};
+
+static enum MHD_Result join_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    struct joined_header *j = cls;
+    if (strcasecmp(key, j->name) != 0 || !value)
+        return MHD_YES;
+    int n = snprintf(j->buf + j->len, sizeof(j->buf) - j->len, "%s%s", j->len ? ", " : "", value);
+    if (n > 0)
+        j->len += (size_t)n < sizeof(j->buf) - j->len ? (size_t)n : sizeof(j->buf) - 1 - j->len;
+    return MHD_YES;
+}
+
+/* The Accept header's values, all of its lines joined with ", " as RFC 9110 5.3 reads a
+ * repeated field (a client may send text/event-stream on a line of its own); NULL if none. */
+static const char *accept_of(struct MHD_Connection *c, struct joined_header *j)
+{
+    j->name = "Accept";
+    j->len = 0;
+    j->buf[0] = '\0';
+    MHD_get_connection_values(c, MHD_HEADER_KIND, join_value, j);
+    return j->len ? j->buf : NULL;
+}
+
 /* A 405 whose Allow names the methods the resource does take (RFC 9110 15.5.6). */
 static enum MHD_Result refuse_method(struct http_transport *t, struct MHD_Connection *c,
                                      const char *allow, const char *message)
@@ -823,7 +853,8 @@ static enum MHD_Result resume_post(struct http_transport *t, struct MHD_Connecti
 static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connection *c,
                                    struct request *rq, const char *principal)
 {
-    if (!http_accept_post_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept")))
+    struct joined_header accept;
+    if (!http_accept_post_ok(accept_of(c, &accept)))
         return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
                       "Accept must list application/json and text/event-stream");
     if (!http_content_type_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
@@ -919,8 +950,8 @@ static void replay_into(void *ctx, const struct http_replay_event *ev)
 static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connection *c,
                                   const char *principal)
 {
-    if (!http_accept_has(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
-                         "text/event-stream"))
+    struct joined_header accept;
+    if (!http_accept_has(accept_of(c, &accept), "text/event-stream"))
         return refuse_method(t, c, "GET, POST, DELETE",
                              "GET /mcp opens an event stream: Accept must list text/event-stream");
     unsigned status = 0;
@@ -980,8 +1011,8 @@ static enum MHD_Result handle_delete(struct http_transport *t, struct MHD_Connec
 static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Connection *c,
                                          const char *principal)
 {
-    if (!http_accept_has(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
-                         "text/event-stream"))
+    struct joined_header accept;
+    if (!http_accept_has(accept_of(c, &accept), "text/event-stream"))
         return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
                       "GET /sse opens an event stream: Accept must list text/event-stream");
     const char *full = session_limit(t, principal);
@@ -1420,9 +1451,11 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                              cfg->allowed_origins.len))
         return refuse(t, c, MHD_HTTP_FORBIDDEN, -32600, "Origin not allowed");
     bool get = strcmp(method, "GET") == 0;
-    if (get && strcmp(url, "/healthz") == 0)
+    /* HEAD as GET for the plain resources (RFC 9110 9.1); the library sends no body. */
+    bool get_or_head = get || strcmp(method, "HEAD") == 0;
+    if (get_or_head && strcmp(url, "/healthz") == 0)
         return reply(t, c, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
-    if (get && strcmp(url, "/readyz") == 0) {
+    if (get_or_head && strcmp(url, "/readyz") == 0) {
         /* Ready: the isolation engine started sandboxes (the warm pool has one up), so the
          * kernel layers are there; before that, or without a service, 503. */
         json_t *detail = NULL;
@@ -1434,14 +1467,14 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(body);
         return r;
     }
-    if (get && strcmp(url, "/metrics") == 0) {
+    if (get_or_head && strcmp(url, "/metrics") == 0) {
         size_t len;
         char *text = metrics_render(&len);
         enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, NULL);
         free(text);
         return r;
     }
-    if (get && strcmp(url, "/.well-known/oauth-protected-resource") == 0) {
+    if (get_or_head && strcmp(url, "/.well-known/oauth-protected-resource") == 0) {
         json_t *doc =
             json_pack("{s:s, s:[s]}", "resource", "mcp", "bearer_methods_supported", "header");
         json_object_set_new(doc, "resource", json_string(resource_url(t, c)));
@@ -1458,7 +1491,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(body);
         return r;
     }
-    if (get && strcmp(url, "/api/v1/openapi.json") == 0) {
+    if (get_or_head && strcmp(url, "/api/v1/openapi.json") == 0) {
         json_t *doc = openapi_doc(t);
         char *body = json_dumps(doc, JSON_INDENT(1));
         json_decref(doc);
@@ -1466,7 +1499,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(body);
         return r;
     }
-    if (get && strcmp(url, "/docs") == 0) {
+    if (get_or_head && strcmp(url, "/docs") == 0) {
         json_t *doc = openapi_doc(t);
         char *page = docs_page(doc);
         json_decref(doc);
@@ -1474,7 +1507,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(page);
         return r;
     }
-    if (get && strncmp(url, "/files/", 7) == 0) {
+    if (get_or_head && strncmp(url, "/files/", 7) == 0) {
         char id[32];
         const char *slash = strchr(url + 7, '/');
         if (!slash || (size_t)(slash - url - 7) >= sizeof(id))
@@ -1483,7 +1516,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         id[slash - url - 7] = '\0';
         return handle_file(t, c, id, slash + 1);
     }
-    if (get && strcmp(url, "/sandbox/file") == 0) {
+    if (get_or_head && strcmp(url, "/sandbox/file") == 0) {
         const char *fp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file_path");
         return handle_file(t, c,
                            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sandbox_id"),

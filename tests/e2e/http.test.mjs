@@ -353,6 +353,31 @@ test('a 405 names the methods its resource takes', async () => {
   }
 });
 
+test('HEAD is a GET without the body; Accept sent on two lines is one list', async () => {
+  const { url, port } = await start();
+  const base = `http://127.0.0.1:${port}`;
+  for (const path of ['/healthz', '/metrics', '/api/v1/openapi.json']) {
+    const r = await fetch(base + path, { method: 'HEAD' });
+    assert.equal(r.status, 200, `HEAD ${path}`);
+    assert.equal(await r.text(), '');
+  }
+  assert.equal((await fetch(url, { method: 'HEAD' })).status, 405);
+  // fetch joins repeated headers itself: two raw lines, as a client may send them.
+  const sid = await session(url);
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' });
+  const got = await new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let text = '';
+    sock.on('data', (d) => { text += d; if (text.includes('"result"')) { sock.destroy(); resolve(text); } });
+    sock.on('close', () => resolve(text));
+    sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+      `Accept: application/json\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\n` +
+      `Content-Length: ${body.length}\r\n\r\n${body}`);
+    setTimeout(() => { sock.destroy(); resolve(text); }, 3000);
+  });
+  assert.match(got, /^HTTP\/1\.1 200 /, got);
+});
+
 test('a client that disconnects mid-stream does not cancel its execution', async () => {
   const { url } = await start();
   const sid = await session(url);
