@@ -435,6 +435,18 @@ test('file links: signed and expiring, Range, the seed route, and only for the o
   assert.equal(res.headers.get('content-range'), 'bytes 10-19/100');
   assert.equal(await res.text(), '0123456789');
   assert.equal((await fetch(dl, { headers: { Range: 'bytes=500-' } })).status, 416);
+  assert.equal((await fetch(dl, { headers: { Range: 'bytes=-0' } })).status, 416);
+  res = await fetch(dl, { headers: { Range: 'bytes=-5' } });
+  assert.equal(res.status, 206);
+  assert.equal(res.headers.get('content-range'), 'bytes 95-99/100');
+  await res.text();
+  // An unknown unit, several ranges or a malformed one: the whole file (RFC 9110 14.2), where
+  // they once got 416 (or, for bytes=-1-2, one byte).
+  for (const range of ['items=0-1', 'bytes=0-1,3-4', 'bytes=-1-2', 'bytes=5-3', 'bytes=x-1']) {
+    res = await fetch(dl, { headers: { Range: range } });
+    assert.equal(res.status, 200, range);
+    assert.equal((await res.text()).length, 100, range);
+  }
   const tampered = dl.replace(/sig=(.)/, (m, ch) => `sig=${ch === 'a' ? 'b' : 'a'}`);
   assert.equal((await fetch(tampered)).status, 404);
   assert.equal((await fetch(dl.replace('report.txt', 'other.txt'))).status, 404, 'a signature covers one path only');
