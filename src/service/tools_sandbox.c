@@ -279,8 +279,9 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     size_t links = 0;
     json_array_foreach(json_object_get(f, "image_files"), i, v)
     {
-        if (frame_path(v) && links++ < MAX_LINKS)
-            json_array_append_new(content, resource_link(sb, frame_path(v)));
+        const char *path = frame_path(v);
+        if (path && links++ < MAX_LINKS)
+            json_array_append_new(content, resource_link(sb, path));
     }
     for (int k = 0; k < 2; k++)
         if (e->spill_path[k][0] && !e->spill_failed[k] && links++ < MAX_LINKS)
@@ -291,10 +292,11 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     {
         if (i >= CHANNEL_MAX_FILES)
             break;
-        if (!frame_path(v))
+        const char *path = frame_path(v);
+        if (!path)
             continue;
         json_array_append(files, v);
-        json_t *link = resource_link(sb, frame_path(v));
+        json_t *link = resource_link(sb, path);
         /* Subscribers to this file's resource hear that it changed. */
         mcp_server_resource_updated(sb->svc->srv, sb->owner,
                                     json_string_value(json_object_get(link, "uri")));

@@ -238,10 +238,8 @@ static enum MHD_Result send_response(struct http_transport *t, struct MHD_Connec
     return ok;
 }
 
-/* auth_error: for a 401 to a token that was presented, why it was refused (RFC 6750 3). */
-static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *c, unsigned status,
-                               const char *ctype, const char *body, const char *session_id,
-                               const char *auth_error)
+static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c, unsigned status,
+                             const char *ctype, const char *body, const char *session_id)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -251,6 +249,34 @@ static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *
         MHD_add_response_header(r, "Content-Type", ctype);
     if (session_id)
         MHD_add_response_header(r, "Mcp-Session-Id", session_id);
+    return send_response(t, c, status, r);
+}
+
+/* A JSON-RPC error body, as MCP clients expect, in a response the caller may add headers to. */
+static struct MHD_Response *error_response(int code, const char *message)
+{
+    json_t *e = json_pack("{s:s, s:{s:i, s:s}, s:n}", "jsonrpc", "2.0", "error", "code", code,
+                          "message", message, "id");
+    char *body = json_dumps(e, JSON_COMPACT);
+    json_decref(e);
+    struct MHD_Response *r =
+        body ? MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(body);
+        return NULL;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    return r;
+}
+
+/* auth_error: for a 401 to a token that was presented, why it was refused (RFC 6750 3). */
+static enum MHD_Result refuse_why(struct http_transport *t, struct MHD_Connection *c,
+                                  unsigned status, int code, const char *message,
+                                  const char *auth_error)
+{
+    struct MHD_Response *r = error_response(code, message);
+    if (!r)
+        return MHD_NO;
     if (status == MHD_HTTP_UNAUTHORIZED) {
         char *err = auth_error ? xasprintf("error=\"invalid_token\", error_description=\"%s\", ",
                                            auth_error)
@@ -263,25 +289,6 @@ static enum MHD_Result respond(struct http_transport *t, struct MHD_Connection *
         free(hdr);
     }
     return send_response(t, c, status, r);
-}
-
-static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c, unsigned status,
-                             const char *ctype, const char *body, const char *session_id)
-{
-    return respond(t, c, status, ctype, body, session_id, NULL);
-}
-
-static enum MHD_Result refuse_why(struct http_transport *t, struct MHD_Connection *c,
-                                  unsigned status, int code, const char *message,
-                                  const char *auth_error)
-{
-    json_t *e = json_pack("{s:s, s:{s:i, s:s}, s:n}", "jsonrpc", "2.0", "error", "code", code,
-                          "message", message, "id");
-    char *body = json_dumps(e, JSON_COMPACT);
-    json_decref(e);
-    enum MHD_Result r = respond(t, c, status, "application/json", body, NULL, auth_error);
-    free(body);
-    return r;
 }
 
 struct joined_header {
@@ -318,16 +325,9 @@ static const char *accept_of(struct MHD_Connection *c, struct joined_header *j)
 static enum MHD_Result refuse_method(struct http_transport *t, struct MHD_Connection *c,
                                      const char *allow, const char *message)
 {
-    char *body = xasprintf("{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
-                           "\"%s\"},\"id\":null}",
-                           message);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
+    struct MHD_Response *r = error_response(-32600, message);
+    if (!r)
         return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Allow", allow);
     return send_response(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
@@ -1607,14 +1607,10 @@ static bool ambiguous_framing(struct MHD_Connection *c)
  * as a request of its own. */
 static enum MHD_Result refuse_and_close(struct http_transport *t, struct MHD_Connection *c)
 {
-    static const char body[] = "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
-                               "\"ambiguous request framing: two Content-Length, Transfer-Encoding "
-                               "or Host headers\"},\"id\":null}";
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = error_response(
+        -32600, "ambiguous request framing: two Content-Length, Transfer-Encoding or Host headers");
     if (!r)
         return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     return send_response(t, c, MHD_HTTP_BAD_REQUEST, r);
 }
