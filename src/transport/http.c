@@ -1083,44 +1083,6 @@ void http_transport_serve_files(struct http_transport *t, struct sandbox_service
     svc->link_data = t;
 }
 
-enum range_kind { RANGE_IGNORED, RANGE_SATISFIABLE, RANGE_UNSATISFIABLE };
-
-/* One byte range, "bytes=a-b", "bytes=a-" or "bytes=-n", against size (RFC 9110 14.1.2).
- * Another unit, several ranges or a malformed one are ignored: the whole file goes out, as the
- * RFC allows (and requires for a unit it does not know). A well-formed range that starts past
- * the end is unsatisfiable. */
-static enum range_kind parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
-{
-    if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
-        return RANGE_IGNORED;
-    const char *p = h + 6, *dash = strchr(p, '-');
-    if (!dash)
-        return RANGE_IGNORED;
-    bool has_a = dash > p, has_b = dash[1] != '\0';
-    unsigned long long a = 0, b = 0;
-    char *end;
-    if (has_a && (!isdigit((unsigned char)*p) || (a = strtoull(p, &end, 10), end != dash)))
-        return RANGE_IGNORED;
-    if (has_b && (!isdigit((unsigned char)dash[1]) || (b = strtoull(dash + 1, &end, 10), *end)))
-        return RANGE_IGNORED;
-    if (!has_a && !has_b)
-        return RANGE_IGNORED;
-    if (!has_a) { /* the last b bytes */
-        if (b == 0 || size == 0)
-            return RANGE_UNSATISFIABLE;
-        *from = b >= size ? 0 : size - b;
-        *to = size - 1;
-        return RANGE_SATISFIABLE;
-    }
-    if (has_b && b < a)
-        return RANGE_IGNORED;
-    if (a >= size)
-        return RANGE_UNSATISFIABLE;
-    *from = a;
-    *to = has_b && b < size ? b : size - 1;
-    return RANGE_SATISFIABLE;
-}
-
 static bool shown_inline(const char *mime)
 {
     static const char *const inline_types[] = {"image/png", "image/jpeg", "image/gif", "image/webp",
@@ -1197,9 +1159,9 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
     uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
     const char *range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range");
     unsigned status = MHD_HTTP_OK;
-    enum range_kind kind = range ? parse_range(range, size, &from, &to) : RANGE_IGNORED;
-    if (kind != RANGE_IGNORED) {
-        if (kind == RANGE_UNSATISFIABLE) {
+    enum http_range kind = range ? http_range_parse(range, size, &from, &to) : HTTP_RANGE_IGNORED;
+    if (kind != HTTP_RANGE_IGNORED) {
+        if (kind == HTTP_RANGE_UNSATISFIABLE) {
             close(fd);
             struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
             char cr[48];

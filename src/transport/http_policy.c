@@ -198,3 +198,35 @@ bool http_listen_is_loopback(const char *host)
     return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
            c < 256 && d < 256;
 }
+
+enum http_range http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
+{
+    if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+        return HTTP_RANGE_IGNORED;
+    const char *p = h + 6, *dash = strchr(p, '-');
+    if (!dash)
+        return HTTP_RANGE_IGNORED;
+    bool has_a = dash > p, has_b = dash[1] != '\0';
+    unsigned long long a = 0, b = 0;
+    char *end;
+    if (has_a && (!isdigit((unsigned char)*p) || (a = strtoull(p, &end, 10), end != dash)))
+        return HTTP_RANGE_IGNORED;
+    if (has_b && (!isdigit((unsigned char)dash[1]) || (b = strtoull(dash + 1, &end, 10), *end)))
+        return HTTP_RANGE_IGNORED;
+    if (!has_a && !has_b)
+        return HTTP_RANGE_IGNORED;
+    if (!has_a) { /* the last b bytes */
+        if (b == 0 || size == 0)
+            return HTTP_RANGE_UNSATISFIABLE;
+        *from = b >= size ? 0 : size - b;
+        *to = size - 1;
+        return HTTP_RANGE_SATISFIABLE;
+    }
+    if (has_b && b < a)
+        return HTTP_RANGE_IGNORED;
+    if (a >= size)
+        return HTTP_RANGE_UNSATISFIABLE;
+    *from = a;
+    *to = has_b && b < size ? b : size - 1;
+    return HTTP_RANGE_SATISFIABLE;
+}

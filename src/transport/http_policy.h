@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Loopback names allowed when no list is configured (any port). */
 extern const char *const http_default_hosts[];
@@ -42,5 +43,13 @@ bool http_content_type_json(const char *ctype);
  * loopback-only; any other address (incl. 0.0.0.0) reaches the network and
  * is refused at startup unless authentication is configured. */
 bool http_listen_is_loopback(const char *host);
+
+enum http_range { HTTP_RANGE_IGNORED, HTTP_RANGE_SATISFIABLE, HTTP_RANGE_UNSATISFIABLE };
+
+/* One byte range, "bytes=a-b", "bytes=a-" or "bytes=-n", against size (RFC 9110 14.1.2):
+ * *from and *to (inclusive) when satisfiable. Another unit, several ranges or a malformed one
+ * are ignored (the whole file goes out, as the RFC allows, and requires for a unit it does not
+ * know); a well-formed range that starts past the end is unsatisfiable. */
+enum http_range http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to);
 
 #endif

@@ -63,11 +63,7 @@ static void keep_tail(struct stdio_transport *t, const char *p, size_t n)
     t->tail_len = keep + n;
 }
 
-/* The id of an oversized request, if one end of it shows the top-level "id": first after the
- * opening brace (or after "jsonrpc"), or last before the closing one. A nested "id" is never
- * directly after the opening brace nor directly before the closing one, and inside a string
- * every quote is escaped. */
-static json_t *oversized_id(struct stdio_transport *t)
+json_t *stdio_oversized_id(const char *head, const char *tail)
 {
     static regex_t first, last;
     static int ready; /* 1 compiled, -1 failed */
@@ -84,14 +80,12 @@ static json_t *oversized_id(struct stdio_transport *t)
 #undef ID_VALUE
     if (ready < 0)
         return NULL;
-    t->head[t->head_len] = '\0';
-    t->tail[t->tail_len] = '\0';
     regmatch_t m[3];
     const char *text = NULL;
-    if (regexec(&first, t->head, 3, m, 0) == 0)
-        text = t->head;
-    else if (regexec(&last, t->tail, 2, m, 0) == 0)
-        text = t->tail, m[2] = m[1];
+    if (regexec(&first, head, 3, m, 0) == 0)
+        text = head;
+    else if (regexec(&last, tail, 2, m, 0) == 0)
+        text = tail, m[2] = m[1];
     if (!text || m[2].rm_so < 0)
         return NULL;
     return json_loadb(text + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so), JSON_DECODE_ANY, NULL);
@@ -151,7 +145,9 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (!nl)
             break;
         if (t->discarding) {
-            json_t *id = oversized_id(t);
+            t->head[t->head_len] = '\0';
+            t->tail[t->tail_len] = '\0';
+            json_t *id = stdio_oversized_id(t->head, t->tail);
             json_t *m =
                 json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                           "error", "code", -32600, "message", "message exceeds the size limit");

@@ -1,6 +1,6 @@
 /* libFuzzer target: the HTTP pieces that will parse untrusted header values and files: Host,
- * Origin, Accept, Content-Type, Last-Event-ID, Authorization, and the tokens file. The input is
- * split at NUL bytes so one run feeds every parser a different value. */
+ * Origin, Accept, Content-Type, Last-Event-ID, Authorization, the tokens file and Range. The input
+ * is split at NUL bytes so one run feeds every parser a different value. */
 #include "transport/http_auth.h"
 #include "transport/http_policy.h"
 #include "transport/http_replay.h"
@@ -18,11 +18,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(buf, data, size);
     buf[size] = '\0';
-    const char *parts[8];
+    const char *parts[9];
     size_t n = 0;
-    for (char *p = buf; n < 8 && p <= buf + size; p += strlen(p) + 1)
+    for (char *p = buf; n < 9 && p <= buf + size; p += strlen(p) + 1)
         parts[n++] = p;
-    while (n < 8)
+    while (n < 9)
         parts[n++] = "";
     static const char *const allowed[] = {"example.test", "localhost:8080", "https://a.test"};
     (void)http_host_allowed(parts[0], NULL, 0);
@@ -51,6 +51,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tok)
         (void)http_auth_check(&auth, tok, len);
     http_auth_free(&auth);
+    /* A satisfiable range lies within the file, first byte before last. */
+    for (uint64_t fsize = 0; fsize < 300; fsize += 100) {
+        uint64_t from = 0, to = 0;
+        if (http_range_parse(parts[8], fsize, &from, &to) == HTTP_RANGE_SATISFIABLE &&
+            (from > to || to >= fsize))
+            abort();
+    }
     free(buf);
     return 0;
 }

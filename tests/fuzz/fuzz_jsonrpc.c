@@ -1,11 +1,14 @@
 /* libFuzzer target: arbitrary bytes as one framed message to an initialized session (with the
- * fixtures registered, so tool-call paths and schema validation are reached too). */
+ * fixtures registered, so tool-call paths and schema validation are reached too), and its two
+ * ends to the reader of an oversized stdio line's id. */
 #include "config.h"
 #include "protocol/mcp.h"
 #include "service/loop.h"
+#include "transport/stdio.h"
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,5 +42,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mcp_session_receive(s, init, sizeof(init) - 1);
     mcp_session_receive(s, (const char *)data, size);
     mcp_session_free(s); /* cancels whatever the input left in flight */
+    /* What the stdio transport keeps of a line over the cap: at most 256 bytes of each end. An
+     * id read from them is a string or an integer, never anything else. */
+    char head[257], tail[257];
+    size_t keep = size < 256 ? size : 256;
+    memcpy(head, data, keep);
+    head[keep] = '\0';
+    memcpy(tail, data + size - keep, keep);
+    tail[keep] = '\0';
+    json_t *id = stdio_oversized_id(head, tail);
+    if (id && !json_is_string(id) && !json_is_integer(id))
+        abort();
+    json_decref(id);
     return 0;
 }

@@ -114,6 +114,26 @@ static void host_name_part(void **state)
     assert_int_equal(http_host_name_len(NULL), 0);
 }
 
+static void byte_ranges(void **state)
+{
+    (void)state;
+    uint64_t from = 0, to = 0;
+    assert_int_equal(http_range_parse("bytes=10-19", 100, &from, &to), HTTP_RANGE_SATISFIABLE);
+    assert_true(from == 10 && to == 19);
+    assert_int_equal(http_range_parse("bytes=90-", 100, &from, &to), HTTP_RANGE_SATISFIABLE);
+    assert_true(from == 90 && to == 99);
+    assert_int_equal(http_range_parse("bytes=-5", 100, &from, &to), HTTP_RANGE_SATISFIABLE);
+    assert_true(from == 95 && to == 99);
+    assert_int_equal(http_range_parse("bytes=0-500", 100, &from, &to), HTTP_RANGE_SATISFIABLE);
+    assert_true(from == 0 && to == 99);
+    assert_int_equal(http_range_parse("bytes=100-", 100, &from, &to), HTTP_RANGE_UNSATISFIABLE);
+    assert_int_equal(http_range_parse("bytes=-0", 100, &from, &to), HTTP_RANGE_UNSATISFIABLE);
+    static const char *const ignored[] = {"items=0-1", "bytes=0-1,3-4", "bytes=-1-2", "bytes=5-3",
+                                          "bytes=x-1", "bytes=",        "bytes=-",    "bytes=1"};
+    for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+        assert_int_equal(http_range_parse(ignored[i], 100, &from, &to), HTTP_RANGE_IGNORED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -124,6 +144,7 @@ int main(void)
         cmocka_unit_test(accept_parsing),
         cmocka_unit_test(content_type_json),
         cmocka_unit_test(listen_loopback),
+        cmocka_unit_test(byte_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
