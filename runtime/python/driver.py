@@ -14,7 +14,6 @@ import sys
 CHANNEL_IN_FD = 3
 CHANNEL_OUT_FD = 4
 MAX_FRAME = 16 * 1024 * 1024
-MAX_SCAN = 2000
 PY_CF_ONLY_AST = 0x400
 
 # -S skips site.py (and the megabyte it costs); put back what it would have added to sys.path.
@@ -265,12 +264,14 @@ class Driver:
         self.max_images = 4
         self.max_image_bytes = 1 << 20
         self.max_files = 20
+        self.max_scan = 2000
         self.max_text = 64 * 1024
         self.clipped = False
         self.running = False
         self.interrupt_pending = False
         self.refresh_pending = False
         self.last_snapshot = None
+        self.scan_capped = False
         self.report_usage = False
         self.inotify = None
         # os.fork() in a cell makes a second interpreter that returns into this loop when the
@@ -288,6 +289,7 @@ class Driver:
         self.max_images = int(req.get("max_images", self.max_images))
         self.max_image_bytes = int(req.get("max_image_bytes", self.max_image_bytes))
         self.max_files = int(req.get("max_files", self.max_files))
+        self.max_scan = int(req.get("max_scan_files", self.max_scan))
         self.max_text = max(1024, int(req.get("max_text_bytes", self.max_text)))
         # Without a cgroup the server sees neither the CPU time nor the memory peak: report ours.
         self.report_usage = bool(req.get("report_usage", False))
@@ -365,7 +367,13 @@ class Driver:
         skip = (self.figures_dir, self.packages_dir)
         stack = [self.workspace]
         dirs = []
-        while stack and len(seen) < MAX_SCAN:
+        # Past max_scan files the rest is neither scanned nor watched: a change there goes
+        # unseen, which the result says (files_incomplete).
+        self.scan_capped = False
+        while stack:
+            if len(seen) >= self.max_scan:
+                self.scan_capped = True
+                break
             d = stack.pop()
             dirs.append(d)
             try:
@@ -374,6 +382,9 @@ class Driver:
                 continue
             with it:
                 for e in it:
+                    if len(seen) >= self.max_scan:
+                        self.scan_capped = True
+                        break
                     if e.name.startswith(".") or e.path in skip:
                         continue
                     try:
@@ -384,8 +395,6 @@ class Driver:
                             seen[e.path] = (st.st_mtime_ns, st.st_size)
                     except OSError:
                         pass
-                    if len(seen) >= MAX_SCAN:
-                        break
         if self.inotify is not None:
             try:
                 self.inotify.watch(dirs)
@@ -395,14 +404,15 @@ class Driver:
         return seen
 
     def changed(self, before):
+        # Returns the changed files, at most max_files, and whether that list is incomplete.
         if self.inotify is not None and self.last_snapshot is not None and self.inotify.quiet():
-            return []
+            return [], self.scan_capped
         after = self.snapshot()
         # The state after one execution is the state before the next: one scan per call.
         self.last_snapshot = after
         # A name that is not UTF-8 cannot become a link: it is left out.
         out = sorted(p for p, v in after.items() if before.get(p) != v and _utf8_name(p))
-        return out[: self.max_files]
+        return out[: self.max_files], self.scan_capped or len(out) > self.max_files
 
     # ---- figures ----
 
@@ -642,7 +652,7 @@ class Driver:
             sys.stderr.flush()
         except Exception:
             pass
-        files = self.changed(before)
+        files, files_incomplete = self.changed(before)
         out["success"] = ok
         if error is not None:
             out["error"] = error
@@ -652,6 +662,8 @@ class Driver:
             out["exit_code"] = exit_code
         if files:
             out["files"] = files
+        if files_incomplete:
+            out["files_incomplete"] = True
         if self.clipped:
             out["truncated"] = True
         if self.report_usage:

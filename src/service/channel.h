@@ -22,7 +22,8 @@
  * Service -> driver (every request but init carries an integer "id"):
  *   {"op":"init","workspace":"/workspace","packages_dir":"/workspace/.packages",
  *    "profile":"standard","guard":null | {"modules":[..],"calls":[..],"attributes":[..]},
- *    "max_images":4,"max_image_bytes":1048576,"max_files":20,"max_text_bytes":65536,
+ *    "max_images":4,"max_image_bytes":1048576,"max_files":20,"max_scan_files":2000,
+ *    "max_text_bytes":65536,
  *    "figures_dir":"/workspace/.mcp"}
  *   {"op":"exec","id":N,"language":"python"|"bash","code":"...","cwd":null|"/workspace/sub"}
  *   {"op":"ping","id":N}
@@ -36,6 +37,7 @@
  *    "images":[{"mime":"image/png","data":"<base64>"}],   at most max_images, each <= max
  *    "image_files":["/workspace/.mcp/figures/fig-3.png"], figures too big to inline
  *    "files":["/workspace/out.csv"],                      created or modified, <= max_files
+ *    "files_incomplete":bool,                             more changed, or past the scan's cap
  *    "truncated":bool,                                    result or error cut to max_text_bytes
  *    "cpu_ns":int, "maxrss_bytes":int}                    maxrss only when asked (no cgroup)
  *   A result leaves out the fields that hold their default (null, false, 0, []): the usual
@@ -59,6 +61,8 @@
 #define CHANNEL_MAX_IMAGES      4
 #define CHANNEL_MAX_IMAGE_BYTES (1u << 20)
 #define CHANNEL_MAX_FILES       20
+/* The driver's search for changed files looks at this many files in the workspace. */
+#define CHANNEL_SCAN_FILES 2000
 /* A result's repr and an error's message and traceback, each: the output cap, up to this. */
 #define CHANNEL_MAX_TEXT_BYTES (1u << 20)
 

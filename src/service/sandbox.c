@@ -175,12 +175,12 @@ static json_t *init_frame(struct sandbox *sb)
     uint64_t text_cap = sb->svc->cfg->output_cap_bytes;
     if (text_cap > CHANNEL_MAX_TEXT_BYTES)
         text_cap = CHANNEL_MAX_TEXT_BYTES;
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:I, s:s, s:b}", "op", "init",
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:s, s:b}", "op", "init",
                      "workspace", "/workspace", "packages_dir", PACKAGES_DIR, "profile",
                      sb->profile->name, "guard", guard, "max_images", CHANNEL_MAX_IMAGES,
                      "max_image_bytes", CHANNEL_MAX_IMAGE_BYTES, "max_files", CHANNEL_MAX_FILES,
-                     "max_text_bytes", (json_int_t)text_cap, "figures_dir", "/workspace/.mcp",
-                     "report_usage", sb->jail->cg == NULL);
+                     "max_scan_files", CHANNEL_SCAN_FILES, "max_text_bytes", (json_int_t)text_cap,
+                     "figures_dir", "/workspace/.mcp", "report_usage", sb->jail->cg == NULL);
 }
 
 /* Sends the driver (bytecode and source), then its configuration; all wait in the pipe (or the

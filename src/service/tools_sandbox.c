@@ -36,10 +36,11 @@
     "\"timed_out\":{\"type\":\"boolean\"},\"truncated\":{\"type\":\"boolean\"},"                   \
     "\"interpreter_restarted\":{\"type\":\"boolean\"},"                                            \
     "\"memory_peak_bytes\":{\"type\":\"integer\"},\"cpu_ms\":{\"type\":\"number\"},"               \
-    "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"                             \
+    "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"                              \
+    "\"files_incomplete\":{\"type\":\"boolean\"}},"                                                \
     "\"required\":[\"sandbox_id\",\"execution_id\",\"success\",\"stdout\",\"stderr\","             \
     "\"result\",\"error\",\"exit_code\",\"duration_ms\",\"timed_out\",\"truncated\","              \
-    "\"interpreter_restarted\",\"memory_peak_bytes\",\"cpu_ms\",\"files\"]}"
+    "\"interpreter_restarted\",\"memory_peak_bytes\",\"cpu_ms\",\"files\",\"files_incomplete\"]}"
 
 static const char *signal_label(int sig)
 {
@@ -195,6 +196,9 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     json_t *jerr = tool_string_lossy(errs, err_len);
     bool truncated = outbuf_truncated(&e->out) || outbuf_truncated(&e->err) ||
                      json_is_true(json_object_get(f, "truncated"));
+    /* More files changed than listed, or some lie past the driver's scan (see driver.py). */
+    bool files_incomplete = json_is_true(json_object_get(f, "files_incomplete")) ||
+                            json_array_size(json_object_get(f, "files")) > CHANNEL_MAX_FILES;
 
     bool success = false;
     json_t *error = NULL;
@@ -259,6 +263,11 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
     if (!f && o->driver_died)
         text_printf(&text, "[interpreter restarted: variables were lost; files kept]");
+    if (files_incomplete)
+        text_printf(&text,
+                    "[not every changed file is listed: more than %d changed, or /workspace "
+                    "holds over %d files; list_files shows them all]",
+                    CHANNEL_MAX_FILES, CHANNEL_SCAN_FILES);
     for (int i = 0; i < 2; i++)
         if (e->spill_path[i][0] && !e->spill_failed[i])
             text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]",
@@ -329,12 +338,12 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
 
     json_t *sc = json_pack(
-        "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o}", "sandbox_id",
-        sb->id, "execution_id", e->id, "success", success, "stdout", jout, "stderr", jerr, "result",
-        result ? json_string(result) : json_null(), "error", error, "exit_code", exit_code,
-        "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
+        "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o, s:b}",
+        "sandbox_id", sb->id, "execution_id", e->id, "success", success, "stdout", jout, "stderr",
+        jerr, "result", result ? json_string(result) : json_null(), "error", error, "exit_code",
+        exit_code, "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
         "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes", (json_int_t)peak,
-        "cpu_ms", (double)cpu_ns / 1e6, "files", files);
+        "cpu_ms", (double)cpu_ns / 1e6, "files", files, "files_incomplete", files_incomplete);
     free(out);
     free(errs);
     free(text.buf);

@@ -217,6 +217,34 @@ test('files lists what the run changed, not what write_file did before it', asyn
   await c.close();
 });
 
+test('files says when the list of changed files is incomplete', async () => {
+  const c = await server();
+  // A few changes: all listed, and the list is complete.
+  let { sc, text } = await run(c, "for i in range(3): open(f'/workspace/few{i}.txt', 'w').write('x')");
+  assert.equal(sc.files.length, 3);
+  assert.equal(sc.files_incomplete, false);
+  assert.doesNotMatch(text, /not every changed file/);
+  // 25 changed: 20 listed, and the result says there are more.
+  ({ sc, text } = await run(c, "for i in range(25): open(f'/workspace/many{i:02}.txt', 'w').write('x')"));
+  assert.equal(sc.files.length, 20);
+  assert.equal(sc.files_incomplete, true);
+  assert.match(text, /not every changed file is listed/);
+  // A workspace past the scan's 2,000 files: a change out there cannot be seen, and the
+  // result says so even when it lists nothing.
+  await run(c, "import os\nos.makedirs('/workspace/big', exist_ok=True)\n" +
+    "for i in range(2100): open(f'/workspace/big/f{i:04}', 'w').close()");
+  ({ sc, text } = await run(c, "x = 1"));
+  assert.deepEqual(sc.files, []);
+  assert.equal(sc.files_incomplete, true);
+  assert.match(text, /over 2000 files/);
+  // Back under the cap: complete again.
+  await run(c, "import shutil; shutil.rmtree('/workspace/big')");
+  ({ sc } = await run(c, "open('/workspace/after.txt', 'w').write('z')"));
+  assert.deepEqual(sc.files, ['/workspace/after.txt']);
+  assert.equal(sc.files_incomplete, false);
+  await c.close();
+});
+
 test('history keeps a record whose long error message is not ASCII', async () => {
   const c = await server();
   const { sc: made } = await call(c, 'create_sandbox', {});
