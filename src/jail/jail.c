@@ -12,6 +12,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -24,6 +25,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -374,6 +377,21 @@ struct spawn_state {
 };
 
 /* Before the clone: the plan, the layers the profile needs, the cgroup and the pipes. */
+/* Programs reopen their stdio by name (`> /dev/stdout`, `tee /dev/stderr`), and the kernel
+ * reopens a pipe only for its owner: host root, unmapped inside, when the server is root. The
+ * pipes become the sandbox user's. Anonymous pipes only, never a caller's file or terminal; a
+ * rootless caller's pipes are its own uid's, which is mapped already. */
+static int give_stdio_pipes(const struct jail_child_plan *plan, uid_t host_uid, gid_t host_gid)
+{
+    for (int i = 0; i < 3; i++) {
+        struct statfs fs;
+        if (plan->stdio[i] >= 0 && fstatfs(plan->stdio[i], &fs) == 0 &&
+            fs.f_type == PIPEFS_MAGIC && fchown(plan->stdio[i], host_uid, host_gid) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
 static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
 {
     const struct jail_spec *spec = st->spec;
@@ -418,6 +436,9 @@ static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
         j->limits_backend = "rlimit";
     }
     plan->cgroup_active = j->cg != NULL;
+    int r = geteuid() == 0 ? give_stdio_pipes(plan, spec->cfg->host_uid, spec->cfg->host_uid) : 0;
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
 
     if (pipe2(st->sync_pipe, O_CLOEXEC) < 0 || pipe2(st->err_pipe, O_CLOEXEC) < 0 ||
         (spec->persistent ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st->status_pipe)

@@ -16,8 +16,9 @@
  * Output sync: the driver flushes sys.stdout/sys.stderr before it writes a result frame, and
  * a bash child has exited before it does. A pipe write is in the pipe once write() returns,
  * so when the service reads a result frame it drains both pipes until EAGAIN and has all the
- * output of that execution. Output written later by background processes is read between
- * executions and attributed to the next one.
+ * output of that execution. Background processes' output goes to the execution running when it
+ * is read; what they write between executions is read and dropped, so that it can neither fill
+ * the pipe and block them nor land in a later, unrelated result.
  *
  * Service -> driver (every request but init carries an integer "id"):
  *   {"op":"init","workspace":"/workspace","packages_dir":"/workspace/.packages",

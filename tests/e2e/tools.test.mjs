@@ -245,6 +245,29 @@ test('files says when the list of changed files is incomplete', async () => {
   await c.close();
 });
 
+test('code may write to /dev/stdout and /dev/stderr by name', async () => {
+  const c = await server();
+  let { sc } = await call(c, 'execute_command', { command: 'echo out-by-name > /dev/stdout; echo err-by-name | tee /dev/stderr >/dev/null' });
+  assert.equal(sc.success, true, JSON.stringify(sc));
+  assert.equal(sc.stdout, 'out-by-name\n');
+  assert.equal(sc.stderr, 'err-by-name\n');
+  ({ sc } = await run(c, "with open('/dev/stdout', 'w') as f:\n    f.write('py-by-name\\n')"));
+  assert.equal(sc.success, true, JSON.stringify(sc));
+  assert.equal(sc.stdout, 'py-by-name\n');
+  await c.close();
+});
+
+test('a background process prints into the running execution; what it prints while idle is dropped', async () => {
+  const c = await server();
+  await call(c, 'execute_command', { command: '(sleep 0.4; echo idle-tick; sleep 1.2; echo busy-tick) > /dev/stdout 2>&1 &' });
+  await new Promise((r) => setTimeout(r, 1000)); // idle-tick is printed meanwhile
+  const { sc } = await run(c, 'import time\ntime.sleep(1.5)\nprint("done")');
+  assert.match(sc.stdout, /busy-tick/, 'printed during this run');
+  assert.doesNotMatch(sc.stdout, /idle-tick/, 'printed before it');
+  assert.match(sc.stdout, /done/);
+  await c.close();
+});
+
 test('history keeps a record whose long error message is not ASCII', async () => {
   const c = await server();
   const { sc: made } = await call(c, 'create_sandbox', {});

@@ -12,6 +12,12 @@ out=$(PATH="$hostbin:$PATH" "$SBX" run -- host-only-cmd 2>&1); expect "run: the 
 rm -rf "$hostbin"
 out=$("$SBX" run -- /etc/passwd 2>&1); expect "run: a file that is not executable is refused (EACCES)" "cannot run /etc/passwd: Permission denied" "$out"
 
+# Programs reopen their stdio by name; the pipes are the sandbox user's to reopen.
+out=$("$SBX" run -- sh -c 'echo to-stdout > /dev/stdout; echo to-stderr > /dev/stderr' 2>&1)
+expect "run: a command may write to /dev/stdout" "to-stdout" "$out"
+expect "run: and to /dev/stderr" "to-stderr" "$out"
+out=$(echo fed-in | "$SBX" run -- cat /dev/stdin 2>&1); expect "run: and read /dev/stdin" "^fed-in$" "$out"
+
 # Init shares run's memory (and so its errno) while run drains the output: every byte of a
 # command that prints and exits at once arrives, run after run.
 short=0
