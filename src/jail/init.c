@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <signal.h>
 #include <poll.h>
@@ -295,6 +296,34 @@ serve_persistent(struct jail_child_plan *plan, pid_t child, int status_fd, const
     }
 }
 
+/* /proc/1/cmdline is readable by everyone, dumpable or not: a fork of the server would show the
+ * server's command line (its host paths and flags) to the sandbox. Init's private copy of it
+ * is overwritten. The bounds are fields 48 and 49 of /proc/self/stat, after the name (which
+ * may hold spaces and parentheses, hence the last ')'). */
+static void hide_command_line(void)
+{
+    static const char name[] = "mcp-sandbox-init";
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    /* A space precedes each field from the third on: stop at the one before arg_start. */
+    for (int field = 3; p && field <= 48; field++)
+        p = strchr(p + 1, ' ');
+    unsigned long start = 0, end = 0;
+    if (!p || sscanf(p, "%lu %lu", &start, &end) != 2 || end <= start)
+        return;
+    size_t len = end - start;
+    memset((void *)start, 0, len);
+    memcpy((void *)start, name, len > sizeof(name) ? sizeof(name) : len - 1);
+}
+
 void jail_run_init(const struct jail_child_plan *const_plan)
 {
     sigset_t all;
@@ -312,6 +341,9 @@ void jail_run_init(const struct jail_child_plan *const_plan)
      * without CAP_SYS_PTRACE over its memory, which the workload never has). */
     for (char **e = env; e && *e; e++)
         memset(*e, 0, strlen(*e));
+    /* Sharing `run`'s memory, the command line is run's own, still in use (and the user's). */
+    if (!const_plan->env_to_wipe)
+        hide_command_line();
     prctl(PR_SET_DUMPABLE, 0);
     pid_t child = start_workload(const_plan);
     if (child < 0)

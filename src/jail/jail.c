@@ -385,8 +385,8 @@ static int give_stdio_pipes(const struct jail_child_plan *plan, uid_t host_uid, 
 {
     for (int i = 0; i < 3; i++) {
         struct statfs fs;
-        if (plan->stdio[i] >= 0 && fstatfs(plan->stdio[i], &fs) == 0 &&
-            fs.f_type == PIPEFS_MAGIC && fchown(plan->stdio[i], host_uid, host_gid) < 0)
+        if (plan->stdio[i] >= 0 && fstatfs(plan->stdio[i], &fs) == 0 && fs.f_type == PIPEFS_MAGIC &&
+            fchown(plan->stdio[i], host_uid, host_gid) < 0)
             return -errno;
     }
     return 0;

@@ -245,6 +245,17 @@ test('files says when the list of changed files is incomplete', async () => {
   await c.close();
 });
 
+test('pid 1 inside does not show the server\'s command line', async () => {
+  const { client: c, transport } = await connect(serverArgs());
+  const { sc } = await call(c, 'execute_command', { command: "tr '\\0' ' ' < /proc/1/cmdline" });
+  assert.equal(sc.stdout.trim(), 'mcp-sandbox-init');
+  assert.ok(!sc.stdout.includes(stateDir), 'no host path of the server');
+  // (control) the server's own command line on the host is untouched.
+  const host = readFileSync(`/proc/${transport.pid}/cmdline`, 'utf8');
+  assert.ok(host.includes('serve') && host.includes(stateDir), host);
+  await c.close();
+});
+
 test('code may write to /dev/stdout and /dev/stderr by name', async () => {
   const c = await server();
   let { sc } = await call(c, 'execute_command', { command: 'echo out-by-name > /dev/stdout; echo err-by-name | tee /dev/stderr >/dev/null' });
