@@ -73,7 +73,17 @@ struct mcp_session {
     int log_level;
     json_t *subscriptions; /* uri -> true */
     struct mcp_call *calls;
+    struct mcp_batch *batch; /* the batch being dispatched, whose answers it collects */
+    bool closing;            /* being freed: nothing more is sent */
     struct mcp_session *next, *prev;
+};
+
+/* A JSON-RPC batch (2025-03-26 only: later versions removed them). Its responses go out
+ * together, as one array, once every request in it has been answered or cancelled. */
+struct mcp_batch {
+    json_t *responses;
+    json_t *first_id; /* the first request's id (mcp_batch_first_request_id), or NULL */
+    unsigned open;    /* calls still running, plus one while the batch is dispatched */
 };
 
 struct mcp_call {
@@ -83,6 +93,7 @@ struct mcp_call {
     json_t *output_schema; /* the tool's outputSchema, or NULL */
     mcp_cancel_fn cancel_fn;
     void *cancel_data;
+    struct mcp_batch *batch; /* the batch it came in, or NULL */
     struct mcp_call *next, *prev;
 };
 
@@ -94,6 +105,16 @@ static void send_msg(struct mcp_session *s, json_t *msg, const json_t *related)
     json_decref(msg);
 }
 
+/* A response goes into its batch, if it came in one, or out. */
+static void respond(struct mcp_session *s, struct mcp_batch *b, json_t *m, const json_t *id)
+{
+    if (b)
+        json_array_append_new(b->responses, m);
+    else
+        send_msg(s, m, id);
+}
+
+/* send_error and send_result answer the request being dispatched (in s->batch, if any). */
 static void send_error(struct mcp_session *s, const json_t *id, int code, const char *fmt, ...)
 {
     char text[512];
@@ -103,13 +124,36 @@ static void send_error(struct mcp_session *s, const json_t *id, int code, const 
     va_end(ap);
     json_t *m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                           "error", "code", code, "message", text);
-    send_msg(s, m, id);
+    respond(s, s->batch, m, id);
 }
 
 static void send_result(struct mcp_session *s, const json_t *id, json_t *result)
 {
     json_t *m = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
-    send_msg(s, m, id);
+    respond(s, s->batch, m, id);
+}
+
+/* One open request of the batch fewer; the last one sends the answers. A batch whose requests
+ * were all cancelled has none: its transport is told the request ended. */
+static void batch_release(struct mcp_session *s, struct mcp_batch *b)
+{
+    if (--b->open > 0)
+        return;
+    if (!s->closing) {
+        if (json_array_size(b->responses) > 0)
+            s->ops.send(s->ctx, b->responses, b->first_id);
+        else if (b->first_id && s->ops.end_request)
+            s->ops.end_request(s->ctx, b->first_id);
+    }
+    json_decref(b->responses);
+    json_decref(b->first_id);
+    free(b);
+}
+
+/* What a call's messages relate to: a batch's all go with the batch (one HTTP stream). */
+static const json_t *call_related(const struct mcp_call *c)
+{
+    return c->batch && c->batch->first_id ? c->batch->first_id : c->id;
 }
 
 static void send_notification(struct mcp_session *s, const char *method, json_t *params,
@@ -276,6 +320,8 @@ static void call_unlink_free(struct mcp_call *c)
     json_decref(c->id);
     json_decref(c->progress_token);
     json_decref(c->output_schema);
+    if (c->batch)
+        batch_release(s, c->batch);
     free(c);
 }
 
@@ -290,6 +336,7 @@ void mcp_session_free(struct mcp_session *s)
 {
     if (!s)
         return;
+    s->closing = true;
     while (s->calls)
         call_cancel(s->calls);
     drop_pending(s, NULL);
@@ -366,7 +413,9 @@ static json_t *check_structured(const struct mcp_call *c, json_t *result)
 void mcp_call_finish(struct mcp_call *c, json_t *result)
 {
     result = check_structured(c, result);
-    send_result(c->s, c->id, result);
+    /* Not send_result: a call may end while another request (or batch) is dispatched. */
+    respond(c->s, c->batch,
+            json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", c->id, "result", result), c->id);
     call_unlink_free(c);
 }
 
@@ -397,7 +446,7 @@ void mcp_call_progress(struct mcp_call *c, double progress, double total, const 
         json_object_set_new(p, "total", json_real(total));
     if (message)
         json_object_set_new(p, "message", json_string(message));
-    send_notification(c->s, "notifications/progress", p, c->id);
+    send_notification(c->s, "notifications/progress", p, call_related(c));
 }
 
 void mcp_call_log(struct mcp_call *c, const char *level, const char *logger, json_t *data)
@@ -410,7 +459,7 @@ void mcp_call_log(struct mcp_call *c, const char *level, const char *logger, jso
     json_t *p = json_pack("{s:s, s:o}", "level", level, "data", data);
     if (logger)
         json_object_set_new(p, "logger", json_string(logger));
-    send_notification(c->s, "notifications/message", p, c->id);
+    send_notification(c->s, "notifications/message", p, call_related(c));
 }
 
 void mcp_call_on_cancel(struct mcp_call *c, mcp_cancel_fn fn, void *data)
@@ -421,7 +470,8 @@ void mcp_call_on_cancel(struct mcp_call *c, mcp_cancel_fn fn, void *data)
 
 void mcp_call_close_stream(struct mcp_call *c)
 {
-    if (c->s->ops.close_stream)
+    /* A batch's stream carries its other requests too: it stays. */
+    if (c->s->ops.close_stream && !c->batch)
         c->s->ops.close_stream(c->s->ctx, c->id);
 }
 
@@ -462,7 +512,7 @@ int mcp_call_request(struct mcp_call *c, const char *method, json_t *params, mcp
     s->pending = r;
     json_t *m = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", r->id, "method", method,
                           "params", params);
-    send_msg(s, m, c->id);
+    send_msg(s, m, call_related(c));
     return 0;
 }
 
@@ -590,6 +640,8 @@ static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params
     if (json_is_string(tok) || json_is_integer(tok))
         c->progress_token = json_incref((json_t *)tok);
     c->output_schema = json_incref(t->output);
+    if ((c->batch = s->batch))
+        c->batch->open++;
     c->next = s->calls;
     if (s->calls)
         s->calls->prev = c;
@@ -839,8 +891,10 @@ static void on_cancelled(struct mcp_session *s, json_t *params)
         if (json_equal(c->id, rid)) {
             log_emit(LOG_LVL_DEBUG, "request cancelled by the client", "owner", s->owner, NULL);
             json_t *id = json_incref(c->id);
+            bool batched = c->batch != NULL;
             call_cancel(c); /* no response is sent for a cancelled request */
-            if (s->ops.end_request)
+            /* A batch's request ends with the batch (batch_release). */
+            if (s->ops.end_request && !batched)
                 s->ops.end_request(s->ctx, id);
             json_decref(id);
             return;
@@ -898,18 +952,93 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
     return kind;
 }
 
+static bool valid_id(const json_t *id)
+{
+    return id && (json_is_string(id) || json_is_integer(id));
+}
+
+const json_t *mcp_batch_first_request_id(const json_t *batch)
+{
+    size_t i;
+    const json_t *m;
+    json_array_foreach(batch, i, m)
+    {
+        const json_t *id = json_object_get(m, "id");
+        if (json_is_string(json_object_get(m, "method")) && valid_id(id))
+            return id;
+    }
+    return NULL;
+}
+
+bool mcp_session_accepts_batches(const struct mcp_session *s)
+{
+    return s->initialized && strcmp(s->version, "2025-03-26") == 0;
+}
+
+static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg);
+
+/* Each message of the batch is handled as if it came alone; the answers are collected
+ * (s->batch) and sent as one array when the last request is done. */
+static enum mcp_msg_kind receive_batch(struct mcp_session *s, json_t *batch)
+{
+    if (json_array_size(batch) == 0) {
+        send_error(s, NULL, RPC_INVALID_REQUEST, "an empty batch");
+        return MCP_MSG_INVALID;
+    }
+    struct mcp_batch *b = xcalloc(1, sizeof(*b));
+    b->responses = json_array();
+    const json_t *first = mcp_batch_first_request_id(batch);
+    b->first_id = first ? json_deep_copy(first) : NULL;
+    b->open = 1;
+    s->batch = b;
+    enum mcp_msg_kind kind = MCP_MSG_INVALID;
+    size_t i;
+    json_t *m;
+    json_array_foreach(batch, i, m)
+    {
+        enum mcp_msg_kind k;
+        const json_t *id = json_object_get(m, "id");
+        if (strcmp(json_string_value(json_object_get(m, "method")) ?: "", "initialize") == 0) {
+            send_error(s, valid_id(id) ? id : NULL, RPC_INVALID_REQUEST,
+                       "initialize must not be part of a batch");
+            k = MCP_MSG_INVALID;
+        } else {
+            k = receive_one(s, m);
+        }
+        if (kind != MCP_MSG_REQUEST && k != MCP_MSG_INVALID)
+            kind = k;
+    }
+    s->batch = NULL;
+    batch_release(s, b);
+    return kind;
+}
+
 enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, size_t len)
 {
     if (too_big(s, len))
         return MCP_MSG_INVALID;
+    if (!json_is_array(msg))
+        return receive_one(s, msg);
+    if (mcp_session_accepts_batches(s))
+        return receive_batch(s, msg);
+    if (s->initialized)
+        send_error(s, NULL, RPC_INVALID_REQUEST,
+                   "batches are not supported in protocol version %s (2025-06-18 removed them)",
+                   s->version);
+    else
+        send_error(s, NULL, RPC_INVALID_REQUEST,
+                   "a batch cannot come before initialize, which must be sent alone");
+    return MCP_MSG_INVALID;
+}
+
+static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
+{
     enum mcp_msg_kind kind = MCP_MSG_INVALID;
     const json_t *id = json_is_object(msg) ? json_object_get(msg, "id") : NULL;
-    bool id_ok = id && (json_is_string(id) || json_is_integer(id));
+    bool id_ok = valid_id(id);
     const json_t *reply_id = id_ok ? id : NULL;
     if (!json_is_object(msg)) {
-        send_error(s, NULL, RPC_INVALID_REQUEST,
-                   json_is_array(msg) ? "batches are not supported (removed in 2025-06-18)"
-                                      : "a JSON-RPC message must be an object");
+        send_error(s, NULL, RPC_INVALID_REQUEST, "a JSON-RPC message must be an object");
         goto out;
     }
     const char *ver = json_string_value(json_object_get(msg, "jsonrpc"));

@@ -68,6 +68,11 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
  * json_loadb(..., JSON_REJECT_DUPLICATES | JSON_DECODE_ANY) would) from len bytes, so that
  * it is not parsed twice. msg is borrowed. */
 enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, size_t len);
+/* A batch (a JSON array of messages) is taken only by a session that negotiated 2025-03-26;
+ * 2025-06-18 removed them. Its answers go out as one array, related to its first request's
+ * id: the first element with a string method and a string or integer id (NULL: none). */
+bool mcp_session_accepts_batches(const struct mcp_session *s);
+const json_t *mcp_batch_first_request_id(const json_t *batch);
 
 /* Tools are data: a definition table plus a handler. Handlers are asynchronous: they get a
  * call and finish it later (from a timer or fd callback on the same loop), or right away. */

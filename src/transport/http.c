@@ -503,9 +503,11 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
             }
     if (!target)
         target = s->get_stream;
-    bool is_response = target && related_id &&
-                       (json_object_get(msg, "result") || json_object_get(msg, "error")) &&
-                       json_equal(json_object_get(msg, "id"), related_id);
+    /* A batch's answers, an array, are the last message of its stream. */
+    bool is_response =
+        target && related_id &&
+        (json_is_array(msg) || ((json_object_get(msg, "result") || json_object_get(msg, "error")) &&
+                                json_equal(json_object_get(msg, "id"), related_id)));
     if (target && target->json_only) {
         if (is_response) {
             /* Alone: one JSON body, which has no event id to resume from. */
@@ -850,6 +852,39 @@ static enum MHD_Result resume_post(struct http_transport *t, struct MHD_Connecti
     return answer_post(t, c, rq, st);
 }
 
+/* Why msg is not a message the protocol layer can answer with its own id, or NULL. */
+static const char *message_shape_error(const json_t *msg)
+{
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    const json_t *id = json_object_get(msg, "id");
+    if (!json_is_object(msg))
+        return "a JSON-RPC message must be an object";
+    if (id && !json_is_string(id) && !json_is_integer(id))
+        return "id must be a string or an integer";
+    if (json_object_get(msg, "method") && !method)
+        return "method must be a string";
+    if (!method && !(id && (json_object_get(msg, "result") || json_object_get(msg, "error"))))
+        return "a message needs a method, or an id with a result or error";
+    return NULL;
+}
+
+static const char *batch_shape_error(const json_t *batch)
+{
+    if (json_array_size(batch) == 0)
+        return "an empty batch";
+    size_t i;
+    const json_t *m;
+    json_array_foreach(batch, i, m)
+    {
+        const char *why = message_shape_error(m);
+        if (why)
+            return why;
+        if (strcmp(json_string_value(json_object_get(m, "method")) ?: "", "initialize") == 0)
+            return "initialize must not be part of a batch";
+    }
+    return NULL;
+}
+
 static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connection *c,
                                    struct request *rq, const char *principal)
 {
@@ -872,24 +907,17 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     /* A message the protocol layer could only answer with id null is refused here, with a
      * status: its error would otherwise go to the GET stream, or nowhere, and the POST of a
      * request with an unusable id would wait for ever. */
-    const char *method = json_string_value(json_object_get(msg, "method"));
-    const json_t *id = json_object_get(msg, "id");
-    const char *shape = NULL;
-    if (!json_is_object(msg))
-        shape = json_is_array(msg) ? "batches are not supported (removed in 2025-06-18)"
-                                   : "a JSON-RPC message must be an object";
-    else if (id && !json_is_string(id) && !json_is_integer(id))
-        shape = "id must be a string or an integer";
-    else if (json_object_get(msg, "method") && !method)
-        shape = "method must be a string";
-    else if (!method && !(id && (json_object_get(msg, "result") || json_object_get(msg, "error"))))
-        shape = "a message needs a method, or an id with a result or error";
+    bool batch = json_is_array(msg);
+    const char *shape = batch ? batch_shape_error(msg) : message_shape_error(msg);
     if (shape) {
         json_decref(msg);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600, shape);
     }
-    bool is_request = method && id;
-    bool is_init = is_request && strcmp(method, "initialize") == 0;
+    /* A batch's answers come together, on the stream of its first request (see mcp.h). */
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    const json_t *id = batch ? mcp_batch_first_request_id(msg) : json_object_get(msg, "id");
+    bool is_request = id && (batch || method);
+    bool is_init = is_request && method && strcmp(method, "initialize") == 0;
     struct http_session *s = NULL;
     unsigned status = 0;
     const char *why = NULL;
@@ -909,6 +937,12 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
         json_decref(msg);
         return refuse(t, c, status ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, -32600,
                       why ? why : "session");
+    }
+    if (batch && !mcp_session_accepts_batches(s->mcp)) {
+        json_decref(msg);
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
+                      "batches are taken only in protocol version 2025-03-26 (2025-06-18 "
+                      "removed them)");
     }
     if (!is_request) {
         mcp_session_receive_json(s->mcp, msg, rq->len);

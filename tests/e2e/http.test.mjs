@@ -290,6 +290,46 @@ test('a cancelled call ends its POST; an id that cannot be answered is a 400, no
   }
 });
 
+test('a 2025-03-26 session posts batches: one JSON array, or an SSE stream ending with it', async () => {
+  const { url } = await start();
+  const r0 = await post(url, { ...INIT, params: { ...INIT.params, protocolVersion: '2025-03-26' } });
+  const sid = r0.headers.get('mcp-session-id');
+  await r0.text();
+  const h = { 'Mcp-Session-Id': sid };
+  assert.equal((await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h)).status, 202);
+  // Quick: one JSON body holding every answer.
+  let r = await post(url, [{ jsonrpc: '2.0', id: 2, method: 'ping' }, { jsonrpc: '2.0', method: 'notifications/x' },
+    { jsonrpc: '2.0', id: 'q', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 10 } } }], h);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /application\/json/);
+  const quick = await r.json();
+  assert.deepEqual(quick.map((m) => m.id).sort(), [2, 'q'].sort());
+  // Slow: an SSE stream with the progress, ending with the array.
+  r = await post(url, [{ jsonrpc: '2.0', id: 3, method: 'ping' },
+    { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 800, steps: 2 }, _meta: { progressToken: 't' } } }], h);
+  assert.match(r.headers.get('content-type'), /text\/event-stream/);
+  const events = await readEvents(r, (ev) => Array.isArray(ev.msg));
+  const last = events[events.length - 1].msg;
+  assert.deepEqual(last.map((m) => m.id), [3, 4]);
+  assert.equal(last[1].result.content[0].text, 'done');
+  assert.ok(events.some((ev) => ev.msg.method === 'notifications/progress' && ev.msg.params.progressToken === 't'));
+  // Only notifications: 202. Every request cancelled: the POST ends with no answer.
+  assert.equal((await post(url, [{ jsonrpc: '2.0', method: 'notifications/x' }], h)).status, 202);
+  const gone = post(url, [{ jsonrpc: '2.0', id: 'c', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 20000 } } }], h);
+  await new Promise((res) => setTimeout(res, 500));
+  await post(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'c' } }, h);
+  const t0 = Date.now();
+  const body = await (await gone).text();
+  assert.ok(Date.now() - t0 < 5000);
+  assert.doesNotMatch(body, /"result"/);
+  for (const [msg, why] of [[[], /empty batch/], [[INIT], /initialize must not be part of a batch/],
+    [[{ jsonrpc: '2.0', id: 5, method: 'ping' }, { jsonrpc: '2.0', id: 1.5, method: 'ping' }], /id must be/]]) {
+    const bad = await post(url, msg, h);
+    assert.equal(bad.status, 400, JSON.stringify(msg));
+    assert.match((await bad.json()).error.message, why);
+  }
+});
+
 test('an idle SSE stream gets keep-alive comments; a client that left is found and its session expires', async () => {
   const cfg = join(dir, 'keepalive.toml');
   writeFileSync(cfg, '[http]\nkeepalive_s = 1\nsession_idle_s = 1\n');

@@ -95,6 +95,66 @@ test('raw: error codes for bad lines, and the server keeps answering', async () 
   assert.equal((await s.exited).code, 0);
 });
 
+test('raw: a 2025-03-26 session takes batches, answered as one array once all are done', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send('[{"jsonrpc":"2.0","id":0,"method":"ping"}]\n');
+  const early = await s.waitFor((m) => !Array.isArray(m) && m.error);
+  assert.match(early.error.message, /before initialize/);
+  s.send(INIT(1, '2025-03-26'));
+  await s.waitFor((m) => m.id === 1);
+  s.send(JSON.stringify([
+    { jsonrpc: '2.0', id: 2, method: 'ping' },
+    { jsonrpc: '2.0', method: 'notifications/whatever' },
+    { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 200, steps: 2 }, _meta: { progressToken: 'p' } } },
+    { jsonrpc: '2.0', id: 4, method: 'no/such' },
+    5,
+    { jsonrpc: '2.0', id: 6, method: 'initialize', params: {} },
+  ]) + '\n');
+  const batch = await s.waitFor((m) => Array.isArray(m));
+  const by = (id) => batch.find((r) => r.id === id);
+  assert.equal(batch.length, 5, JSON.stringify(batch));
+  assert.deepEqual(by(2).result, {});
+  assert.equal(by(3).result.content[0].text, 'done');
+  assert.equal(by(4).error.code, -32601);
+  assert.equal(by(null).error.code, -32600);
+  assert.match(by(6).error.message, /initialize must not be part of a batch/);
+  // Progress is not held back: it went out on its own, before the answers.
+  const progress = s.replies.filter((m) => m.method === 'notifications/progress');
+  assert.equal(progress.length, 2);
+  assert.ok(s.replies.indexOf(progress[1]) < s.replies.indexOf(batch));
+  // An empty batch is one error; a batch of notifications gets nothing.
+  s.send('[]\n');
+  const empty = await s.waitFor((m) => !Array.isArray(m) && m.error && /empty batch/.test(m.error.message));
+  assert.equal(empty.error.code, -32600);
+  // A cancelled request leaves the batch's other answers; all cancelled, nothing is sent.
+  s.send('[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":2000}}},{"jsonrpc":"2.0","id":8,"method":"ping"}]\n');
+  s.send('[{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":2000}}}]\n');
+  s.send('[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}]\n');
+  const rest = await s.waitFor((m) => Array.isArray(m) && m.some((r) => r.id === 8));
+  assert.deepEqual(rest.map((r) => r.id), [8]);
+  s.send('{"jsonrpc":"2.0","id":10,"method":"ping"}\n');
+  await s.waitFor((m) => m.id === 10);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.ok(!s.replies.some((m) => Array.isArray(m) && m.some((r) => r.id === 7 || r.id === 9)));
+  assert.equal(s.replies.filter((m) => Array.isArray(m)).length, 2, 'no answer to the notifications-only batch');
+  s.child.stdin.end();
+  assert.equal((await s.exited).code, 0);
+});
+
+test('raw: later versions refuse a batch, saying why', async () => {
+  for (const v of ['2025-06-18', '2025-11-25']) {
+    const s = rawServer();
+    s.send(INIT(1, v));
+    await s.waitFor((m) => m.id === 1);
+    s.send('[{"jsonrpc":"2.0","id":2,"method":"ping"}]\n');
+    const r = await s.waitFor((m) => m.error);
+    assert.equal(r.error.code, -32600);
+    assert.match(r.error.message, new RegExp(`not supported in protocol version ${v}`));
+    s.child.stdin.end();
+    await s.exited;
+  }
+});
+
 test('raw: a message over the size cap is refused and the stream stays in sync', async () => {
   const s = rawServer(['--max-message-bytes', '4k']);
   s.send(INIT(1));
