@@ -108,6 +108,13 @@ static void send_msg(struct mcp_session *s, json_t *msg, const json_t *related)
 /* A response goes into its batch, if it came in one, or out. */
 static void respond(struct mcp_session *s, struct mcp_batch *b, json_t *m, const json_t *id)
 {
+    if (!m) {
+        /* An answer that could not be built must not leave the request waiting for ever. */
+        log_emit(LOG_LVL_ERROR, "an answer could not be encoded", NULL);
+        m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                      "error", "code", -32603, "message",
+                      "internal error: the answer could not be encoded");
+    }
     if (b)
         json_array_append_new(b->responses, m);
     else
@@ -122,6 +129,8 @@ static void send_error(struct mcp_session *s, const json_t *id, int code, const 
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    /* The message may quote the client's text, cut anywhere by the buffer: keep it sendable. */
+    utf8_scrub(text, strlen(text));
     json_t *m = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                           "error", "code", code, "message", text);
     respond(s, s->batch, m, id);

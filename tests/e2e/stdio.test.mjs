@@ -76,6 +76,10 @@ test('raw: error codes for bad lines, and the server keeps answering', async () 
     ['{"jsonrpc":"2.0","id":16,"method":"resources/read","params":{"uri":"x://y"}}', -32002],
     ['{"jsonrpc":"2.0","id":17,"method":"tools/list","params":{"cursor":"bogus"}}', -32602],
     ['{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', -32600],
+    // Errors that quote a long non-ASCII name, cut inside a character: still answered.
+    [`{"jsonrpc":"2.0","id":18,"method":"${'é'.repeat(300)}"}`, -32601],
+    [`{"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"${'é'.repeat(300)}"}}`, -32602],
+    [`{"jsonrpc":"2.0","id":21,"method":"resources/read","params":{"uri":"${'é'.repeat(250)}"}}`, -32002],
   ];
   for (const [line, code] of cases) {
     const before = s.replies.length;
