@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -325,19 +326,64 @@ int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sb
     return fd;
 }
 
+/* The new content goes to a hidden file beside the target, renamed over it once complete: a
+ * write that fails (the workspace full) leaves the old file as it was, and no half-written one.
+ * The existing file is opened first, as the in-place write did, so that its type, owner and
+ * permissions refuse what they refused before; its mode carries over. */
+static int replace_as_user(int root_fd, const char *canon, const void *data, size_t len, uid_t uid,
+                           gid_t gid, struct sbx_err *err)
+{
+    char base[256];
+    cleanup_fd int dir = open_parent(root_fd, canon, true, base, sizeof(base), err);
+    if (dir < 0)
+        return -1;
+    mode_t mode = 0644;
+    bool existed = false;
+    int old = files_openat2(dir, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0, STRICT);
+    if (old < 0 && errno != ENOENT)
+        return open_fail(err, errno, canon, true);
+    if (old >= 0) {
+        struct stat st;
+        int r = fstat(old, &st);
+        close(old);
+        if (r < 0 || !S_ISREG(st.st_mode))
+            return sbx_fail(err, EINVAL, "%s exists and is not a regular file", canon);
+        if (st.st_uid != uid || st.st_gid != gid)
+            return sbx_fail(err, EPERM, "%s belongs to another user", canon);
+        mode = st.st_mode & 07777;
+        existed = true;
+    }
+    char tmp[64];
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) < 0)
+        nonce = now_ns();
+    snprintf(tmp, sizeof(tmp), ".mcp-write-%016llx", (unsigned long long)nonce);
+    cleanup_fd int fd =
+        files_openat2(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0777, STRICT);
+    if (fd < 0)
+        return open_fail(err, errno, canon, true);
+    int e = write_all(fd, data, len) < 0 ? errno : 0;
+    /* The old file's mode exactly, which the umask would have trimmed. */
+    if (!e && existed && fchmod(fd, mode) < 0)
+        e = errno;
+    if (!e && renameat(dir, tmp, dir, base) < 0)
+        e = errno;
+    if (!e)
+        return 0;
+    unlinkat(dir, tmp, 0);
+    if (e == ENOSPC || e == EFBIG || e == EDQUOT)
+        return sbx_fail(err, e, "%s: no space left: the sandbox's %s is full (its size cap)", canon,
+                        strncmp(canon, "/tmp/", 5) == 0 ? "/tmp" : "/workspace");
+    return sbx_fail_errno(err, e, "writing %s", canon);
+}
+
 int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
                 struct sbx_err *err)
 {
-    cleanup_fd int fd = files_create(root_fd, canon, uid, gid, err);
-    if (fd < 0)
-        return -1;
-    if (write_all(fd, data, len) < 0) {
-        int e = errno;
-        if (e == ENOSPC || e == EFBIG || e == EDQUOT)
-            return sbx_fail(err, e, "%s: the sandbox's workspace is full (its size cap)", canon);
-        return sbx_fail_errno(err, e, "writing %s", canon);
-    }
-    return 0;
+    struct fs_ids old = become(uid, gid);
+    int r = replace_as_user(root_fd, canon, data, len, uid, gid, err);
+    restore(old);
+    return r;
 }
 
 static const char *type_of(mode_t m)

@@ -39,7 +39,8 @@ int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length,
                char **data, size_t *len, uint64_t *size, struct sbx_err *err);
 
 /* Creates or replaces a regular file (parents created, owned by uid:gid like the sandbox
- * user's own files). Refuses to write through a symlink. */
+ * user's own files), whole or not at all: a failed write leaves the old content. Refuses to
+ * write through a symlink. */
 int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
                 struct sbx_err *err);
 /* Same, returning an open fd for appending (output spill files). */

@@ -245,6 +245,35 @@ test('files says when the list of changed files is incomplete', async () => {
   await c.close();
 });
 
+test('write_file replaces a file whole or not at all, keeping its mode', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', { profile: 'tight' })).sc.sandbox_id; // 64 MiB workspace
+  await call(c, 'write_file', { sandbox_id: id, path: 'keep.txt', content: 'precious\n' });
+  await call(c, 'execute_command', { sandbox_id: id, command: 'head -c 60000000 /dev/zero > /workspace/fill' });
+  const big = Buffer.alloc(8 << 20, 120).toString('base64');
+  let r = await call(c, 'write_file', { sandbox_id: id, path: 'keep.txt', content: big, encoding: 'base64' });
+  assert.equal(r.r.isError, true);
+  assert.match(r.text, /no space left: the sandbox's \/workspace is full/);
+  assert.equal((await call(c, 'read_file', { sandbox_id: id, path: 'keep.txt' })).sc.content, 'precious\n');
+  r = await call(c, 'write_file', { sandbox_id: id, path: 'new.txt', content: big, encoding: 'base64' });
+  assert.equal(r.r.isError, true);
+  let ls = (await call(c, 'execute_command', { sandbox_id: id, command: 'rm /workspace/fill; ls -A /workspace' })).sc.stdout;
+  assert.deepEqual(ls.split('\n').filter((n) => n && n !== '.packages'), ['keep.txt'], 'no half-written file, no leftover');
+  // (control) with room, the same write goes through.
+  r = await call(c, 'write_file', { sandbox_id: id, path: 'keep.txt', content: big, encoding: 'base64' });
+  assert.equal(r.sc.size, 8 << 20, JSON.stringify(r.sc));
+  // The mode stays; a file its owner made read-only is still refused.
+  await call(c, 'execute_command', { sandbox_id: id, command: "printf '#!/bin/sh\\necho old\\n' > s.sh; chmod 750 s.sh; echo ro > ro.txt; chmod 444 ro.txt" });
+  await call(c, 'write_file', { sandbox_id: id, path: 's.sh', content: '#!/bin/sh\necho new\n' });
+  const out = (await call(c, 'execute_command', { sandbox_id: id, command: 'stat -c %a s.sh; ./s.sh' })).sc.stdout;
+  assert.equal(out, '750\nnew\n');
+  r = await call(c, 'write_file', { sandbox_id: id, path: 'ro.txt', content: 'changed' });
+  assert.equal(r.r.isError, true);
+  assert.match(r.text, /ermission denied/);
+  assert.equal((await call(c, 'read_file', { sandbox_id: id, path: 'ro.txt' })).sc.content, 'ro\n');
+  await c.close();
+});
+
 test('pid 1 inside does not show the server\'s command line', async () => {
   const { client: c, transport } = await connect(serverArgs());
   const { sc } = await call(c, 'execute_command', { command: "tr '\\0' ' ' < /proc/1/cmdline" });
