@@ -234,12 +234,15 @@ class Inotify:
         self.ioctl(self.fd, 0x541B, self.pending, True)
         if not any(self.pending):
             return True
-        # Events only say that something changed: take them all; the caller scans.
+        # Events only say that something changed: take them all; the caller scans. A directory
+        # deleted and made again is a new inode without a watch: the scan watches every
+        # directory afresh (an inode already watched keeps its watch).
         try:
             while posix.read(self.fd, 65536):
                 pass
         except BlockingIOError:
             pass
+        self.watched.clear()
         return False
 
     def close(self):

@@ -217,6 +217,20 @@ test('files lists what the run changed, not what write_file did before it', asyn
   await c.close();
 });
 
+test('files sees changes in a directory deleted and made again', async () => {
+  const c = await server();
+  let { sc } = await run(c, "import os\nos.makedirs('/workspace/d')\nopen('/workspace/d/a.txt', 'w').write('a')");
+  assert.deepEqual(sc.files, ['/workspace/d/a.txt']);
+  await run(c, "import shutil, os\nshutil.rmtree('/workspace/d')\nos.makedirs('/workspace/d')");
+  ({ sc } = await run(c, "open('/workspace/d/new.txt', 'w').write('n')"));
+  assert.deepEqual(sc.files, ['/workspace/d/new.txt']);
+  ({ sc } = await run(c, "open('/workspace/d/new.txt', 'a').write('more')"));
+  assert.deepEqual(sc.files, ['/workspace/d/new.txt']);
+  ({ sc } = await run(c, "open('/workspace/top.txt', 'w').write('t')"));
+  assert.deepEqual(sc.files, ['/workspace/top.txt'], 'only what this run changed');
+  await c.close();
+});
+
 test('files says when the list of changed files is incomplete', async () => {
   const c = await server();
   // A few changes: all listed, and the list is complete.
