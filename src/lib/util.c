@@ -240,3 +240,58 @@ size_t utf8_scrub(char *buf, size_t len)
     }
     return replaced;
 }
+
+static bool uri_unreserved(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '/';
+}
+
+char *uri_path_encode(const char *path)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(path);
+    char *out = xmalloc(3 * n + 1), *o = out;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (uri_unreserved(*p)) {
+            *o++ = (char)*p;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool uri_path_decode(const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *p = in; *p; p++) {
+        if (n + 1 >= size)
+            return false;
+        char ch = *p;
+        if (ch == '%') {
+            int hi = hex_digit(p[1]), lo = hi < 0 ? -1 : hex_digit(p[2]);
+            if (lo < 0 || (hi | lo) == 0)
+                return false;
+            ch = (char)(hi << 4 | lo);
+            p += 2;
+        }
+        out[n++] = ch;
+    }
+    out[n] = '\0';
+    return true;
+}

@@ -83,6 +83,12 @@ int write_file_str(const char *path, const char *s);
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
 
+/* A file path as a URI path: every byte but the unreserved characters and '/' as %XX. */
+char *uri_path_encode(const char *path);
+/* Its inverse, strict: '%' takes two hex digits, and no %00. False when malformed or when it
+ * does not fit in size. */
+bool uri_path_decode(const char *in, char *out, size_t size);
+
 /* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);
 

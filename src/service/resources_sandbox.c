@@ -30,29 +30,6 @@ static bool parse_uri(const char *uri, char *id, size_t id_size, const char **ki
     return true;
 }
 
-/* Percent-decoding of a URI path ({+path} keeps reserved characters as they are). */
-static bool percent_decode(const char *in, char *out, size_t size)
-{
-    size_t n = 0;
-    for (const char *p = in; *p; p++) {
-        if (n + 1 >= size)
-            return false;
-        if (*p == '%' && p[1] && p[2]) {
-            char hex[3] = {p[1], p[2], 0};
-            char *end;
-            long v = strtol(hex, &end, 16);
-            if (*end || v == 0)
-                return false;
-            out[n++] = (char)v;
-            p += 2;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n] = '\0';
-    return true;
-}
-
 static int read_file_resource(const char *uri, void *data, json_t **contents, struct sbx_err *err)
 {
     struct sandbox_service *svc = data;
@@ -65,7 +42,7 @@ static int read_file_resource(const char *uri, void *data, json_t **contents, st
     if (!owner || sandbox_lookup(svc, owner, id, &sb, err) < 0)
         return sbx_fail(err, ENOENT, "not found");
     char rel[FILES_PATH_MAX], canon[FILES_PATH_MAX];
-    if (!percent_decode(rest + 6, rel, sizeof(rel)))
+    if (!uri_path_decode(rest + 6, rel, sizeof(rel)))
         return sbx_fail(err, ENOENT, "bad path");
     char *path = xasprintf("/workspace/%s", rel);
     int r = files_canonical(path, canon, sizeof(canon), err);

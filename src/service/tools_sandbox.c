@@ -65,7 +65,10 @@ static json_t *resource_link(const struct sandbox *sb, const char *path)
         rel += 11;
     else if (*rel == '/')
         rel++;
-    char *uri = xasprintf("sandbox://%s/files/%s", sb->id, rel);
+    /* A name may hold '%', '#', '?' or spaces: the URI carries it encoded. */
+    char *enc = uri_path_encode(rel);
+    char *uri = xasprintf("sandbox://%s/files/%s", sb->id, enc);
+    free(enc);
     json_t *link = json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", uri, "name",
                              rel, "mimeType", files_mime_type(path, true));
     free(uri);

@@ -1082,28 +1082,13 @@ static enum MHD_Result handle_legacy_post(struct http_transport *t, struct MHD_C
 
 /* ---- file downloads ---- */
 
-static bool unreserved(unsigned char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '/';
-}
-
 static char *make_link(void *data, const char *sandbox_id, const char *rel)
 {
     struct http_transport *t = data;
     uint64_t expires = wall_ms() / 1000 + LINK_TTL_S;
     char sig[65];
     http_link_sign(t->link_key, sandbox_id, rel, expires, sig);
-    size_t n = strlen(rel);
-    char *enc = xmalloc(3 * n + 1), *o = enc;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)rel[i];
-        if (unreserved(ch))
-            *o++ = (char)ch;
-        else
-            o += sprintf(o, "%%%02X", ch);
-    }
-    *o = '\0';
+    char *enc = uri_path_encode(rel);
     char *url = xasprintf("%s/files/%s/%s?exp=%llu&sig=%s", t->base_url, sandbox_id, enc,
                           (unsigned long long)expires, sig);
     free(enc);

@@ -217,6 +217,26 @@ test('files lists what the run changed, not what write_file did before it', asyn
   await c.close();
 });
 
+test('resource links encode odd file names, and each reads back its own file', async () => {
+  const c = await server();
+  const names = ['pA.txt', 'p%41.txt', 'sp ace#h?.txt', 'pct%.txt', 'é.txt'];
+  const code = names.map((n, i) => `open(${JSON.stringify('/workspace/' + n)}, 'w').write('content ${i}')`).join('\n');
+  const { r } = await run(c, code);
+  const links = r.content.filter((x) => x.type === 'resource_link');
+  assert.equal(links.length, names.length);
+  for (const [i, n] of names.entries()) {
+    const link = links.find((l) => l.name === n);
+    assert.ok(link, n);
+    assert.doesNotMatch(link.uri.split('/files/')[1], /[ #?]|%(?![0-9A-F]{2})/, link.uri);
+    const read = await c.readResource({ uri: link.uri });
+    assert.equal(read.contents[0].text, `content ${i}`, link.uri);
+  }
+  // A malformed escape is no file at all.
+  const sid = links[0].uri.split('/')[2];
+  await assert.rejects(c.readResource({ uri: `sandbox://${sid}/files/p% 1.txt` }));
+  await c.close();
+});
+
 test('files sees changes in a directory deleted and made again', async () => {
   const c = await server();
   let { sc } = await run(c, "import os\nos.makedirs('/workspace/d')\nopen('/workspace/d/a.txt', 'w').write('a')");
