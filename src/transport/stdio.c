@@ -1,7 +1,11 @@
 /* MCP over stdio: one JSON-RPC message per line. A line over the size cap is answered with an
  * error and skipped up to its newline without being buffered, so the stream stays in sync; its
  * id is read from the line's two ends (where clients put it), so that the client hears about
- * its own request instead of waiting for it. */
+ * its own request instead of waiting for it.
+ *
+ * stdout is written without blocking: a client that stops reading must not stop the loop
+ * (timeouts, signals, other work). What it has not taken waits in a queue; past
+ * OUT_PAUSE_BYTES no more requests are read until the queue drains. */
 #include "stdio.h"
 
 #include "log.h"
@@ -10,10 +14,13 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <regex.h>
 #include <string.h>
 
-#define END_KEEP 256 /* bytes kept of each end of an oversized line */
+#define END_KEEP         256 /* bytes kept of each end of an oversized line */
+#define OUT_PAUSE_BYTES  (64u << 20)
+#define FLUSH_AT_EXIT_MS 2000 /* for the answers still queued when the server stops */
 
 struct stdio_transport {
     struct ev_loop *loop;
@@ -27,20 +34,103 @@ struct stdio_transport {
     size_t discarded;
     char head[END_KEEP + 1], tail[END_KEEP + 1]; /* its first and last bytes */
     size_t head_len, tail_len;
+    int in_flags, out_flags; /* as found, put back at the end */
+    char *out;               /* output the client has not taken yet: out[out_off..out_len) */
+    size_t out_off, out_len, out_cap;
+    struct ev_watch *out_watch; /* while output waits */
+    bool out_broken;            /* the client is gone: output is dropped */
+    bool paused;                /* too much output waits: stdin is not read */
+    bool eof;
 };
+
+static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data);
+static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
+static size_t out_queued(const struct stdio_transport *t)
+{
+    return t->out_len - t->out_off;
+}
+
+/* Writes what the queue holds, as far as stdout takes it now. */
+static void flush_out(struct stdio_transport *t)
+{
+    while (out_queued(t) && !t->out_broken) {
+        ssize_t w = write(t->out_fd, t->out + t->out_off, out_queued(t));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            break;
+        if (w <= 0) {
+            log_warn("stdout write failed; the client went away");
+            t->out_broken = true;
+            break;
+        }
+        t->out_off += (size_t)w;
+    }
+    if (t->out_broken || !out_queued(t)) {
+        t->out_off = t->out_len = 0;
+        if (t->out_cap > (1u << 20)) {
+            free(t->out);
+            t->out = NULL;
+            t->out_cap = 0;
+        }
+    } else if (t->out_off > t->out_cap / 2) {
+        memmove(t->out, t->out + t->out_off, out_queued(t));
+        t->out_len -= t->out_off;
+        t->out_off = 0;
+    }
+}
+
+/* Watches stdout while output waits, and stdin only while little does. */
+static void update_watches(struct stdio_transport *t)
+{
+    struct sbx_err err = {0};
+    size_t queued = out_queued(t);
+    if (queued && !t->out_watch)
+        t->out_watch = ev_watch(t->loop, t->out_fd, EPOLLOUT, on_output, t, &err);
+    else if (!queued && t->out_watch) {
+        ev_unwatch(t->out_watch);
+        t->out_watch = NULL;
+    }
+    if (queued > OUT_PAUSE_BYTES && t->watch) {
+        ev_unwatch(t->watch);
+        t->watch = NULL;
+        t->paused = true;
+    } else if (!queued && t->paused && !t->eof) {
+        t->paused = false;
+        t->watch = ev_watch(t->loop, t->in_fd, EPOLLIN, on_input, t, &err);
+    }
+}
+
+static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop, (void)fd, (void)events;
+    struct stdio_transport *t = data;
+    flush_out(t);
+    update_watches(t);
+}
 
 static void stdio_send(void *ctx, json_t *msg, const json_t *related)
 {
     (void)related;
     struct stdio_transport *t = ctx;
+    if (t->out_broken)
+        return;
     char *line = json_dumps(msg, MCP_JSON_FLAGS);
     if (!line)
         return;
     size_t n = strlen(line);
     line[n] = '\n'; /* replaces the NUL json_dumps left room for */
-    if (write_all(t->out_fd, line, n + 1) < 0)
-        log_warn("stdout write failed; the client went away");
+    if (t->out_len + n + 1 > t->out_cap) {
+        while (t->out_cap < t->out_len + n + 1)
+            t->out_cap = t->out_cap ? t->out_cap * 2 : 65536;
+        t->out = xrealloc(t->out, t->out_cap);
+    }
+    memcpy(t->out + t->out_len, line, n + 1);
+    t->out_len += n + 1;
     free(line);
+    flush_out(t);
+    update_watches(t);
 }
 
 static void keep_head(struct stdio_transport *t, const char *p, size_t n)
@@ -112,7 +202,9 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (t->len && !t->discarding)
             handle_line(t, t->buf, t->len);
         log_info("stdin closed; shutting down");
-        ev_unwatch(t->watch);
+        t->eof = true;
+        if (t->watch)
+            ev_unwatch(t->watch);
         t->watch = NULL;
         ev_loop_stop(loop);
         return;
@@ -183,9 +275,13 @@ int stdio_transport_start(struct ev_loop *loop, struct mcp_server *srv, int in_f
     t->max = 16u << 20;
     static const struct mcp_transport_ops ops = {.send = stdio_send};
     t->session = mcp_session_new(srv, &ops, t, "stdio");
-    int fl = fcntl(in_fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(in_fd, F_SETFL, fl | O_NONBLOCK);
+    /* Both may be one socket, whose flags are shared: both are made non-blocking. */
+    t->in_flags = fcntl(in_fd, F_GETFL);
+    t->out_flags = fcntl(out_fd, F_GETFL);
+    if (t->in_flags >= 0)
+        fcntl(in_fd, F_SETFL, t->in_flags | O_NONBLOCK);
+    if (t->out_flags >= 0)
+        fcntl(out_fd, F_SETFL, t->out_flags | O_NONBLOCK);
     t->watch = ev_watch(loop, in_fd, EPOLLIN, on_input, t, err);
     if (!t->watch) {
         mcp_session_free(t->session);
@@ -201,12 +297,37 @@ void stdio_transport_set_max(struct stdio_transport *t, size_t max)
     t->max = max;
 }
 
+/* The answers still queued get a short while to leave: a client that reads them after
+ * closing stdin has them, one that stopped reading does not hold the shutdown. */
+static void flush_at_exit(struct stdio_transport *t)
+{
+    uint64_t deadline = now_ms() + FLUSH_AT_EXIT_MS;
+    for (;;) {
+        flush_out(t);
+        uint64_t now = now_ms();
+        if (!out_queued(t) || t->out_broken || now >= deadline)
+            return;
+        struct pollfd p = {.fd = t->out_fd, .events = POLLOUT};
+        poll(&p, 1, (int)(deadline - now));
+    }
+}
+
 void stdio_transport_stop(struct stdio_transport *t)
 {
     if (!t)
         return;
-    ev_unwatch(t->watch);
+    if (t->watch)
+        ev_unwatch(t->watch);
+    if (t->out_watch)
+        ev_unwatch(t->out_watch);
     mcp_session_free(t->session);
+    flush_at_exit(t);
+    /* A terminal or pipe shared with the parent is left as it was found. */
+    if (t->in_flags >= 0)
+        fcntl(t->in_fd, F_SETFL, t->in_flags);
+    if (t->out_flags >= 0)
+        fcntl(t->out_fd, F_SETFL, t->out_flags);
+    free(t->out);
     free(t->buf);
     free(t);
 }

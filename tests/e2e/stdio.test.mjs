@@ -1,7 +1,8 @@
 // The real binary over stdio, driven by the official TypeScript SDK and by raw lines.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, rawServer, INIT, cleanup } from './helpers.mjs';
+import { spawnSync } from 'node:child_process';
+import { connect, rawServer, INIT, cleanup, BIN } from './helpers.mjs';
 
 after(cleanup);
 
@@ -157,6 +158,62 @@ test('raw: later versions refuse a batch, saying why', async () => {
     s.child.stdin.end();
     await s.exited;
   }
+});
+
+test('raw: a client that stops reading stdout does not stop timeouts, other work or SIGTERM', async () => {
+  const s = rawServer();
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":"warm","method":"tools/call","params":{"name":"run_code","arguments":{"code":"1"}}}\n');
+  await s.waitFor((m) => m.id === 'warm', 30000);
+  s.child.stdout.pause();
+  s.send('{"jsonrpc":"2.0","id":"B","method":"tools/call","params":{"name":"run_code","arguments":{"code":"while True: pass","timeout_s":1}}}\n');
+  for (let i = 0; i < 200; i++) s.send(`{"jsonrpc":"2.0","id":${i + 10},"method":"tools/list"}\n`);
+  await new Promise((r) => setTimeout(r, 4000));
+  s.child.stdout.resume();
+  const b = await s.waitFor((m) => m.id === 'B', 20000);
+  assert.equal(b.result.structuredContent.timed_out, true);
+  assert.ok(b.result.structuredContent.duration_ms < 3000, `the 1 s timeout took ${b.result.structuredContent.duration_ms} ms`);
+  await s.waitFor((m) => m.id === 209, 20000);
+  // Not reading again, then SIGTERM: the server still ends.
+  s.child.stdout.pause();
+  for (let i = 0; i < 200; i++) s.send(`{"jsonrpc":"2.0","id":${i + 300},"method":"tools/list"}\n`);
+  await new Promise((r) => setTimeout(r, 500));
+  const t0 = Date.now();
+  s.child.kill('SIGTERM');
+  const end = await s.exited;
+  assert.ok(Date.now() - t0 < 8000, `exit took ${Date.now() - t0} ms`);
+  assert.equal(end.code, 0);
+});
+
+test('raw: stdin and stdout may be one socket (inetd, socat EXEC:)', () => {
+  const script = `
+import json, socket, subprocess, sys, time
+a, b = socket.socketpair()
+p = subprocess.Popen([sys.argv[1], "serve", "--stdio", "--log-level", "error"], stdin=b, stdout=b)
+b.close()
+send = lambda o: a.sendall((json.dumps(o) + "\\n").encode())
+send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}})
+for i in range(300):
+    send({"jsonrpc": "2.0", "id": i + 1, "method": "tools/list"})
+time.sleep(2)
+buf = b""
+a.settimeout(3)
+try:
+    while buf.count(b"\\n") < 301:
+        d = a.recv(1 << 20)
+        if not d:
+            break
+        buf += d
+except socket.timeout:
+    pass
+ids = {json.loads(l)["id"] for l in buf.split(b"\\n") if l}
+print("missing", 301 - len(ids))
+a.shutdown(socket.SHUT_WR)
+print("rc", p.wait(10))
+`;
+  const r = spawnSync('python3', ['-c', script, BIN], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.stdout, 'missing 0\nrc 0\n', r.stderr);
 });
 
 test('raw: a message over the size cap is refused and the stream stays in sync', async () => {
