@@ -74,6 +74,32 @@ static bool is_image(const char *mime)
     return strncmp(mime, "image/", 6) == 0 && strcmp(mime, "image/svg+xml") != 0;
 }
 
+/* A slice of a text file may start or end inside a character: its ends move to character
+ * boundaries (at most 3 bytes each) so that it reads as the text it is. The start moves only
+ * past an offset, the end only when the file goes on. */
+static void trim_to_characters(const char *buf, size_t len, bool at_start, bool file_goes_on,
+                               size_t *skip, size_t *keep)
+{
+    size_t a = 0;
+    while (!at_start && a < len && a < 3 && ((unsigned char)buf[a] & 0xC0) == 0x80)
+        a++;
+    size_t b = len;
+    if (file_goes_on) {
+        /* The last lead byte within 3 of the end, and whether its sequence is complete. */
+        for (size_t back = 1; back <= 3 && back <= len - a; back++) {
+            unsigned char c = (unsigned char)buf[len - back];
+            if ((c & 0xC0) == 0x80)
+                continue;
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if (need > back)
+                b = len - back;
+            break;
+        }
+    }
+    *skip = a;
+    *keep = b - a;
+}
+
 static void t_read_file(struct mcp_call *call, json_t *args, void *data)
 {
     char canon[FILES_PATH_MAX];
@@ -95,9 +121,19 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
-    bool text = files_looks_text(buf, len);
+    bool want_b64 = encoding && strcmp(encoding, "base64") == 0;
+    size_t skip = 0, keep = len;
+    if (!want_b64)
+        trim_to_characters(buf, len, offset == 0, offset + len < size, &skip, &keep);
+    /* A slice too short to hold one whole character is shown as the bytes it is. */
+    bool text = (keep > 0 || len == 0) && files_looks_text(buf + skip, keep);
+    if (text && (skip || keep < len)) {
+        memmove(buf, buf + skip, keep);
+        offset += skip;
+        len = keep;
+    }
     const char *mime = files_mime_type(canon, text);
-    bool b64 = (encoding && strcmp(encoding, "base64") == 0) || !text;
+    bool b64 = want_b64 || !text;
     bool truncated = offset + len < size;
     json_t *content = json_array();
     json_t *sc;
@@ -112,7 +148,7 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
                                text ? "" : "; the file is binary, so base64 was used");
         json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", note));
         free(note);
-        if (is_image(mime) && !truncated)
+        if (is_image(mime) && offset == 0 && !truncated) /* the whole image, not a piece */
             json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
                                                      enc, "mimeType", mime));
         free(enc);

@@ -279,6 +279,35 @@ test('files says when the list of changed files is incomplete', async () => {
   await c.close();
 });
 
+test('read_file slices of UTF-8 text stay text; a piece of an image is no image', async () => {
+  const c = await server();
+  await run(c, "open('/workspace/t.md', 'w', encoding='utf-8').write('a' + 'é' * (3 << 20))");
+  // The 4 MiB cap falls inside a character: the slice ends before it, and reading on from the
+  // offset the note gives continues at the next character.
+  let { sc, text } = await call(c, 'read_file', { path: 't.md' });
+  assert.equal(sc.encoding, 'utf-8');
+  assert.equal(sc.truncated, true);
+  assert.equal(sc.length % 2, 1, 'a + whole two-byte characters');
+  assert.match(text, new RegExp(`read on with offset ${sc.length}`));
+  ({ sc } = await call(c, 'read_file', { path: 't.md', offset: sc.length, length: 6 }));
+  assert.deepEqual([sc.encoding, sc.content], ['utf-8', 'ééé']);
+  ({ sc } = await call(c, 'read_file', { path: 't.md', offset: 1, length: 4 }));
+  assert.deepEqual([sc.encoding, sc.content, sc.offset], ['utf-8', 'éé', 1]);
+  // An offset inside a character starts at the next one.
+  ({ sc } = await call(c, 'read_file', { path: 't.md', offset: 2, length: 5 }));
+  assert.deepEqual([sc.encoding, sc.content, sc.offset, sc.length], ['utf-8', 'éé', 3, 4]);
+  // (control) base64 when asked gives the bytes exactly as sliced.
+  ({ sc } = await call(c, 'read_file', { path: 't.md', offset: 2, length: 5, encoding: 'base64' }));
+  assert.deepEqual([sc.offset, sc.length], [2, 5]);
+  await run(c, "import base64\nopen('/workspace/i.png', 'wb').write(base64.b64decode("
+    + "'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='))");
+  let r = await call(c, 'read_file', { path: 'i.png' });
+  assert.ok(r.r.content.some((x) => x.type === 'image'), 'the whole image is shown');
+  r = await call(c, 'read_file', { path: 'i.png', offset: 20 });
+  assert.ok(!r.r.content.some((x) => x.type === 'image'), 'a piece of it is not');
+  await c.close();
+});
+
 test('write_file replaces a file whole or not at all, keeping its mode', async () => {
   const c = await server();
   const id = (await call(c, 'create_sandbox', { profile: 'tight' })).sc.sandbox_id; // 64 MiB workspace
