@@ -397,71 +397,15 @@ static const char *type_of(mode_t m)
     return "other";
 }
 
-static int list_dir(int dfd, const char *prefix, bool recursive, int depth, size_t max,
-                    json_t *entries, bool *truncated)
-{
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return -errno;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (json_array_size(entries) >= max) {
-            *truncated = true;
-            break;
-        }
-        struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        char path[FILES_PATH_MAX * 2];
-        snprintf(path, sizeof(path), "%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
-        char mtime[64];
-        format_iso8601_ms(mtime, sizeof(mtime), (int64_t)st.st_mtime * 1000);
-        /* A name that is not UTF-8 is listed with '?' for its bad bytes, and says so: hidden,
-         * it would hide its whole subtree too. */
-        char shown[sizeof(path)];
-        snprintf(shown, sizeof(shown), "%s", path);
-        bool lossy = utf8_scrub(shown, strlen(shown)) > 0;
-        json_t *entry =
-            json_pack("{s:s, s:s, s:I, s:s}", "path", shown, "type", type_of(st.st_mode), "size",
-                      (json_int_t)st.st_size, "mtime", mtime);
-        if (lossy)
-            json_object_set_new(entry, "path_not_utf8", json_true());
-        json_array_append_new(entries, entry);
-        if (recursive && S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
-            int sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
-            if (sub >= 0)
-                list_dir(sub, path, true, depth + 1, max, entries, truncated);
-        }
-    }
-    closedir(d);
-    return 0;
-}
+struct listing {
+    bool recursive;
+    size_t skip, max; /* entries passed over first, then taken at most */
+    size_t seen;
+    json_t *entries;
+    bool truncated; /* more entries than taken, or a tree deeper than MAX_DEPTH */
+};
 
-int files_list(int root_fd, const char *canon, bool recursive, size_t max_entries, json_t **entries,
-               bool *truncated, struct sbx_err *err)
-{
-    int fd = files_open(root_fd, canon, O_RDONLY | O_DIRECTORY, err);
-    if (fd < 0) {
-        if (err->code == ENOTDIR)
-            sbx_fail(err, ENOTDIR, "%s is not a directory: use read_file", canon);
-        return -1;
-    }
-    json_t *arr = json_array();
-    *truncated = false;
-    int r = list_dir(fd, canon, recursive, 0, max_entries, arr, truncated);
-    if (r < 0) {
-        json_decref(arr);
-        return sbx_fail_errno(err, -r, "listing %s", canon);
-    }
-    *entries = arr;
-    return 0;
-}
-
-static void remove_tree(int dfd, int depth)
+static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
 {
     DIR *d = fdopendir(dfd);
     if (!d) {
@@ -469,28 +413,147 @@ static void remove_tree(int dfd, int depth)
         return;
     }
     struct dirent *de;
-    while ((de = readdir(d))) {
+    while ((de = readdir(d)) && !(l->truncated && json_array_size(l->entries) >= l->max)) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (unlinkat(dirfd(d), de->d_name, 0) == 0 || errno != EISDIR)
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
-        if (depth < MAX_DEPTH) {
-            int sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
-            if (sub >= 0)
-                remove_tree(sub, depth + 1);
+        char *path = xasprintf("%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
+        if (l->seen++ < l->skip) {
+            /* passed over, but its subtree is counted the same way */
+        } else if (json_array_size(l->entries) >= l->max) {
+            l->truncated = true;
+            free(path);
+            break;
+        } else {
+            char mtime[64];
+            format_iso8601_ms(mtime, sizeof(mtime), (int64_t)st.st_mtime * 1000);
+            /* A name that is not UTF-8 is listed with '?' for its bad bytes, and says so:
+             * hidden, it would hide its whole subtree too. */
+            char *shown = xstrdup(path);
+            bool lossy = utf8_scrub(shown, strlen(shown)) > 0;
+            json_t *entry =
+                json_pack("{s:s, s:s, s:I, s:s}", "path", shown, "type", type_of(st.st_mode),
+                          "size", (json_int_t)st.st_size, "mtime", mtime);
+            if (lossy)
+                json_object_set_new(entry, "path_not_utf8", json_true());
+            json_array_append_new(l->entries, entry);
+            free(shown);
         }
-        unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+        if (l->recursive && S_ISDIR(st.st_mode)) {
+            int sub = depth < MAX_DEPTH
+                          ? files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT)
+                          : -1;
+            if (sub >= 0)
+                list_dir(sub, path, depth + 1, l);
+            else if (depth >= MAX_DEPTH)
+                l->truncated = true; /* deeper than listed: said, not hidden */
+        }
+        free(path);
     }
     closedir(d);
 }
 
-int files_clear_workspace(int root_fd, struct sbx_err *err)
+int files_list(int root_fd, const char *canon, bool recursive, size_t skip, size_t max_entries,
+               json_t **entries, bool *truncated, struct sbx_err *err)
 {
-    int fd = files_open(root_fd, "/workspace", O_RDONLY | O_DIRECTORY, err);
+    int fd = files_open(root_fd, canon, O_RDONLY | O_DIRECTORY, err);
+    if (fd < 0) {
+        if (err->code == ENOTDIR)
+            sbx_fail(err, ENOTDIR, "%s is not a directory: use read_file", canon);
+        return -1;
+    }
+    struct listing l = {
+        .recursive = recursive, .skip = skip, .max = max_entries, .entries = json_array()};
+    list_dir(fd, canon, 0, &l);
+    *entries = l.entries;
+    *truncated = l.truncated;
+    return 0;
+}
+
+/* chmod of a directory entry that is a directory, never through a symlink (the sandbox may
+ * swap one in at any moment): the inode is pinned first, then changed through its fd's link. */
+static int chmod_dir_entry(int dfd, const char *name, mode_t mode)
+{
+    int fd = files_openat2(dfd, name, O_PATH | O_DIRECTORY, 0, STRICT);
     if (fd < 0)
         return -1;
-    remove_tree(fd, 0);
-    return 0;
+    char link[32];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    int r = chmod(link, mode);
+    close(fd);
+    return r;
+}
+
+struct clearing {
+    int top_fd;
+    struct fs_ids ids; /* a rename in the sandbox's tmpfs needs ids mapped there */
+    unsigned moved;
+};
+
+/* Removes what dfd holds, MAX_DEPTH levels down at most; a directory deeper than that is moved
+ * up beside the top for the next pass (renamed within the one tmpfs). Returns whether anything
+ * is left. */
+static bool remove_tree(int dfd, int depth, struct clearing *c)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return true;
+    }
+    bool left = false;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        /* A directory its owner locked (chmod 0, 0500) is opened up first: the server is
+         * root, or rootless the same user as the sandbox's. */
+        int r = unlinkat(dirfd(d), de->d_name, 0);
+        if (r < 0 && errno == EACCES && fchmod(dirfd(d), 0700) == 0)
+            r = unlinkat(dirfd(d), de->d_name, 0);
+        if (r == 0)
+            continue;
+        if (errno != EISDIR) {
+            left |= errno != ENOENT;
+            continue;
+        }
+        if (depth >= MAX_DEPTH) {
+            char name[32];
+            snprintf(name, sizeof(name), ".mcp-clear-%u", c->moved++);
+            struct fs_ids old = become(c->ids.uid, c->ids.gid);
+            renameat(dirfd(d), de->d_name, c->top_fd, name);
+            restore(old);
+            left = true;
+            continue;
+        }
+        int sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
+        if (sub < 0 && errno == EACCES && chmod_dir_entry(dirfd(d), de->d_name, 0700) == 0)
+            sub = files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT);
+        if (sub >= 0)
+            left |= remove_tree(sub, depth + 1, c);
+        if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+            left = true;
+    }
+    closedir(d);
+    return left;
+}
+
+int files_clear_workspace(int root_fd, uid_t uid, gid_t gid, struct sbx_err *err)
+{
+    cleanup_fd int top = files_open(root_fd, "/workspace", O_RDONLY | O_DIRECTORY, err);
+    if (top < 0)
+        return -1;
+    struct clearing c = {.top_fd = top, .ids = {uid, gid}};
+    /* Each pass takes MAX_DEPTH levels: the inode cap bounds the depth, and so the passes. */
+    for (int pass = 0; pass < 1024; pass++) {
+        int fd = files_open(root_fd, "/workspace", O_RDONLY | O_DIRECTORY, err);
+        if (fd < 0)
+            return -1;
+        if (!remove_tree(fd, 0, &c))
+            return 0;
+    }
+    return sbx_fail(err, ENOTEMPTY, "some of /workspace could not be removed");
 }
 
 static const struct {

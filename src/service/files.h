@@ -46,13 +46,15 @@ int files_write(int root_fd, const char *canon, const void *data, size_t len, ui
 /* Same, returning an open fd for appending (output spill files). */
 int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err);
 
-/* Lists a directory: entries {path, type, size, mtime}. Recursion does not follow symlinks;
- * at most max_entries are returned and *truncated says if more exist. */
-int files_list(int root_fd, const char *canon, bool recursive, size_t max_entries, json_t **entries,
-               bool *truncated, struct sbx_err *err);
+/* Lists a directory: entries {path, type, size, mtime}. Recursion does not follow symlinks.
+ * The first skip entries are passed over, at most max_entries are returned, and *truncated
+ * says that more exist (or that a tree is deeper than is listed). */
+int files_list(int root_fd, const char *canon, bool recursive, size_t skip, size_t max_entries,
+               json_t **entries, bool *truncated, struct sbx_err *err);
 
-/* Removes everything inside /workspace (reset_sandbox clear_files). */
-int files_clear_workspace(int root_fd, struct sbx_err *err);
+/* Removes everything inside /workspace (reset_sandbox clear_files), however deep; uid:gid is
+ * the sandbox user's. Fails when something could not be removed. */
+int files_clear_workspace(int root_fd, uid_t uid, gid_t gid, struct sbx_err *err);
 
 /* A MIME type from the file name's extension; text/plain or application/octet-stream if
  * unknown, depending on text. */

@@ -41,31 +41,41 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
     struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
+    const json_t *jo = json_object_get(args, "offset");
+    size_t offset = json_is_integer(jo) ? (size_t)json_integer_value(jo) : 0;
     struct sbx_err err = {0};
     json_t *entries = NULL;
     bool truncated = false;
     if (files_list(sandbox_root_fd(sb), canon, json_is_true(json_object_get(args, "recursive")),
-                   LIST_MAX, &entries, &truncated, &err) < 0) {
+                   offset, LIST_MAX, &entries, &truncated, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
+    /* One line per entry, in one growing buffer; a name holding a line break is quoted, so it
+     * cannot pass for two entries. */
     char *text = NULL;
+    size_t text_len = 0;
+    FILE *out = open_memstream(&text, &text_len);
+    fprintf(out, "%s (%zu entries)", canon, json_array_size(entries));
     size_t i;
     json_t *v;
-    text = xasprintf("%s (%zu entries%s)", canon, json_array_size(entries),
-                     truncated ? ", truncated" : "");
     json_array_foreach(entries, i, v)
     {
-        char *line =
-            xasprintf("%s\n%-9s %10lld  %s", text, json_string_value(json_object_get(v, "type")),
-                      (long long)json_integer_value(json_object_get(v, "size")),
-                      json_string_value(json_object_get(v, "path")));
-        free(text);
-        text = line;
+        const json_t *p = json_object_get(v, "path");
+        char *quoted =
+            strpbrk(json_string_value(p), "\n\r") ? json_dumps(p, JSON_ENCODE_ANY) : NULL;
+        fprintf(out, "\n%-9s %10lld  %s", json_string_value(json_object_get(v, "type")),
+                (long long)json_integer_value(json_object_get(v, "size")),
+                quoted ? quoted : json_string_value(p));
+        free(quoted);
     }
-    tool_finish(
-        call, text,
-        json_pack("{s:s, s:o, s:b}", "path", canon, "entries", entries, "truncated", truncated));
+    if (truncated)
+        fprintf(out, "\n[more entries: list on with offset %zu]",
+                offset + json_array_size(entries));
+    fclose(out);
+    tool_finish(call, text,
+                json_pack("{s:s, s:o, s:b, s:I}", "path", canon, "entries", entries, "truncated",
+                          truncated, "offset", (json_int_t)offset));
     free(text);
 }
 
@@ -292,9 +302,12 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
 static const struct mcp_tool_def tool_defs[] = {
     {"list_files", "List files in a sandbox",
      "List files and directories in a sandbox (default /workspace, where code runs and files "
-     "persist between calls). Paths are inside the sandbox, never on the host.",
+     "persist between calls). Paths are inside the sandbox, never on the host. At most 1000 "
+     "entries per call: when truncated is true, call again with the offset it names.",
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"maxLength\":1024}"
-     "," SANDBOX_ID_ARG ",\"recursive\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
+     "," SANDBOX_ID_ARG ",\"recursive\":{\"type\":\"boolean\"},\"offset\":{\"type\":\"integer\","
+     "\"minimum\":0,\"description\":\"Entries to skip: where a truncated listing goes on\"}},"
+     "\"additionalProperties\":false}",
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"entries\":{\"type\":"
      "\"array\",\"items\":{\"type\":\"object\"}},\"truncated\":{\"type\":\"boolean\"}},"
      "\"required\":[\"path\",\"entries\"]}",

@@ -583,7 +583,10 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
-    if (clear && files_clear_workspace(sandbox_root_fd(sb), &err) < 0) {
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(svc, &uid, &gid);
+    if (clear && files_clear_workspace(sandbox_root_fd(sb), uid, gid, &err) < 0) {
         mcp_call_fail(call, "reset: clearing files: %s", err.msg);
         return;
     }

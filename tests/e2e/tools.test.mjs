@@ -279,6 +279,48 @@ test('files says when the list of changed files is incomplete', async () => {
   await c.close();
 });
 
+test('list_files pages past 1000 entries, says when a tree is deeper than listed, and keeps long names whole', async () => {
+  const c = await server();
+  await run(c, "import os\nos.makedirs('/workspace/many')\nfor i in range(1500): open(f'/workspace/many/f{i:04}', 'w').close()");
+  let { sc, text } = await call(c, 'list_files', { path: 'many' });
+  assert.equal(sc.entries.length, 1000);
+  assert.equal(sc.truncated, true);
+  assert.match(text, /list on with offset 1000/);
+  const first = sc.entries.map((e) => e.path);
+  ({ sc } = await call(c, 'list_files', { path: 'many', offset: 1000 }));
+  assert.equal(sc.entries.length, 500);
+  assert.equal(sc.truncated, false);
+  assert.equal(new Set([...first, ...sc.entries.map((e) => e.path)]).size, 1500);
+  // 40 levels: the listing stops at its depth cap and says so.
+  await run(c, "import os\nd = '/workspace/deep/' + '/'.join(['d'] * 40)\nos.makedirs(d)\nopen(d + '/leaf', 'w').close()");
+  ({ sc } = await call(c, 'list_files', { path: 'deep', recursive: true }));
+  assert.equal(sc.truncated, true);
+  // Names that make a path over 2 KiB, and one with a newline.
+  await run(c, "import os\nos.chdir('/workspace')\nos.makedirs('/'.join(['L' * 250] * 9))\nopen('two\\nlines', 'w').close()");
+  ({ sc, text } = await call(c, 'list_files', { recursive: true, path: '/workspace/' + 'L'.repeat(250) }));
+  const longest = Math.max(...sc.entries.map((e) => e.path.length));
+  assert.equal(longest, '/workspace'.length + 9 * 251);
+  ({ text } = await call(c, 'list_files', {}));
+  assert.match(text, /"\/workspace\/two\\nlines"/, 'a line break in a name is quoted');
+  await c.close();
+});
+
+test('reset_sandbox clear_files removes any tree, however deep or locked', async () => {
+  const c = await server();
+  const setup = "import os\nd = '/workspace/' + '/'.join(['deep'] * 45)\nos.makedirs(d)\nopen(d + '/leaf', 'w').close()\n"
+    + "os.makedirs('/workspace/locked/inner')\nos.chmod('/workspace/locked/inner', 0)\nos.chmod('/workspace/locked', 0)\n"
+    + "open('/workspace/keep.txt', 'w').write('k')";
+  await run(c, setup);
+  // (control) without clear_files the files stay.
+  await call(c, 'reset_sandbox', {});
+  assert.ok((await call(c, 'list_files', {})).sc.entries.some((e) => e.path === '/workspace/keep.txt'));
+  const { sc } = await call(c, 'reset_sandbox', { clear_files: true });
+  assert.equal(sc.files_cleared, true);
+  const left = (await call(c, 'execute_command', { command: 'find /workspace -mindepth 1 -not -path "/workspace/.packages*" | wc -l' })).sc.stdout;
+  assert.equal(left.trim(), '0');
+  await c.close();
+});
+
 test('read_file slices of UTF-8 text stay text; a piece of an image is no image', async () => {
   const c = await server();
   await run(c, "open('/workspace/t.md', 'w', encoding='utf-8').write('a' + 'é' * (3 << 20))");
