@@ -752,6 +752,8 @@ static void h_resources_read(struct mcp_session *s, const json_t *id, json_t *pa
     }
     if (err.code == ENOENT)
         send_error(s, id, RPC_RESOURCE_NOT_FOUND, "resource not found: %s", uri);
+    else if (err.code == EFBIG) /* it exists, but cannot be returned whole */
+        send_error(s, id, RPC_INVALID_PARAMS, "%s: %s", uri, err.msg);
     else
         send_error(s, id, -32603, "reading %s: %s", uri, err.msg);
 }

@@ -58,6 +58,14 @@ static int read_file_resource(const char *uri, void *data, json_t **contents, st
         err->code = ENOENT;
         return -1;
     }
+    if (len < size) {
+        /* A resource is returned whole or not at all: cut, it would pass for the file. */
+        free(buf);
+        return sbx_fail(err, EFBIG,
+                        "the file is %llu bytes, more than a resource read returns (%u MiB): read "
+                        "it in parts with read_file (offset, length)",
+                        (unsigned long long)size, RESOURCE_READ_MAX >> 20);
+    }
     bool text = files_looks_text(buf, len);
     const char *mime = files_mime_type(canon, text);
     json_t *item;

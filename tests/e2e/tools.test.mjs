@@ -217,6 +217,16 @@ test('files lists what the run changed, not what write_file did before it', asyn
   await c.close();
 });
 
+test('a file resource over 16 MiB is refused, not cut', async () => {
+  const c = await server();
+  const { r } = await run(c, "open('/workspace/big.txt', 'w').write('x' * (17 << 20))\nopen('/workspace/ok.txt', 'w').write('x' * (1 << 20))");
+  const uri = (n) => r.content.find((x) => x.type === 'resource_link' && x.name === n).uri;
+  await assert.rejects(c.readResource({ uri: uri('big.txt') }), /17825792 bytes.*read_file/);
+  // (control) a smaller one comes whole.
+  assert.equal((await c.readResource({ uri: uri('ok.txt') })).contents[0].text.length, 1 << 20);
+  await c.close();
+});
+
 test('resource links encode odd file names, and each reads back its own file', async () => {
   const c = await server();
   const names = ['pA.txt', 'p%41.txt', 'sp ace#h?.txt', 'pct%.txt', 'é.txt'];
