@@ -32,6 +32,18 @@ static bool canonical_arg(struct mcp_call *call, const char *path, char *canon, 
     return true;
 }
 
+/* A file's path: one ending in '/' names a directory (as it would for open(2)), which the
+ * canonical form would quietly drop. */
+static bool file_path_arg(struct mcp_call *call, const char *path, char *canon, size_t size)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (n && path[n - 1] == '/') {
+        mcp_call_fail(call, "path: %s ends with '/', which names a directory, not a file", path);
+        return false;
+    }
+    return canonical_arg(call, path, canon, size);
+}
+
 static void t_list_files(struct mcp_call *call, json_t *args, void *data)
 {
     const char *path = tool_arg_str(args, "path");
@@ -113,7 +125,7 @@ static void trim_to_characters(const char *buf, size_t len, bool at_start, bool 
 static void t_read_file(struct mcp_call *call, json_t *args, void *data)
 {
     char canon[FILES_PATH_MAX];
-    if (!canonical_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
+    if (!file_path_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
         return;
     struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
@@ -200,7 +212,7 @@ static void write_bytes(struct mcp_call *call, struct sandbox *sb, const char *c
 static void t_write_file(struct mcp_call *call, json_t *args, void *data)
 {
     char canon[FILES_PATH_MAX];
-    if (!canonical_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
+    if (!file_path_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
         return;
     const json_t *c = json_object_get(args, "content");
     const char *encoding = tool_arg_str(args, "encoding");
@@ -228,15 +240,19 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
         return sbx_fail(err, EINVAL, "local_path must be absolute");
     for (size_t i = 0; i < cfg->upload_roots.len; i++) {
         const char *root = cfg->upload_roots.items[i];
+        /* "/" and "/dir/" are roots too; "//" in local_path is one '/'. */
         size_t rl = strlen(root);
-        while (rl > 1 && root[rl - 1] == '/')
+        while (rl > 0 && root[rl - 1] == '/')
             rl--;
         if (strncmp(local, root, rl) != 0 || local[rl] != '/')
             continue;
+        const char *rel = local + rl;
+        while (*rel == '/')
+            rel++;
         cleanup_fd int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rfd < 0)
             return sbx_fail_errno(err, errno, "upload root %s", root);
-        int fd = files_openat2(rfd, local + rl + 1, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
+        int fd = files_openat2(rfd, *rel ? rel : ".", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
                                RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
         if (fd < 0)
             return sbx_fail_errno(err, errno, "%s", local);
@@ -276,7 +292,7 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
     const char *dest = tool_arg_str(args, "path");
     const char *base = strrchr(local, '/') + 1;
     char canon[FILES_PATH_MAX];
-    if (!canonical_arg(call, dest ? dest : base, canon, sizeof(canon)))
+    if (!file_path_arg(call, dest ? dest : base, canon, sizeof(canon)))
         return;
     struct sandbox *sb = tool_sandbox(svc, call, args);
     if (!sb)

@@ -764,8 +764,27 @@ test('upload_file is disabled by default, and copies only from files.upload_root
   await refused(c, 'upload_file', { local_path: cfg });
   await refused(c, 'upload_file', { local_path: join(root, 'in', '..', 'config.toml') });
   await refused(c, 'upload_file', { local_path: 'relative.txt' });
+  // A doubled slash is one; a destination ending in '/' is a directory, not a file name.
+  assert.equal((await call(c, 'upload_file', { local_path: join(root, 'in') + '//data.csv', path: 'two.csv' })).sc.size, 8);
+  assert.match(await refused(c, 'upload_file', { local_path: join(root, 'in', 'data.csv'), path: 'dir/' }), /ends with '\/'/);
+  await c.close();
+  // A root given as "/" (or with a trailing slash) covers what lies below it.
+  writeFileSync(cfg, `[files]\nupload_roots = ["/"]\n`);
+  c = await server(['--config', cfg]);
+  assert.equal((await call(c, 'upload_file', { local_path: join(root, 'in', 'data.csv') })).sc.size, 8);
   await c.close();
   rmSync(root, { recursive: true, force: true });
+});
+
+test('a file path ending in / is refused: it names a directory', async () => {
+  const c = await server();
+  await call(c, 'write_file', { path: 'a/b/c.txt', content: 'x' });
+  assert.match(await refused(c, 'write_file', { path: 'x/', content: 'y' }), /ends with '\/'/);
+  assert.match(await refused(c, 'read_file', { path: 'a/b/c.txt/' }), /ends with '\/'/);
+  const { sc } = await call(c, 'list_files', { path: 'a/b/' });
+  assert.deepEqual(sc.entries.map((e) => e.path), ['/workspace/a/b/c.txt'], 'a directory may end in /');
+  assert.ok(!(await call(c, 'list_files', {})).sc.entries.some((e) => e.path === '/workspace/x'));
+  await c.close();
 });
 
 test('create_run_close leaves nothing behind', async () => {
