@@ -661,6 +661,7 @@ static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params
     } else if (schema_validate(t->input, owned, why, sizeof(why)) < 0) {
         mcp_call_fail(c, "invalid arguments for %s: %s", name, why);
     } else {
+        schema_whole_numbers(t->input, owned, 0);
         t->def.fn(c, owned, t->data);
     }
     json_decref(owned);

@@ -27,6 +27,13 @@ static const char *type_name(const json_t *v)
     return "?";
 }
 
+/* Whether schema s says its value is of type want (alone). */
+static bool type_is(const json_t *s, const char *want)
+{
+    const json_t *t = json_object_get(s, "type");
+    return json_is_string(t) && strcmp(json_string_value(t), want) == 0;
+}
+
 static bool type_matches(const char *want, const json_t *v)
 {
     if (strcmp(want, "number") == 0)
@@ -122,7 +129,11 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
         }
     }
     if (json_is_string(v)) {
-        size_t n = json_string_length(v);
+        /* Lengths count characters (code points), as JSON Schema does, not bytes. */
+        size_t n = 0;
+        const char *str = json_string_value(v);
+        for (size_t b = 0, bytes = json_string_length(v); b < bytes; b++)
+            n += ((unsigned char)str[b] & 0xC0) != 0x80;
         const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
         char lim[64];
         if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn)) {
@@ -183,4 +194,34 @@ int schema_validate(const json_t *schema, const json_t *value, char *msg, size_t
 {
     msg[0] = '\0';
     return validate(schema, value, NULL, msg, msg_len, 0);
+}
+
+void schema_whole_numbers(const json_t *s, json_t *v, int depth)
+{
+    if (!json_is_object(s) || depth > 32)
+        return;
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            const json_t *items = json_object_get(s, "items");
+            if (json_is_real(e) && type_is(items, "integer"))
+                json_array_set_new(v, i, json_integer((json_int_t)json_real_value(e)));
+            else
+                schema_whole_numbers(items, e, depth + 1);
+        }
+    } else if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties");
+        const char *k;
+        json_t *val;
+        json_object_foreach(v, k, val)
+        {
+            const json_t *ps = json_object_get(props, k);
+            if (json_is_real(val) && type_is(ps, "integer"))
+                json_object_set_new(v, k, json_integer((json_int_t)json_real_value(val)));
+            else
+                schema_whole_numbers(ps, val, depth + 1);
+        }
+    }
 }

@@ -10,5 +10,8 @@
 /* Returns 0 when value conforms; otherwise -1 with msg naming the argument path and what was
  * expected, e.g. "argument 'timeout_s': expected integer, got string". */
 int schema_validate(const json_t *schema, const json_t *value, char *msg, size_t msg_len);
+/* After validation: whole numbers written as reals (5.0), which "integer" admits, become
+ * integers, the type handlers read (depth 0 at the top). */
+void schema_whole_numbers(const json_t *schema, json_t *value, int depth);
 
 #endif

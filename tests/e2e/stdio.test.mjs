@@ -2,6 +2,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, rawServer, INIT, cleanup, BIN } from './helpers.mjs';
 
 after(cleanup);
@@ -214,6 +217,23 @@ print("rc", p.wait(10))
 `;
   const r = spawnSync('python3', ['-c', script, BIN], { encoding: 'utf8', timeout: 60000 });
   assert.equal(r.stdout, 'missing 0\nrc 0\n', r.stderr);
+});
+
+test('raw: a whole number written as 5.0 is the integer 5 to a tool', async () => {
+  const s = rawServer(['--state-dir', mkdtempSync(join(tmpdir(), 'sbx-e2e-real-'))]);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"d.txt","content":"0123456789"}}}\n');
+  await s.waitFor((m) => m.id === 2, 30000);
+  s.send('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"d.txt","offset":5.0,"length":2.0}}}\n');
+  const r = await s.waitFor((m) => m.id === 3, 30000);
+  assert.equal(r.result.structuredContent.content, '56');
+  s.send('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"d.txt","offset":5.5}}}\n');
+  const bad = await s.waitFor((m) => m.id === 4, 30000);
+  assert.equal(bad.result.isError, true);
+  assert.match(bad.result.content[0].text, /offset.*expected integer/);
+  s.child.stdin.end();
+  await s.exited;
 });
 
 test('raw: a message over the size cap is refused and the stream stays in sync', async () => {

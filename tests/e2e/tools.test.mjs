@@ -776,6 +776,14 @@ test('upload_file is disabled by default, and copies only from files.upload_root
   rmSync(root, { recursive: true, force: true });
 });
 
+test('arguments: lengths count characters, not bytes', async () => {
+  const c = await server();
+  const made = await call(c, 'create_sandbox', { name: '😀'.repeat(20) });
+  assert.ok(!made.r.isError, made.text);
+  assert.match(await refused(c, 'create_sandbox', { name: 'é'.repeat(65) }), /at most 64 characters/);
+  await c.close();
+});
+
 test('a file path ending in / is refused: it names a directory', async () => {
   const c = await server();
   await call(c, 'write_file', { path: 'a/b/c.txt', content: 'x' });
