@@ -864,10 +864,40 @@ void mcp_server_resource_updated(struct mcp_server *srv, const char *owner, cons
                               NULL);
 }
 
+/* No argument has completions to offer; a reference to nothing, or a request without the
+ * argument to complete, is still refused, as the spec asks. */
 static void h_complete(struct mcp_session *s, const json_t *id, json_t *params)
 {
-    if (!json_is_object(json_object_get(params, "ref"))) {
-        send_error(s, id, RPC_INVALID_PARAMS, "completion/complete: params.ref is required");
+    const json_t *ref = json_object_get(params, "ref");
+    const char *type = json_string_value(json_object_get(ref, "type"));
+    const json_t *arg = json_object_get(params, "argument");
+    if (!type) {
+        send_error(s, id, RPC_INVALID_PARAMS, "completion/complete: params.ref.type is required");
+        return;
+    }
+    bool found = false;
+    if (strcmp(type, "ref/prompt") == 0) {
+        const char *name = json_string_value(json_object_get(ref, "name"));
+        for (size_t i = 0; name && i < s->srv->n_prompts && !found; i++)
+            found = strcmp(s->srv->prompts[i].def.name, name) == 0;
+    } else if (strcmp(type, "ref/resource") == 0) {
+        const char *uri = json_string_value(json_object_get(ref, "uri"));
+        for (size_t i = 0; uri && i < s->srv->n_templates && !found; i++)
+            found = strcmp(s->srv->templates[i].def.uri, uri) == 0;
+    } else {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "completion/complete: ref.type must be ref/prompt or ref/resource");
+        return;
+    }
+    if (!found) {
+        send_error(s, id, RPC_INVALID_PARAMS, "completion/complete: no such %s",
+                   strcmp(type, "ref/prompt") == 0 ? "prompt" : "resource template");
+        return;
+    }
+    if (!json_is_string(json_object_get(arg, "name")) ||
+        !json_is_string(json_object_get(arg, "value"))) {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "completion/complete: params.argument needs a name and a value");
         return;
     }
     send_result(
@@ -1068,9 +1098,12 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
         goto out;
     }
     if (!method_v) {
-        if (id_ok && (json_object_get(msg, "result") || json_object_get(msg, "error"))) {
+        /* A response is never answered, not even one whose id is null or missing (a client's
+         * error about a message it could not read): one that matches nothing is dropped. */
+        if (json_object_get(msg, "result") || json_object_get(msg, "error")) {
             kind = MCP_MSG_RESPONSE;
-            on_response(s, msg);
+            if (id_ok)
+                on_response(s, msg);
         } else {
             send_error(s, reply_id, RPC_INVALID_REQUEST,
                        "a message needs a method, or an id with a result or error");

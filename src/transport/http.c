@@ -859,11 +859,15 @@ static const char *message_shape_error(const json_t *msg)
     const json_t *id = json_object_get(msg, "id");
     if (!json_is_object(msg))
         return "a JSON-RPC message must be an object";
-    if (id && !json_is_string(id) && !json_is_integer(id))
+    bool response = !json_object_get(msg, "method") &&
+                    (json_object_get(msg, "result") || json_object_get(msg, "error"));
+    /* A client's error response may carry id null (a message it could not read). */
+    bool null_error = json_is_null(id) && response && json_object_get(msg, "error");
+    if (id && !json_is_string(id) && !json_is_integer(id) && !null_error)
         return "id must be a string or an integer";
     if (json_object_get(msg, "method") && !method)
         return "method must be a string";
-    if (!method && !(id && (json_object_get(msg, "result") || json_object_get(msg, "error"))))
+    if (!method && !response)
         return "a message needs a method, or an id with a result or error";
     return NULL;
 }

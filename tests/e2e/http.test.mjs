@@ -274,12 +274,17 @@ test('a cancelled call ends its POST; an id that cannot be answered is a 400, no
   const body = await r.text();
   assert.ok(Date.now() - t0 < 5000, `the POST ended ${Date.now() - t0} ms after the cancel`);
   assert.doesNotMatch(body, /"result"/);
+  // A client's error response with id null (it could not read a message) is taken: 202.
+  for (const msg of [{ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'x' } }, { jsonrpc: '2.0', error: { code: -32600, message: 'y' } }]) {
+    assert.equal((await post(url, msg, h)).status, 202, JSON.stringify(msg));
+  }
   for (const [msg, why] of [
     [{ jsonrpc: '2.0', id: { a: 1 }, method: 'ping' }, /id must be a string or an integer/],
     [{ jsonrpc: '2.0', id: 1.5, method: 'ping' }, /id must be a string or an integer/],
     [{ jsonrpc: '2.0', id: 7, method: 5 }, /method must be a string/],
     [{ jsonrpc: '2.0', id: 8 }, /needs a method/],
     [[{ jsonrpc: '2.0', id: 2, method: 'ping' }], /batches/],
+    [{ jsonrpc: '2.0', id: null, result: {} }, /id must be/],
     [42, /must be an object/],
   ]) {
     const bad = await post(url, msg, h, { signal: AbortSignal.timeout(5000) });

@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CompleteResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connect, rawServer, INIT, cleanup, BIN } from './helpers.mjs';
 
 after(cleanup);
@@ -219,6 +220,21 @@ print("rc", p.wait(10))
   assert.equal(r.stdout, 'missing 0\nrc 0\n', r.stderr);
 });
 
+test('raw: a client\'s error response is never answered, even with id null or none', async () => {
+  const s = rawServer();
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"could not parse"}}\n');
+  s.send('{"jsonrpc":"2.0","error":{"code":-32600,"message":"no id"}}\n');
+  s.send('{"jsonrpc":"2.0","id":"srv-999","result":{}}\n');
+  s.send('{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
+  await s.waitFor((m) => m.id === 2);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(s.replies.map((m) => m.id), [1, 2]);
+  s.child.stdin.end();
+  await s.exited;
+});
+
 test('raw: a whole number written as 5.0 is the integer 5 to a tool', async () => {
   const s = rawServer(['--state-dir', mkdtempSync(join(tmpdir(), 'sbx-e2e-real-'))]);
   s.send(INIT(1));
@@ -428,6 +444,15 @@ test('SDK: resources, templates and prompts registered as data', async () => {
   assert.match(g.messages[0].content.text, /arg1='x', arg2='y'/);
   await assert.rejects(client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'x' } }), /-32602.*arg2/);
   await assert.rejects(client.getPrompt({ name: 'nope' }), /-32602/);
+  // Completion: nothing to offer for a real prompt or template; a reference to nothing, or no
+  // argument, is refused.
+  const none = await client.complete({ ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'a' } });
+  assert.deepEqual(none.completion.values, []);
+  const tmpl = await client.complete({ ref: { type: 'ref/resource', uri: 'test://template/{id}/data' }, argument: { name: 'id', value: 'a' } });
+  assert.deepEqual(tmpl.completion.values, []);
+  await assert.rejects(client.complete({ ref: { type: 'ref/prompt', name: 'nope' }, argument: { name: 'a', value: 'b' } }), /-32602/);
+  await assert.rejects(client.complete({ ref: { type: 'ref/resource', uri: 'test://nothing/{x}' }, argument: { name: 'x', value: 'b' } }), /-32602/);
+  await assert.rejects(client.request({ method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' } } }, CompleteResultSchema), /-32602/);
   await client.close();
 });
 
