@@ -419,9 +419,32 @@ static json_t *check_structured(const struct mcp_call *c, json_t *result)
     return result;
 }
 
+/* resource_link content came with 2025-06-18: a 2025-03-26 client, which may check content
+ * against its own types, gets the link as text. */
+static void downgrade_content(const struct mcp_session *s, json_t *result)
+{
+    if (strcmp(s->version, "2025-03-26") != 0)
+        return;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(result, "content"), i, item)
+    {
+        if (strcmp(json_string_value(json_object_get(item, "type")) ?: "", "resource_link") != 0)
+            continue;
+        const char *desc = json_string_value(json_object_get(item, "description"));
+        char *text = xasprintf("%s: %s%s%s", json_string_value(json_object_get(item, "name")) ?: "",
+                               json_string_value(json_object_get(item, "uri")) ?: "",
+                               desc ? "; " : "", desc ? desc : "");
+        json_array_set_new(json_object_get(result, "content"), i,
+                           json_pack("{s:s, s:s}", "type", "text", "text", text));
+        free(text);
+    }
+}
+
 void mcp_call_finish(struct mcp_call *c, json_t *result)
 {
     result = check_structured(c, result);
+    downgrade_content(c->s, result);
     /* Not send_result: a call may end while another request (or batch) is dispatched. */
     respond(c->s, c->batch,
             json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", c->id, "result", result), c->id);

@@ -150,6 +150,21 @@ test('raw: a 2025-03-26 session takes batches, answered as one array once all ar
   assert.equal((await s.exited).code, 0);
 });
 
+test('raw: a 2025-03-26 session gets resource links as text, which that version has', async () => {
+  for (const [v, type] of [['2025-03-26', 'text'], ['2025-06-18', 'resource_link']]) {
+    const s = rawServer(['--state-dir', mkdtempSync(join(tmpdir(), 'sbx-e2e-link-'))]);
+    s.send(INIT(1, v));
+    await s.waitFor((m) => m.id === 1);
+    s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"open(\'/workspace/o.txt\', \'w\').write(\'x\')"}}}\n');
+    const r = await s.waitFor((m) => m.id === 2, 30000);
+    const last = r.result.content[r.result.content.length - 1];
+    assert.equal(last.type, type, v);
+    if (type === 'text') assert.match(last.text, /^o\.txt: sandbox:\/\/sb-[0-9a-f]+\/files\/o\.txt/);
+    s.child.stdin.end();
+    await s.exited;
+  }
+});
+
 test('raw: later versions refuse a batch, saying why', async () => {
   for (const v of ['2025-06-18', '2025-11-25']) {
     const s = rawServer();
