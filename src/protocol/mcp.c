@@ -614,7 +614,8 @@ static int page_bounds(const json_t *params, size_t total, size_t page, size_t *
     if (cur) {
         const char *c = json_string_value(cur);
         char *e = NULL;
-        if (!c || c[0] != 'o' || !c[1])
+        /* Only what nextCursor gave out: "o" and digits ("o 1", "o+1" are not). */
+        if (!c || c[0] != 'o' || c[1] < '0' || c[1] > '9')
             return -1;
         unsigned long v = strtoul(c + 1, &e, 10);
         if (*e || v > total)
@@ -662,6 +663,12 @@ static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params
         send_error(s, id, RPC_INVALID_PARAMS, "unknown tool: %s", name);
         return;
     }
+    /* An id names one request: a second one in flight would make its cancel ambiguous. */
+    for (const struct mcp_call *o = s->calls; o; o = o->next)
+        if (json_equal(o->id, id)) {
+            send_error(s, id, RPC_INVALID_REQUEST, "a request with this id is still in flight");
+            return;
+        }
     json_t *args = json_object_get(params, "arguments");
     json_t *owned = args ? json_incref(args) : json_object();
     struct mcp_call *c = xcalloc(1, sizeof(*c));

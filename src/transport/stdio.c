@@ -183,9 +183,16 @@ json_t *stdio_oversized_id(const char *head, const char *tail)
 
 static void handle_line(struct stdio_transport *t, const char *line, size_t len)
 {
+    /* CRLF endings, a UTF-8 byte order mark (some Windows clients) and blank lines are not
+     * messages. */
     if (len && line[len - 1] == '\r')
         len--;
-    if (len == 0)
+    if (len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0)
+        line += 3, len -= 3;
+    size_t blank = 0;
+    while (blank < len && (line[blank] == ' ' || line[blank] == '\t'))
+        blank++;
+    if (blank == len)
         return;
     mcp_session_receive(t->session, line, len);
 }
@@ -216,7 +223,7 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (t->discarding) {
             t->discarded += seg;
             keep_tail(t, p, seg);
-        } else if (t->len + seg > t->max) {
+        } else if (t->len + seg > t->max + 1) { /* + 1: a CRLF line's CR */
             t->discarding = true;
             t->discarded = t->len + seg;
             t->head_len = t->tail_len = 0;

@@ -289,6 +289,28 @@ test('raw: a message over the size cap is refused and the stream stays in sync',
   await s.exited;
 });
 
+test('raw: blank lines and a byte order mark are skipped; a CRLF line may fill the cap; cursors and ids are strict', async () => {
+  const s = rawServer(['--max-message-bytes', '4k', '--test-fixtures']);
+  s.send('\uFEFF' + INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('   \n\t\n \r\n');
+  const exact = '{"jsonrpc":"2.0","id":2,"method":"ping","params":{"pad":"';
+  s.send(exact + 'x'.repeat(4096 - exact.length - 3) + '"}}\r\n');
+  assert.deepEqual((await s.waitFor((m) => m.id === 2)).result, {}, 'a 4096-byte message ending in CRLF');
+  for (const [i, cursor] of [[3, 'o 1'], [4, 'o+1'], [5, 'o-1']]) {
+    s.send(JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/list', params: { cursor } }) + '\n');
+    assert.equal((await s.waitFor((m) => m.id === i)).error.code, -32602, cursor);
+  }
+  s.send('{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"test_slow","arguments":{"ms":500}}}\n');
+  s.send('{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10}}}\n');
+  const first = await s.waitFor((m) => m.id === 'dup');
+  assert.match(first.error.message, /still in flight/);
+  await s.waitFor((m) => m.id === 'dup' && m.result, 5000);
+  assert.equal(s.replies.filter((m) => m.error && m.id === null).length, 0, 'nothing answered with id null');
+  s.child.stdin.end();
+  await s.exited;
+});
+
 test('SDK: bad tool arguments are an isError result naming the argument', async () => {
   const { client } = await connect();
   const r = await client.callTool({ name: 'test_slow', arguments: { ms: 'soon' } });
