@@ -974,6 +974,9 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
     settle_setup(sb);
     if (sb->state == SBX_BROKEN)
         return sbx_fail(err, EIO, "%s", sb->broken_reason);
+    /* What was running or waiting loses the interpreter's state, and its result says so. */
+    for (struct exec *e = sb->queue; e; e = e->next)
+        e->outcome.interpreter_restarted = true;
     exec_fail_all(sb, "the sandbox was reset");
     /* The status record of the killed workload triggers the restart (on_status). */
     sb->restarts = 0;

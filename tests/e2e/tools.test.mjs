@@ -624,6 +624,19 @@ test('seed checks: import os and eval are refused under tight, and recorded in t
   await c.close();
 });
 
+test('a run cut short by reset_sandbox says its interpreter was restarted', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const long = run(c, 'import time\ntime.sleep(30)', { sandbox_id: id });
+  await new Promise((r) => setTimeout(r, 500));
+  await call(c, 'reset_sandbox', { sandbox_id: id });
+  const { sc, text } = await long;
+  assert.equal(sc.success, false);
+  assert.equal(sc.interpreter_restarted, true, text);
+  assert.match(text, /reset/);
+  await c.close();
+});
+
 let historySandbox;
 test('seed check: after a reset, two runs give a history total of 2', async () => {
   const c = await server();
