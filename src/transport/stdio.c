@@ -51,21 +51,30 @@ static size_t out_queued(const struct stdio_transport *t)
     return t->out_len - t->out_off;
 }
 
+/* What stdout takes of buf now (0 when it is full); a failure means the client is gone. */
+static size_t write_some(struct stdio_transport *t, const char *buf, size_t len)
+{
+    ssize_t w;
+    do
+        w = write(t->out_fd, buf, len);
+    while (w < 0 && errno == EINTR);
+    if (w > 0)
+        return (size_t)w;
+    if (w == 0 || errno != EAGAIN) {
+        log_warn("stdout write failed; the client went away");
+        t->out_broken = true;
+    }
+    return 0;
+}
+
 /* Writes what the queue holds, as far as stdout takes it now. */
 static void flush_out(struct stdio_transport *t)
 {
     while (out_queued(t) && !t->out_broken) {
-        ssize_t w = write(t->out_fd, t->out + t->out_off, out_queued(t));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EAGAIN)
+        size_t w = write_some(t, t->out + t->out_off, out_queued(t));
+        if (w == 0)
             break;
-        if (w <= 0) {
-            log_warn("stdout write failed; the client went away");
-            t->out_broken = true;
-            break;
-        }
-        t->out_off += (size_t)w;
+        t->out_off += w;
     }
     if (t->out_broken || !out_queued(t)) {
         t->out_off = t->out_len = 0;
@@ -119,15 +128,26 @@ static void stdio_send(void *ctx, json_t *msg, const json_t *related)
     char *line = json_dumps(msg, MCP_JSON_FLAGS);
     if (!line)
         return;
-    size_t n = strlen(line);
-    line[n] = '\n'; /* replaces the NUL json_dumps left room for */
-    if (t->out_len + n + 1 > t->out_cap) {
-        while (t->out_cap < t->out_len + n + 1)
+    size_t n = strlen(line) + 1;
+    line[n - 1] = '\n'; /* replaces the NUL json_dumps left room for */
+    const char *rest = line;
+    if (!out_queued(t)) {
+        /* The usual case: straight out, and only what stdout does not take is queued. */
+        size_t w = write_some(t, line, n);
+        rest += w;
+        n -= w;
+        if (n == 0 || t->out_broken) {
+            free(line);
+            return;
+        }
+    }
+    if (t->out_len + n > t->out_cap) {
+        while (t->out_cap < t->out_len + n)
             t->out_cap = t->out_cap ? t->out_cap * 2 : 65536;
         t->out = xrealloc(t->out, t->out_cap);
     }
-    memcpy(t->out + t->out_len, line, n + 1);
-    t->out_len += n + 1;
+    memcpy(t->out + t->out_len, rest, n);
+    t->out_len += n;
     free(line);
     flush_out(t);
     update_watches(t);
