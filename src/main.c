@@ -3,6 +3,8 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -72,6 +74,11 @@ static const char *flag_value(const char *flag, int argc, char **argv, int *i, b
 
 int main(int argc, char **argv)
 {
+    /* Started with 0, 1 or 2 closed, the first pipe we make would take its place (and `run`
+     * would read its own output as its stdin): /dev/null holds each closed one. */
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != fd)
+            return 125;
     cli_scope_copy_started();
     static struct cli_ctx ctx;
     ctx.argv = argv;

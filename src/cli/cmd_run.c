@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -123,17 +124,23 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
     return -1;
 }
 
+/* One of the command's output streams. Without --json what it prints is passed on as the
+ * reader takes it: one chunk at a time, written only when our fd is writable, so that a reader
+ * that stalls holds up the command (through its full pipe) but never this loop, which keeps
+ * the deadline and the signals. */
 struct stream {
-    int fd;     /* our read end */
+    int fd;     /* our read end, -1 once done */
     int out_fd; /* where to stream (non-json) */
     struct outbuf buf;
+    char chunk[65536]; /* read, not yet written: chunk[off..len) */
+    size_t off, len;
 };
 
-static void pump(struct stream *s, bool json)
+/* Reads what the command wrote: into the capture with --json, else one chunk to pass on. */
+static void stream_read(struct stream *s, bool json)
 {
-    char chunk[65536];
     for (;;) {
-        ssize_t n = read(s->fd, chunk, sizeof(chunk));
+        ssize_t n = read(s->fd, s->chunk, sizeof(s->chunk));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -143,11 +150,34 @@ static void pump(struct stream *s, bool json)
             s->fd = -1;
             return;
         }
-        if (json)
-            outbuf_append(&s->buf, chunk, (size_t)n);
-        else if (write_all(s->out_fd, chunk, (size_t)n) < 0)
-            s->buf.total += (size_t)n; /* our reader went away: keep draining the sandbox */
+        if (!json) {
+            s->off = 0;
+            s->len = (size_t)n;
+            return;
+        }
+        outbuf_append(&s->buf, s->chunk, (size_t)n);
     }
+}
+
+/* Writes some of the chunk; poll said our fd is writable, and a pipe then takes PIPE_BUF
+ * bytes without blocking. A reader that left (EPIPE) gets nothing more: the command's pipe is
+ * closed too, so that it ends as it would in a shell pipeline (yes | head -1). */
+static void stream_write(struct stream *s)
+{
+    size_t n = s->len - s->off < PIPE_BUF ? s->len - s->off : PIPE_BUF;
+    ssize_t w = write(s->out_fd, s->chunk + s->off, n);
+    if (w < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (w < 0) {
+        s->off = s->len = 0;
+        if (s->fd >= 0)
+            close(s->fd);
+        s->fd = -1;
+        return;
+    }
+    s->off += (size_t)w;
+    if (s->off == s->len)
+        s->off = s->len = 0;
 }
 
 static json_t *stream_json(struct stream *s)
@@ -229,13 +259,17 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     int exit_code = -1, term_signal = 0;
     int signals_seen = 0;
 
-    while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0) {
+    while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 || streams[0].len ||
+           streams[1].len) {
         struct pollfd pfd[6];
-        int n = 0, i_out = -1, i_err = -1, i_in = -1, i_child = -1, i_pid = -1, i_sig = -1;
-        if (streams[0].fd >= 0)
-            i_out = n, pfd[n++] = (struct pollfd){streams[0].fd, POLLIN, 0};
-        if (streams[1].fd >= 0)
-            i_err = n, pfd[n++] = (struct pollfd){streams[1].fd, POLLIN, 0};
+        int n = 0, i_in = -1, i_child = -1, i_pid = -1, i_sig = -1, i_stream[2] = {-1, -1};
+        for (int k = 0; k < 2; k++) {
+            /* A chunk to pass on waits for our reader; only then is more read. */
+            if (streams[k].len)
+                i_stream[k] = n, pfd[n++] = (struct pollfd){streams[k].out_fd, POLLOUT, 0};
+            else if (streams[k].fd >= 0)
+                i_stream[k] = n, pfd[n++] = (struct pollfd){streams[k].fd, POLLIN, 0};
+        }
         if (stdin_open && child_in >= 0 && in_len == in_off)
             i_in = n, pfd[n++] = (struct pollfd){0, POLLIN, 0};
         if (child_in >= 0 && in_len > in_off)
@@ -257,10 +291,14 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         }
         if (r <= 0)
             continue;
-        if (i_out >= 0 && pfd[i_out].revents)
-            pump(&streams[0], o.json);
-        if (i_err >= 0 && pfd[i_err].revents)
-            pump(&streams[1], o.json);
+        for (int k = 0; k < 2; k++) {
+            if (i_stream[k] < 0 || !pfd[i_stream[k]].revents)
+                continue;
+            if (streams[k].len)
+                stream_write(&streams[k]);
+            else
+                stream_read(&streams[k], o.json);
+        }
         if (i_in >= 0 && pfd[i_in].revents) {
             ssize_t got = read(0, inbuf, sizeof(inbuf));
             if (got <= 0) {

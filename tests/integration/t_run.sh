@@ -18,6 +18,27 @@ expect "run: a command may write to /dev/stdout" "to-stdout" "$out"
 expect "run: and to /dev/stderr" "to-stderr" "$out"
 out=$(echo fed-in | "$SBX" run -- cat /dev/stdin 2>&1); expect "run: and read /dev/stdin" "^fed-in$" "$out"
 
+# The command's output goes to our reader as it takes it: a reader that leaves ends the
+# command as in a shell pipeline; one that stalls does not stop the timeout; a closed stdin is
+# an empty one.
+out=$(timeout 10 bash -c '"$0" run -- yes | head -1; echo "rc=${PIPESTATUS[0]}"' "$SBX" 2>&1)
+expect "run: a reader that leaves ends the command (yes | head -1)" "^y$" "$out"
+expect "run: which died of SIGPIPE, and run says so (141)" "^rc=141$" "$out"
+fifo=${TMPDIR:-/tmp}/sbx-stall.$$
+mkfifo "$fifo"
+"$SBX" run --timeout 1 -- sh -c 'while :; do echo xxxxxxxx; done' > "$fifo" 2>/dev/null &
+runner=$!
+exec 7<"$fifo" # a reader that never reads
+sleep 3
+left=$(ps -o pid= --ppid "$runner" | wc -l)
+expect "run: a reader that stalls does not hold off the timeout: the sandbox is gone at 3 s" "^0$" "$left"
+exec 7<&-
+wait "$runner"
+expect "run: and run exits 124 once the reader leaves" "^rc=124$" "rc=$?"
+rm -f "$fifo"
+out=$(timeout 10 "$SBX" run --timeout 5 -- cat 0<&- 2>&1; echo "rc=$?")
+expect "run: started with stdin closed, the command reads EOF" "^rc=0$" "$out"
+
 # Init shares run's memory (and so its errno) while run drains the output: every byte of a
 # command that prints and exits at once arrives, run after run.
 short=0
