@@ -28,16 +28,6 @@ struct run_opts {
     bool json;
 };
 
-static int parse_cpus(const char *s, uint32_t *millis)
-{
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (!end || *end || v <= 0 || v > 1024)
-        return -1;
-    *millis = (uint32_t)(v * 1000 + 0.5);
-    return 0;
-}
-
 static int parse_u32(const char *s, uint32_t *out, uint32_t min, uint32_t max)
 {
     char *end = NULL;
@@ -103,16 +93,17 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
         return cli_usage_error("run: unknown profile '%s'", profile);
     o->profile = *p;
     uint64_t v;
-    if (memory && (parse_size(memory, &v) < 0 || v < (16ull << 20)))
-        return cli_usage_error("run: --memory wants a size of at least 16M, e.g. 256M");
+    /* The bounds of the same settings in a profile (config.c). */
+    if (memory && (parse_size(memory, &v) < 0 || v < (16ull << 20) || v > (1ull << 40)))
+        return cli_usage_error("run: --memory wants a size from 16M to 1024G, e.g. 256M");
     if (memory)
         o->profile.memory_bytes = v;
-    if (ws && (parse_size(ws, &v) < 0 || v < (1ull << 20)))
-        return cli_usage_error("run: --workspace-size wants a size of at least 1M");
+    if (ws && (parse_size(ws, &v) < 0 || v < (1ull << 20) || v > (1ull << 40)))
+        return cli_usage_error("run: --workspace-size wants a size from 1M to 1024G");
     if (ws)
         o->profile.workspace_bytes = o->profile.fsize_bytes = v;
-    if (cpus && parse_cpus(cpus, &o->profile.cpu_millicpus) < 0)
-        return cli_usage_error("run: --cpus wants a positive number, e.g. 0.5");
+    if (cpus && parse_cpus(cpus, 10, 1024000, &o->profile.cpu_millicpus) < 0)
+        return cli_usage_error("run: --cpus wants a number from 0.01 to 1024, e.g. 0.5");
     uint32_t t;
     if (timeout && parse_u32(timeout, &t, 1, 86400) < 0)
         return cli_usage_error("run: --timeout wants whole seconds from 1 to 86400");

@@ -336,14 +336,8 @@ static int set_value(const struct key_def *k, void *base, const struct raw_value
     case KT_CPUS: {
         if (want_string(k, v, &s, err) < 0)
             return -1;
-        char *end = NULL;
-        double d = strtod(s, &end);
-        /* Range-check before converting: a huge value must not overflow the cast. */
-        bool in_range = d >= (double)k->min / 1000 && d <= (double)k->max / 1000;
-        uint64_t m = in_range ? (uint64_t)(d * 1000 + 0.5) : 0;
-        if (!*s || *end || !in_range || m < k->min || m > k->max)
+        if (parse_cpus(s, (uint32_t)k->min, (uint32_t)k->max, (uint32_t *)field) < 0)
             return sbx_fail(err, EINVAL, "%s wants a CPU count as a string, e.g. \"0.5\"", k->name);
-        *(uint32_t *)field = (uint32_t)m;
         return 0;
     }
     case KT_NETWORK:

@@ -143,10 +143,13 @@ int parse_size(const char *s, uint64_t *out)
 {
     if (!s || !*s)
         return -EINVAL;
+    /* Digits first: strtoull would skip spaces and take a sign (" -1" is 2^64 - 1). */
+    if (s[0] < '0' || s[0] > '9')
+        return -EINVAL;
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
+    if (errno || end == s)
         return -EINVAL;
     uint64_t mul = 1;
     switch (*end) {
@@ -294,4 +297,18 @@ bool uri_path_decode(const char *in, char *out, size_t size)
     }
     out[n] = '\0';
     return true;
+}
+
+int parse_cpus(const char *s, uint32_t min_millis, uint32_t max_millis, uint32_t *millis)
+{
+    char *end = NULL;
+    double d = s && *s ? strtod(s, &end) : 0;
+    /* Range-checked before the cast (a huge value must not overflow it); NaN fails it. */
+    if (!end || *end || !(d >= min_millis / 1000.0 && d <= max_millis / 1000.0))
+        return -EINVAL;
+    uint64_t m = (uint64_t)(d * 1000 + 0.5);
+    if (m < min_millis || m > max_millis)
+        return -EINVAL;
+    *millis = (uint32_t)m;
+    return 0;
 }

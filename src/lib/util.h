@@ -91,5 +91,8 @@ bool uri_path_decode(const char *in, char *out, size_t size);
 
 /* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);
+/* Parse a CPU count ("0.5") into thousandths, within [min_millis, max_millis]. Returns 0 or
+ * -EINVAL (NaN, trailing text, out of range). */
+int parse_cpus(const char *s, uint32_t min_millis, uint32_t max_millis, uint32_t *millis);
 
 #endif

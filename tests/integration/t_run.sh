@@ -18,6 +18,14 @@ expect "run: a command may write to /dev/stdout" "to-stdout" "$out"
 expect "run: and to /dev/stderr" "to-stderr" "$out"
 out=$(echo fed-in | "$SBX" run -- cat /dev/stdin 2>&1); expect "run: and read /dev/stdin" "^fed-in$" "$out"
 
+# Limits given on the command line have the bounds the config file gives them: none of them
+# can make a limit disappear.
+for bad in "--cpus nan" "--cpus 0.005" "--cpus 1e9" "--memory= -1" "--memory 2048G" "--workspace-size 17179869183G"; do
+    out=$("$SBX" run ${bad%% *} "${bad#* }" -- true 2>&1; echo "rc=$?")
+    expect "run: $bad is a usage error" "^rc=2$" "$out"
+done
+out=$("$SBX" run --cpus 0.01 --memory 16M -- true 2>&1; echo "rc=$?"); expect "run: (control) --cpus 0.01 --memory 16M run" "^rc=0$" "$out"
+
 # The command's output goes to our reader as it takes it: a reader that leaves ends the
 # command as in a shell pipeline; one that stalls does not stop the timeout; a closed stdin is
 # an empty one.

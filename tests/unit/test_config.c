@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include "lib/config.h"
 #include "lib/toml.h"
+#include "lib/util.h"
 
 static char *write_tmp(const char *text)
 {
@@ -32,6 +34,35 @@ static int load_text(struct sbx_config *cfg, const char *text, struct sbx_err *e
     unlink(path);
     free(path);
     return r;
+}
+
+/* The two value parsers the config file and `run`'s flags share. */
+static void sizes_and_cpu_counts(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(parse_size("256M", &v), 0);
+    assert_int_equal(v, 256ull << 20);
+    assert_int_equal(parse_size("1024", &v), 0);
+    assert_int_equal(v, 1024);
+    assert_int_equal(parse_size(" -1", &v), -EINVAL); /* strtoull would give 2^64 - 1 */
+    assert_int_equal(parse_size("-1", &v), -EINVAL);
+    assert_int_equal(parse_size("+5M", &v), -EINVAL);
+    assert_int_equal(parse_size("5MiB", &v), 0);
+    assert_int_equal(v, 5ull << 20);
+    assert_int_equal(parse_size("5Mx", &v), -EINVAL);
+    assert_int_equal(parse_size("", &v), -EINVAL);
+    uint32_t m = 0;
+    assert_int_equal(parse_cpus("0.5", 10, 1024000, &m), 0);
+    assert_int_equal(m, 500);
+    assert_int_equal(parse_cpus("0.01", 10, 1024000, &m), 0);
+    assert_int_equal(m, 10);
+    assert_int_equal(parse_cpus("0.005", 10, 1024000, &m), -EINVAL); /* no limit at all */
+    assert_int_equal(parse_cpus("nan", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("-nan", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("1e9", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("0.5x", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("", 10, 1024000, &m), -EINVAL);
 }
 
 static void accepts_the_subset(void **state)
@@ -226,6 +257,7 @@ static void print_round_trips(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sizes_and_cpu_counts),
         cmocka_unit_test(accepts_the_subset),
         cmocka_unit_test(refuses_with_line_and_column),
         cmocka_unit_test(precedence_default_file_env_flag),
