@@ -446,7 +446,12 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
             bool shared = false;
             for (int k = 0; k < c; k++)
                 shared |= strcmp(state.parent[k], state.parent[c]) == 0;
-            if (!shared && mkdir(cg->dir[c], 0755) < 0) {
+            /* A group of this name outlived a process that had our pid (killed before it
+             * could remove it): ours now, so the empty leftover goes. */
+            int r = shared ? 0 : mkdir(cg->dir[c], 0755);
+            if (r < 0 && errno == EEXIST && rmdir(cg->dir[c]) == 0)
+                r = mkdir(cg->dir[c], 0755);
+            if (r < 0) {
                 sbx_fail_errno(err, errno, "creating %s", cg->dir[c]);
                 free(cg->dir[c]);
                 cg->dir[c] = NULL;

@@ -18,6 +18,22 @@ expect "run: a command may write to /dev/stdout" "to-stdout" "$out"
 expect "run: and to /dev/stderr" "to-stderr" "$out"
 out=$(echo fed-in | "$SBX" run -- cat /dev/stdin 2>&1); expect "run: and read /dev/stdin" "^fed-in$" "$out"
 
+# A killed run leaves its (empty) groups, named after its pid; a later run given that pid
+# takes them over instead of failing.
+if is_root; then
+    "$SBX" run -- sleep 2 >/dev/null 2>&1 &
+    probe=$!
+    sleep 0.5
+    parents=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "mcp-sandbox.$probe" -exec dirname {} \; 2>/dev/null | sort -u | tr '\n' ' ')
+    wait "$probe"
+    if [ -n "$parents" ]; then
+        out=$(sh -c 'for d in $1; do mkdir "$d/mcp-sandbox.$$"; done; exec "$2" run -- echo took-over' sh "$parents" "$SBX" 2>&1)
+        expect "run: a leftover group named after its pid is taken over" "^took-over$" "$out"
+    else
+        tap_skip "run: a leftover group named after its pid is taken over" "no per-run group seen"
+    fi
+fi
+
 # Limits given on the command line have the bounds the config file gives them: none of them
 # can make a limit disappear.
 for bad in "--cpus nan" "--cpus 0.005" "--cpus 1e9" "--memory= -1" "--memory 2048G" "--workspace-size 17179869183G"; do
