@@ -230,6 +230,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         jail_shutdown();
         return err.code == ENOENT || err.code == EACCES ? 127 : 125;
     }
+    /* And init is spared outright where we may lower the score (root with CAP_SYS_RESOURCE):
+     * the kernel applies it to every process of this memory, init's too, not the command's. */
+    if (j->cg)
+        write_file_str("/proc/self/oom_score_adj", "-1000");
     close(in_pipe[0]);
     close(out_pipe[1]);
     close(err_pipe[1]);

@@ -97,11 +97,25 @@ void jail_keep_only_fds(int *keep, size_t n)
 }
 
 /* Init keeps only its status socket and (persistent) the copies of the workload's fds. */
+/* Init's own oom_score_adj (see start_workload), opened by jail_open_oom_adj. */
+static int oom_adj_fd = -1;
+
+void jail_open_oom_adj(void)
+{
+    /* The uid change made us non-dumpable, and our /proc files root's: dumpable for this
+     * moment, before any sandbox code exists. */
+    prctl(PR_SET_DUMPABLE, 1);
+    oom_adj_fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+    prctl(PR_SET_DUMPABLE, 0);
+}
+
 static void close_all_but(int status_fd, const struct jail_child_plan *plan)
 {
-    int keep[1 + 3 + 16];
+    int keep[2 + 3 + 16];
     size_t n = 0;
     keep[n++] = status_fd;
+    if (oom_adj_fd >= 0)
+        keep[n++] = oom_adj_fd;
     for (int i = 0; plan && i < 3; i++)
         if (plan->stdio[i] >= 0)
             keep[n++] = plan->stdio[i];
@@ -222,11 +236,23 @@ static void send_root_fd(int sock)
 
 static pid_t start_workload(const struct jail_child_plan *plan)
 {
+    /* The OOM killer is to take the sandbox's processes before init, which holds the caller's
+     * memory (all of run's, shared): were init its pick, the caller would go with it. The
+     * workload inherits init's score at the clone, so init raises its own for that moment;
+     * raising needs no privilege, and going back to where it was never does either. */
+    char was[16] = "";
+    ssize_t n = oom_adj_fd >= 0 ? pread(oom_adj_fd, was, sizeof(was) - 1, 0) : -1;
+    bool raised = n > 0 && pwrite(oom_adj_fd, "1000", 4, 0) == 4;
     /* posix_spawn's technique: share init's memory until exec (no page tables copied) and let
      * the child run first on this CPU; it writes only to its own stack below. */
     static char stack[64 * 1024] __attribute__((aligned(16)));
-    return clone(workload_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD,
-                 (void *)plan);
+    pid_t pid =
+        clone(workload_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)plan);
+    if (raised) {
+        ssize_t w = pwrite(oom_adj_fd, was, (size_t)n, 0);
+        (void)w;
+    }
+    return pid;
 }
 
 static void report_status(int status_fd, int st)

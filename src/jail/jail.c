@@ -187,6 +187,7 @@ static void child_main(const struct jail_child_plan *plan)
     r = rlimits_apply(plan->profile, plan->cgroup_active);
     if (r < 0)
         jail_child_fail(plan, STEP_RLIMITS, -r);
+    jail_open_oom_adj(); /* before Landlock, which closes /proc to writes */
     if (plan->want_landlock) {
         r = landlock_restrict_sandbox();
         if (r < 0)

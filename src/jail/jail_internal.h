@@ -73,6 +73,11 @@ struct jail_child_plan {
     char group[128];
 };
 
+/* init.c: init's own oom_score_adj, opened in the child before Landlock closes /proc to
+ * writes; init raises it while it clones the workload, which so inherits a score that makes
+ * the OOM killer take it before init. */
+void jail_open_oom_adj(void);
+
 /* mount.c: build the root on tmpfs, pivot into it, leave the old root behind. */
 int jail_setup_rootfs(const struct jail_child_plan *plan, enum jail_step *step);
 

@@ -32,6 +32,22 @@ if is_root; then
     expect "limits: memory bomb is OOM-killed (reported)" '"oom_killed":true' "$mem_out"
     "$SBX" run --memory 64M -- /usr/bin/python3 -I -c 'b=[bytearray(1<<20) for _ in range(4000)]' >/dev/null 2>&1; rc=$?
     [ "$rc" = 137 ] && tap_ok "limits: memory bomb exits 137" || tap_fail "limits: memory bomb exits 137 (rc=$rc)"
+    # A tiny command filling the workspace (tmpfs, charged to the group) leaves init the largest
+    # process there; init shares run's memory, so were it the OOM killer's pick, run would die
+    # with it, silently and with its groups left behind. The command is taken instead.
+    for i in 1 2 3; do
+        out=$(timeout 60 "$SBX" run -- busybox dd if=/dev/zero of=/workspace/x bs=64k 2>&1; echo "rc=$?")
+        expect "limits: a tiny command filling the workspace is the OOM killer's pick, not run ($i)" "OOM killer fired" "$out"
+    done
+    dead=0
+    for d in $(find /sys/fs/cgroup -maxdepth 8 -type d -name 'mcp-sandbox.*' 2>/dev/null); do
+        p=${d##*.}
+        case $p in *[!0-9]*) continue ;; esac
+        [ -d "/proc/$p" ] || dead=$((dead + 1))
+    done
+    expect "limits: and run still cleaned up after it (no group of a dead run)" "^0$" "$dead"
+    out=$("$SBX" run -- sh -c 'cat /proc/self/oom_score_adj /proc/1/oom_score_adj' 2>&1 | tr '\n' ' ')
+    expect "limits: (control) the command's OOM score is raised, init's is not" "^1000 0 $" "$out"
 else
     expect "limits: memory bomb fails with MemoryError under the rlimit" "MemoryError" "$mem_out"
 fi
