@@ -88,10 +88,15 @@ int main(int argc, char **argv)
     const char *flag_vals[ARRAY_SIZE(global_flags)] = {0};
     bool after_dashdash = false;
 
+    bool has_dashdash = false;
+    for (int i = 1; i < argc && !has_dashdash; i++)
+        has_dashdash = strcmp(argv[i], "--") == 0;
     rest[nrest++] = argv[0];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (after_dashdash) {
+        /* After "--", and after `run` when no "--" follows (it refuses that), the words are
+         * the command's: none of them is taken for a global flag. */
+        if (after_dashdash || (cmd && strcmp(cmd->name, "run") == 0 && !has_dashdash)) {
             rest[nrest++] = argv[i];
             continue;
         }

@@ -88,6 +88,11 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
     }
     if (optind >= argc)
         return cli_usage_error("run: no command given (usage: run [OPTIONS] -- CMD [ARGS...])");
+    /* mcp-sandbox's global flags may stand anywhere before "--": without it, a --log-file or
+     * --config among CMD's own arguments would be taken as ours. */
+    if (strcmp(argv[optind - 1], "--") != 0)
+        return cli_usage_error("run: put -- before the command: run [OPTIONS] -- %s ...",
+                               argv[optind]);
     const struct sbx_profile *p = config_profile(&ctx->cfg, profile);
     if (!p)
         return cli_usage_error("run: unknown profile '%s'", profile);
@@ -175,12 +180,11 @@ static json_t *stream_json(struct stream *s)
 {
     size_t len;
     char *text = outbuf_render(&s->buf, &len);
-    /* Sandbox output is arbitrary bytes: invalid UTF-8 becomes U+FFFD rather than an error. */
+    /* Sandbox output is arbitrary bytes, and the head and tail cut may split a character:
+     * what is not UTF-8 becomes '?', the characters around it stay. */
     json_t *j = json_stringn(text, len);
     if (!j) {
-        for (size_t i = 0; i < len; i++)
-            if ((unsigned char)text[i] >= 0x80)
-                text[i] = '?';
+        utf8_scrub(text, len);
         j = json_stringn(text, len);
     }
     free(text);

@@ -34,6 +34,16 @@ if is_root; then
     fi
 fi
 
+# run's own flags stand before "--"; without it, a --log-file among CMD's words was taken.
+rm -f "${TMPDIR:-/tmp}/sbx-stolen.$$"
+out=$("$SBX" run echo hi --log-file "${TMPDIR:-/tmp}/sbx-stolen.$$" 2>&1; echo "rc=$?")
+expect "run: a command without -- is a usage error" "put -- before the command" "$out"
+[ -e "${TMPDIR:-/tmp}/sbx-stolen.$$" ] && tap_fail "run: and no flag among its words was taken" || tap_ok "run: and no flag among its words was taken"
+out=$("$SBX" run -- echo hi --log-file x 2>&1); expect "run: (control) after --, the words are CMD's" "^hi --log-file x$" "$out"
+# --json keeps what is UTF-8 of the output; only the bytes that are not become '?'.
+out=$("$SBX" run --json -- sh -c 'printf "h\303\251llo \377\n"' | python3 -c 'import json,sys; print(json.load(sys.stdin)["stdout"], end="")')
+expect "run: --json keeps the characters around a bad byte" "^héllo \?$" "$out"
+
 # Limits given on the command line have the bounds the config file gives them: none of them
 # can make a limit disappear.
 for bad in "--cpus nan" "--cpus 0.005" "--cpus 1e9" "--memory= -1" "--memory 2048G" "--workspace-size 17179869183G"; do
