@@ -28,6 +28,22 @@ for _dir in ("/usr/local/lib/python3.%d/dist-packages" % sys.version_info[1],
         sys.path.append(_dir)
 
 
+def _own(name):
+    # The driver's own imports come from the standard library, never from a file of the same
+    # name in the working directory (a user's io.py or subprocess.py), which "" on sys.path
+    # would find first.
+    mod = sys.modules.get(name)
+    if mod is None:
+        path = sys.path
+        sys.path = [p for p in path if p != ""]
+        try:
+            __import__(name)
+        finally:
+            sys.path = path
+        mod = sys.modules[name]
+    return mod
+
+
 class _JsonContext:
     # What _json's scanner reads from json.JSONDecoder, without importing json (and re).
     strict = True
@@ -135,7 +151,7 @@ def make_guard(profile, modules, calls, attributes):
     # The static guard of the tight profile. It is defence in depth, not the boundary: Python
     # is too dynamic for an AST check to contain code, so the kernel layers (namespaces,
     # seccomp, Landlock, limits) are what hold. The lists come from the server's config.
-    import ast
+    ast = _own("ast")
 
     modules, calls, attributes = frozenset(modules), frozenset(calls), frozenset(attributes)
 
@@ -198,7 +214,8 @@ class Inotify:
 
     def __init__(self):
         import _ctypes
-        import fcntl
+
+        fcntl = _own("fcntl")
 
         self.ioctl = fcntl.ioctl
         self.pending = bytearray(4)
@@ -316,12 +333,16 @@ class Driver:
         except Exception:
             self.inotify = None
         _signal.signal(_signal.SIGINT, self.on_sigint)
+        # Like python3 -c and Jupyter: modules in the working directory (the workspace) import.
+        # Not under a static guard, which checks the cell, not the modules it imports.
+        if self.guard is None and "" not in sys.path:
+            sys.path.insert(0, "")
 
     def refresh_imports(self):
         # Packages just installed into packages_dir import without a restart; .pth files
         # there are honoured as well.
-        import importlib
-        import site
+        importlib = _own("importlib")
+        site = _own("site")
 
         importlib.invalidate_caches()
         if self.packages_dir:
@@ -421,9 +442,7 @@ class Driver:
 
     def collect_figures(self, plt, exec_id):
         images, files = [], []
-        import base64
-        import io
-        import os
+        base64, io, os = _own("base64"), _own("io"), _own("os")
 
         for n, num in enumerate(list(plt.get_fignums())):
             buf = io.BytesIO()
@@ -467,8 +486,7 @@ class Driver:
                                                            text[-keep:])
 
     def format_exception(self, etype, value, tb):
-        import linecache
-        import traceback
+        linecache, traceback = _own("linecache"), _own("traceback")
 
         for name, code in self.sources.items():
             linecache.cache[name] = (len(code), None, code.splitlines(True), name)
@@ -548,8 +566,7 @@ class Driver:
             self.running = False
 
     def run_command(self, argv, cwd, env=None):
-        import signal
-        import subprocess
+        signal, subprocess = _own("signal"), _own("subprocess")
 
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
@@ -589,7 +606,7 @@ class Driver:
     def cpu_seconds():
         # The driver's and its waited-for children's CPU time, in µs steps (times() counts
         # 10 ms ticks).
-        import resource
+        resource = _own("resource")
 
         s = resource.getrusage(resource.RUSAGE_SELF)
         c = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -670,7 +687,7 @@ class Driver:
         if self.clipped:
             out["truncated"] = True
         if self.report_usage:
-            import resource
+            resource = _own("resource")
 
             out["cpu_ns"] = int((self.cpu_seconds() - t0) * 1e9)
             out["maxrss_bytes"] = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

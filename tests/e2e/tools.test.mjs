@@ -624,6 +624,21 @@ test('seed checks: import os and eval are refused under tight, and recorded in t
   await c.close();
 });
 
+test('modules in the workspace import; files named like the driver\'s own modules do not break it', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  await call(c, 'write_file', { sandbox_id: id, path: 'helper.py', content: 'X = 42\n' });
+  assert.equal((await run(c, 'import helper\nhelper.X', { sandbox_id: id })).sc.result, '42');
+  for (const name of ['subprocess', 'traceback', 'linecache', 'io', 'signal', 'resource'])
+    await call(c, 'write_file', { sandbox_id: id, path: `${name}.py`, content: "raise RuntimeError('shadowed')\n" });
+  const cmd = await call(c, 'execute_command', { sandbox_id: id, command: 'echo still-works' });
+  assert.equal(cmd.sc.stdout, 'still-works\n', JSON.stringify(cmd.sc));
+  const err = await run(c, '1/0', { sandbox_id: id });
+  assert.equal(err.sc.error.type, 'ZeroDivisionError');
+  assert.match(err.sc.error.traceback, /ZeroDivisionError/);
+  await c.close();
+});
+
 test('a run cut short by reset_sandbox says its interpreter was restarted', async () => {
   const c = await server();
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
