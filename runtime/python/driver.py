@@ -158,10 +158,17 @@ def make_guard(profile, modules, calls, attributes):
     def reject(what):
         raise Rejected("rejected by policy (profile %s): %s" % (profile, what))
 
+    def denied_module(name):
+        # A C twin counts as its module: _socket is socket, _io is io.
+        top = name.split(".")[0]
+        if top in modules:
+            return top
+        return top.lstrip("_") if top.lstrip("_") in modules else None
+
     class Guard(ast.NodeVisitor):
         def check_module(self, name):
-            if name and name.split(".")[0] in modules:
-                reject("import of module '%s'" % name.split(".")[0])
+            if name and denied_module(name):
+                reject("import of module '%s'" % denied_module(name))
 
         def visit_Import(self, node):
             for alias in node.names:
@@ -171,6 +178,10 @@ def make_guard(profile, modules, calls, attributes):
         def visit_ImportFrom(self, node):
             if node.level == 0:
                 self.check_module(node.module)
+            # from operator import attrgetter: a denied name taken by import.
+            for alias in node.names:
+                if alias.name in calls or alias.name in attributes:
+                    reject("import of '%s'" % alias.name)
             self.generic_visit(node)
 
         def visit_Call(self, node):
@@ -195,6 +206,16 @@ def make_guard(profile, modules, calls, attributes):
         def visit_Attribute(self, node):
             if node.attr in attributes:
                 reject("attribute '%s'" % node.attr)
+            # A denied module reached through another one's attribute (posixpath.os).
+            if node.attr in modules:
+                reject("module '%s' through an attribute" % node.attr)
+            self.generic_visit(node)
+
+        def visit_MatchClass(self, node):
+            # case object(__class__=t): attribute names in a pattern are plain strings.
+            for name in node.kwd_attrs:
+                if name in attributes:
+                    reject("attribute '%s'" % name)
             self.generic_visit(node)
 
         def visit_Constant(self, node):

@@ -150,7 +150,8 @@ static const char *const default_guard_modules[] = {
     "inspect",   "code",   "codeop",     "runpy",   "tempfile",
     "glob",      "mmap",   "asyncio",    "_thread", "select",
     "selectors", "http",   "urllib",     "ftplib",  "smtplib",
-    "ssl",
+    "ssl",       "imp",    "posixsubprocess", "frozen_importlib", "frozen_importlib_external",
+    "pdb",       "zipimport",
 };
 static const char *const default_guard_calls[] = {
     "eval",    "exec",   "compile", "__import__", "open",    "breakpoint", "input",
@@ -161,7 +162,8 @@ static const char *const default_guard_attributes[] = {
     "__bases__",      "__base__",    "__class__",    "__dict__",   "__getattribute__",
     "__closure__",    "__func__",    "__self__",     "__loader__", "__spec__",
     "f_globals",      "f_locals",    "f_builtins",   "gi_frame",   "gi_code",
-    "cr_frame",       "co_code",     "tb_frame",     "f_back",
+    "cr_frame",       "co_code",     "tb_frame",     "f_back",     "attrgetter",
+    "methodcaller",
 };
 
 static const char *const default_jwt_algorithms[] = {"RS256", "ES256"};

@@ -190,6 +190,13 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
                  const char *cwd, uint32_t timeout_ms, exec_done_fn done, void *data,
                  struct sbx_err *err)
 {
+    /* The guard reads Python; a shell command would walk past it (python3 -c, say). */
+    if (sb->profile->static_guard && strcmp(language, "bash") == 0)
+        return sbx_fail(err, EPERM,
+                        "profile %s checks code with a static guard, which reads Python only: "
+                        "shell commands are not available in it (use a profile without "
+                        "static_guard for them)",
+                        sb->profile->name);
     return enqueue(sb, call, language, code, cwd, NULL, NULL, timeout_ms, done, data, err);
 }
 
