@@ -599,11 +599,11 @@ int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out)
     return pread_number(&cg->cpu_fd, cg->dir[V1_CPUACCT], "cpuacct.usage", NULL, out);
 }
 
-bool cgroup_oom_killed(struct sbx_cgroup *cg)
+uint64_t cgroup_oom_kills(struct sbx_cgroup *cg)
 {
     if (cg->kind == CGROUP_BACKEND_V2)
-        return read_keyed(cg->dir[0], "memory.events", "oom_kill") > 0;
-    return read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill") > 0;
+        return read_keyed(cg->dir[0], "memory.events", "oom_kill");
+    return read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill");
 }
 
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
@@ -617,7 +617,7 @@ int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
         u->memory_peak_bytes = u->memory_current_bytes;
     if (cgroup_read_cpu_ns(cg, &u->cpu_usage_ns) < 0)
         u->cpu_usage_ns = 0;
-    u->oom_killed = cgroup_oom_killed(cg);
+    u->oom_killed = cgroup_oom_kills(cg) > 0;
     u->pids_current = (uint32_t)read_u64(cg->dir[v2 ? 0 : V1_PIDS], "pids.current");
     return 0;
 }

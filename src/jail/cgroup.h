@@ -67,8 +67,8 @@ int cgroup_leave_thread(struct sbx_cgroup *cg);
 /* Open an fd of the v2 group directory for clone3(CLONE_INTO_CGROUP), or -1 on v1. */
 int cgroup_dirfd(struct sbx_cgroup *cg);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
-/* Whether the OOM killer fired inside the group (one file read). */
-bool cgroup_oom_killed(struct sbx_cgroup *cg);
+/* How many processes the OOM killer has killed in the group since it was made (one read). */
+uint64_t cgroup_oom_kills(struct sbx_cgroup *cg);
 /* Just the memory high-water mark, cheaply (after every execution). */
 int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out);
 /* The CPU time every process of the group has used so far, in ns (around every execution). */

@@ -934,7 +934,12 @@ int jail_read_usage(struct jail *j, struct jail_usage *u)
 
 bool jail_oom_killed(struct jail *j)
 {
-    return j->cg && cgroup_oom_killed(j->cg);
+    return jail_oom_kills(j) > 0;
+}
+
+uint64_t jail_oom_kills(struct jail *j)
+{
+    return j->cg ? cgroup_oom_kills(j->cg) : 0;
 }
 
 int jail_read_memory_peak(struct jail *j, uint64_t *out)

@@ -103,6 +103,8 @@ int jail_try_reap(struct jail *j, int *exit_code, int *term_signal);
 int jail_read_usage(struct jail *j, struct jail_usage *u);
 /* Just usage.oom_killed, for callers that need nothing else (one file read, not five). */
 bool jail_oom_killed(struct jail *j);
+/* How many processes the OOM killer took in the sandbox since it was made; 0 without a cgroup. */
+uint64_t jail_oom_kills(struct jail *j);
 /* The sandbox's memory high-water mark, cheap enough for every execution; -ENOTSUP without a
  * cgroup. */
 int jail_read_memory_peak(struct jail *j, uint64_t *out);

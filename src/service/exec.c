@@ -352,9 +352,6 @@ void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal)
     e->outcome.exit_code = exit_code;
     e->outcome.term_signal = term_signal;
     e->outcome.bad_frame = sb->channel_poisoned;
-    struct jail_usage u;
-    if (jail_read_usage(sb->jail, &u) == 0)
-        e->outcome.oom_killed = u.oom_killed;
     finish(sb, e);
 }
 

@@ -112,6 +112,7 @@ struct sandbox {
     uint64_t executions;
     unsigned restarts;       /* quick deaths in a row: too many mark the sandbox broken */
     uint64_t restarts_total; /* interpreter restarts since creation or reset, as reported */
+    uint64_t oom_kills_seen; /* the cgroup's OOM kill count when last looked at */
     bool reset_restart;      /* the next restart is a reset's, not a death's */
     bool pooled;
     bool is_default; /* the owner's default sandbox */

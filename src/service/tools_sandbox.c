@@ -37,10 +37,11 @@
     "\"interpreter_restarted\":{\"type\":\"boolean\"},"                                            \
     "\"memory_peak_bytes\":{\"type\":\"integer\"},\"cpu_ms\":{\"type\":\"number\"},"               \
     "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"                              \
-    "\"files_incomplete\":{\"type\":\"boolean\"}},"                                                \
+    "\"files_incomplete\":{\"type\":\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"}},"          \
     "\"required\":[\"sandbox_id\",\"execution_id\",\"success\",\"stdout\",\"stderr\","             \
     "\"result\",\"error\",\"exit_code\",\"duration_ms\",\"timed_out\",\"truncated\","              \
-    "\"interpreter_restarted\",\"memory_peak_bytes\",\"cpu_ms\",\"files\",\"files_incomplete\"]}"
+    "\"interpreter_restarted\",\"memory_peak_bytes\",\"cpu_ms\",\"files\",\"files_incomplete\","   \
+    "\"oom_killed\"]}"
 
 static const char *signal_label(int sig)
 {
@@ -191,6 +192,14 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     uint64_t peak = 0;
     if (!sb->jail || jail_read_memory_peak(sb->jail, &peak) < 0)
         peak = (uint64_t)json_integer_value(json_object_get(f, "maxrss_bytes"));
+    /* Whether the OOM killer took a process during this run (a child, or the interpreter):
+     * only a group that reached its limit can have had one, so the count is read only then
+     * (or when the interpreter died), and compared with what the last look saw. */
+    if (sb->jail && (o->driver_died || peak + (1u << 20) >= sb->profile->memory_bytes)) {
+        uint64_t kills = jail_oom_kills(sb->jail);
+        e->outcome.oom_killed = kills > sb->oom_kills_seen;
+        sb->oom_kills_seen = kills;
+    }
 
     size_t out_len = 0, err_len = 0;
     char *out = outbuf_render(&e->out, &out_len);
@@ -266,6 +275,11 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
     if (!f && o->driver_died)
         text_printf(&text, "[interpreter restarted: variables were lost; files kept]");
+    if (o->oom_killed && !o->driver_died)
+        text_printf(&text,
+                    "[the OOM killer took a process of this run: the sandbox's memory limit is "
+                    "%llu MiB]",
+                    (unsigned long long)(sb->profile->memory_bytes >> 20));
     if (files_incomplete)
         text_printf(&text,
                     "[not every changed file is listed: more than %d changed, or /workspace "
@@ -341,12 +355,13 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
 
     json_t *sc = json_pack(
-        "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o, s:b}",
+        "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o, s:b, s:b}",
         "sandbox_id", sb->id, "execution_id", e->id, "success", success, "stdout", jout, "stderr",
         jerr, "result", result ? json_string(result) : json_null(), "error", error, "exit_code",
         exit_code, "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
         "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes", (json_int_t)peak,
-        "cpu_ms", (double)cpu_ns / 1e6, "files", files, "files_incomplete", files_incomplete);
+        "cpu_ms", (double)cpu_ns / 1e6, "files", files, "files_incomplete", files_incomplete,
+        "oom_killed", o->oom_killed);
     free(out);
     free(errs);
     free(text.buf);

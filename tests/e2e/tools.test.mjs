@@ -522,6 +522,25 @@ test('running out of memory gives a clear result and the sandbox stays usable', 
   await c.close();
 });
 
+// Rootless there is no memory group: the limit is an rlimit, and allocations fail instead.
+test('a process the OOM killer takes is named in its run\'s result', { skip: process.getuid() !== 0 && 'rootless: no memory cgroup' }, async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id; // 256 MiB
+  let { sc, text } = await call(c, 'execute_command', { sandbox_id: id, command: "python3 -c 'a = bytearray(400 << 20)'" });
+  assert.equal(sc.exit_code, 137);
+  assert.equal(sc.oom_killed, true);
+  assert.match(text, /OOM killer took a process of this run.*256 MiB/);
+  // (control) the next run had none.
+  ({ sc } = await run(c, '1 + 1', { sandbox_id: id }));
+  assert.equal(sc.oom_killed, false);
+  // A child taken while the cell itself goes on.
+  ({ sc } = await run(c, "import subprocess\nprint(subprocess.run(['python3', '-c', 'a = bytearray(400 << 20)']).returncode)", { sandbox_id: id }));
+  assert.equal(sc.success, true);
+  assert.equal(sc.stdout, '-9\n');
+  assert.equal(sc.oom_killed, true);
+  await c.close();
+});
+
 test('seed check: a matplotlib sine plot comes back as an image and a saved file', async () => {
   const c = await server();
   const { r, sc } = await run(c, [
