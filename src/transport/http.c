@@ -1254,6 +1254,12 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
 {
     if (rq->too_big)
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
+    /* A body is declared JSON, as on /mcp: a form a browser may send cross-site is not. (No
+     * body at all, for a tool without arguments, needs no type.) */
+    if (rq->len &&
+        !http_content_type_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
+        return refuse(t, c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32600,
+                      "Content-Type must be application/json");
     json_t *args = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
     if (!json_is_object(args)) {
         json_decref(args);

@@ -522,7 +522,13 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   assert.ok((await r.json()).error);
   r = await call('run_code', {});
   assert.equal((await r.json()).isError, true, 'bad arguments come back as a tool error, as over MCP');
-  assert.equal((await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', body: '[1' })).status, 400);
+  assert.equal((await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '[1' })).status, 400);
+  // A body must be declared JSON (a text/plain form is what a page may send cross-site).
+  r = await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: '{"code":"1"}' });
+  assert.equal(r.status, 415);
+  assert.match((await r.json()).error.message, /Content-Type must be application\/json/);
+  // (control) no body at all, for a tool without arguments, needs no type.
+  assert.equal((await fetch(`${base}/api/v1/tools/list_sandboxes`, { method: 'POST' })).status, 200);
   const api = await (await fetch(`${base}/api/v1/openapi.json`)).json();
   assert.equal(api.openapi, '3.1.0');
   assert.ok(api.paths['/api/v1/tools/run_code'].post.requestBody.content['application/json'].schema.properties.code);
