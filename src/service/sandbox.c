@@ -958,6 +958,14 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
             return 0;
         }
     }
+    /* One the server closed on a limit says so, to its owner only (to anyone else it is an
+     * unknown id like any other). */
+    for (size_t i = 0; id && i < ARRAY_SIZE(svc->expired); i++) {
+        const struct expired_sandbox *x = &svc->expired[i];
+        if (x->owner && strcmp(x->id, id) == 0 && strcmp(x->owner, owner) == 0)
+            return sbx_fail(err, ENOENT, "sandbox %s is gone: %s; create_sandbox makes a new one",
+                            id, x->why);
+    }
     if (id)
         return sbx_fail(err, ENOENT,
                         "unknown sandbox_id '%s' (list_sandboxes shows yours; omit sandbox_id "
@@ -1013,6 +1021,15 @@ static uint64_t sweep_interval_ms(const struct sbx_config *cfg)
     return ms < 100 ? 100 : ms > SWEEP_INTERVAL_MS ? SWEEP_INTERVAL_MS : ms;
 }
 
+static void remember_expired(struct sandbox_service *svc, const struct sandbox *sb, const char *why)
+{
+    struct expired_sandbox *x = &svc->expired[svc->expired_next++ % ARRAY_SIZE(svc->expired)];
+    free(x->owner);
+    x->owner = xstrdup(sb->owner);
+    snprintf(x->id, sizeof(x->id), "%s", sb->id);
+    snprintf(x->why, sizeof(x->why), "%s", why);
+}
+
 static void on_sweep(struct ev_loop *loop, void *data)
 {
     struct sandbox_service *svc = data;
@@ -1031,6 +1048,7 @@ static void on_sweep(struct ev_loop *loop, void *data)
                          old ? "limits.max_lifetime_s" : "limits.idle_ttl_s",
                          old ? cfg->max_lifetime_s : cfg->idle_ttl_s);
                 log_emit(LOG_LVL_INFO, "sandbox expired", "sandbox", sb->id, "reason", why, NULL);
+                remember_expired(svc, sb, why);
                 close_because(sb, NULL, why);
             }
         } else if (sb->state == SBX_BROKEN) {
@@ -1164,5 +1182,7 @@ void sandbox_service_free(struct sandbox_service *svc)
         ev_timer_cancel(svc->history_timer);
     history_close(svc->history); /* flushes what is pending */
     free_network(svc);
+    for (size_t i = 0; i < ARRAY_SIZE(svc->expired); i++)
+        free(svc->expired[i].owner);
     free(svc);
 }

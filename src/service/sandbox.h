@@ -166,6 +166,14 @@ struct sandbox_service {
     struct egress_policy *egress;
     struct resolver *resolver;
     char **packages_env;
+    /* Sandboxes the server closed on a limit (idle, age), so that their owner's next call
+     * hears why instead of "unknown": the last 32, the oldest overwritten. */
+    struct expired_sandbox {
+        char id[24];
+        char *owner;
+        char why[128];
+    } expired[32];
+    unsigned expired_next;
 };
 
 int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const struct sbx_config *cfg,

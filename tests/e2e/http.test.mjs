@@ -195,6 +195,24 @@ test('bearer tokens: 401 without or with a wrong token, never from the query str
   await bob.close();
 });
 
+test('a sandbox the server closed on idle_ttl_s says why to its owner, and is unknown to others', async () => {
+  const tokens = join(dir, 'tokens-ttl');
+  writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
+  const cfg = join(dir, 'ttl.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\n[limits]\nidle_ttl_s = 1\n`);
+  const { url } = await start(['--config', cfg]);
+  const alice = await sdkClient(url, 'alice-secret-token');
+  const bob = await sdkClient(url, 'bob-secret-token');
+  const id = (await alice.callTool({ name: 'create_sandbox', arguments: {} })).structuredContent.sandbox_id;
+  await new Promise((r) => setTimeout(r, 2500));
+  const mine = await alice.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1' } });
+  assert.match(mine.content[0].text, /is gone: .*limits\.idle_ttl_s = 1/);
+  const theirs = await bob.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: '1' } });
+  assert.match(theirs.content[0].text, /unknown sandbox_id/);
+  await alice.close();
+  await bob.close();
+});
+
 test('one principal cannot take every session: http.max_sessions_per_principal', async () => {
   const tokens = join(dir, 'tokens-cap');
   writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');

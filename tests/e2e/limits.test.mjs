@@ -69,8 +69,9 @@ test('limits.idle_ttl_s closes an idle sandbox; limits.max_lifetime_s ends even 
   await sleep(2500);
   let list = await call(c, 'list_sandboxes');
   assert.ok(!list.sc.sandboxes.some((s) => s.id === id), 'the idle sandbox was closed');
+  // Its owner hears why, and where to go on; to anyone else it is unknown like any id.
   const gone = await call(c, 'run_code', { sandbox_id: id, code: '1' });
-  assert.match(gone.text, /unknown sandbox_id/);
+  assert.match(gone.text, new RegExp(`sandbox ${id} is gone: the sandbox was closed: it reached limits\\.idle_ttl_s = 1; create_sandbox`));
   await c.close();
   c = await server('[limits]\nmax_lifetime_s = 2\n');
   const busy = (await call(c, 'create_sandbox')).sc.sandbox_id;
@@ -79,6 +80,7 @@ test('limits.idle_ttl_s closes an idle sandbox; limits.max_lifetime_s ends even 
   assert.match(r.text, /limits\.max_lifetime_s = 2/);
   list = await call(c, 'list_sandboxes');
   assert.ok(!list.sc.sandboxes.some((s) => s.id === busy));
+  assert.match((await call(c, 'get_sandbox_status', { sandbox_id: busy })).text, /is gone: .*limits\.max_lifetime_s = 2/);
   await c.close();
 });
 
