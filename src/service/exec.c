@@ -154,8 +154,8 @@ static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *langua
         json_decref(env);
         return sandbox_count_rejection("limits.max_queue_depth"),
                sbx_fail(err, EBUSY,
-                        "limit reached: limits.max_queue_depth = %u executions already wait "
-                        "for sandbox %s",
+                        "limit reached: limits.max_queue_depth = %u executions are already "
+                        "queued (running or waiting) for sandbox %s",
                         cfg->max_queue_depth, sb->id);
     }
     struct exec *e = xcalloc(1, sizeof(*e));

@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define MAX_REQUIREMENTS  32
 #define REPORT_MAX_BYTES  (4u << 20)
@@ -222,9 +223,12 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
                       sb->id, sb->network, sb->profile->name);
         return;
     }
-    static uint64_t installs;
+    /* A name sandbox code cannot know beforehand, so it cannot lay a report there first. */
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) < 0)
+        nonce = now_ns();
     char path[64];
-    snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%llu.json", (unsigned long long)++installs);
+    snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%016llx.json", (unsigned long long)nonce);
     struct sbx_err err = {0};
     /* cwd /: read-only, so nothing there can pass for a local archive or project. */
     if (sandbox_exec_argv(sb, call, "pip", summary, packages_pip_argv(cfg, reqs, n, path),
