@@ -99,6 +99,7 @@ static const struct key_def profile_keys[] = {
     P("memory", KT_SIZE, memory_bytes, 16ull << 20, 1ull << 40),
     P("cpus", KT_CPUS, cpu_millicpus, 10, 1024000),
     P("timeout_s", KT_SECONDS, timeout_ms, 1, 86400),
+    P("max_timeout_s", KT_SECONDS, max_timeout_ms, 1, 86400),
     P("pids", KT_U32, pids, 4, 1000000),
     P("workspace_size", KT_SIZE, workspace_bytes, 1ull << 20, 1ull << 40),
     P("workspace_inodes", KT_SIZE, workspace_inodes, 64, 1ull << 32),
@@ -119,14 +120,15 @@ static const char *const source_names[] = {"default", "file", "env", "flag"};
 /* ---- defaults ---- */
 
 static void profile_defaults(struct sbx_profile *p, const char *name, uint64_t mem_mib,
-                             uint32_t millicpus, uint32_t timeout_s, uint32_t pids, uint64_t ws_mib,
-                             bool guard, uint32_t pool)
+                             uint32_t millicpus, uint32_t timeout_s, uint32_t max_timeout_s,
+                             uint32_t pids, uint64_t ws_mib, bool guard, uint32_t pool)
 {
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", name);
     p->memory_bytes = mem_mib << 20;
     p->cpu_millicpus = millicpus;
     p->timeout_ms = timeout_s * 1000;
+    p->max_timeout_ms = max_timeout_s * 1000;
     p->pids = pids;
     p->workspace_bytes = ws_mib << 20;
     p->workspace_inodes = 16384;
@@ -245,8 +247,9 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->jwt_leeway_s = 60;
     cfg->jwt_jwks_reload_s = 5;
     cfg->jwt_jwks_url_refresh_s = 300;
-    profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 64, 512, false, 2);
-    profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 32, 64, true, 0);
+    profile_defaults(&cfg->profiles[0], "standard", 256, 500, 10, 3600, 64, 512, false, 2);
+    /* tight's limits are limits: a call may not ask for more time than its default. */
+    profile_defaults(&cfg->profiles[1], "tight", 128, 250, 5, 5, 32, 64, true, 0);
     cfg->n_profiles = 2;
     list_defaults(&cfg->guard_modules, default_guard_modules, ARRAY_SIZE(default_guard_modules));
     list_defaults(&cfg->guard_calls, default_guard_calls, ARRAY_SIZE(default_guard_calls));

@@ -32,6 +32,7 @@ struct sbx_profile {
     uint64_t memory_bytes;     /* cgroup memory.max (or RLIMIT_AS fallback) */
     uint32_t cpu_millicpus;    /* 500 = half a CPU (cpu.max / cfs quota) */
     uint32_t timeout_ms;       /* wall-clock limit of one execution */
+    uint32_t max_timeout_ms;   /* the longest a call's timeout_s may ask for */
     uint32_t pids;             /* pids.max (or RLIMIT_NPROC fallback) */
     uint64_t workspace_bytes;  /* tmpfs size of /workspace */
     uint64_t workspace_inodes; /* tmpfs nr_inodes of /workspace */

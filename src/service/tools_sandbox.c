@@ -389,12 +389,26 @@ static void on_oneshot_done(struct exec *e)
 
 /* ---- argument helpers ---- */
 
-static uint32_t timeout_arg(const json_t *args, const struct sandbox *sb)
+/* The call's timeout_s, within its profile's max_timeout_s; false (the call failed) past it. */
+static bool timeout_arg(struct mcp_call *call, const json_t *args, const struct sandbox *sb,
+                        uint32_t *ms)
 {
+    const struct sbx_profile *p = sb->profile;
     const json_t *t = json_object_get(args, "timeout_s");
-    if (json_is_number(t) && json_number_value(t) > 0)
-        return (uint32_t)(json_number_value(t) * 1000.0);
-    return sb->profile->timeout_ms;
+    *ms = p->timeout_ms;
+    if (!json_is_number(t) || json_number_value(t) <= 0)
+        return true;
+    uint32_t max = p->max_timeout_ms > p->timeout_ms ? p->max_timeout_ms : p->timeout_ms;
+    double want = json_number_value(t) * 1000.0;
+    if (want > max) {
+        mcp_call_fail(call,
+                      "timeout_s %g is more than profile %s allows (max_timeout_s = %u); ask for "
+                      "%u at most, or use a profile that allows longer",
+                      json_number_value(t), p->name, max / 1000, max / 1000);
+        return false;
+    }
+    *ms = (uint32_t)want;
+    return true;
 }
 
 static void queue_exec(struct mcp_call *call, struct sandbox *sb, const char *language,
@@ -413,8 +427,10 @@ static void t_run_code(struct mcp_call *call, json_t *args, void *data)
     if (!sb)
         return;
     const char *lang = tool_arg_str(args, "language");
-    queue_exec(call, sb, lang ? lang : "python", tool_arg_str(args, "code"), NULL,
-               timeout_arg(args, sb), on_exec_done);
+    uint32_t timeout_ms;
+    if (timeout_arg(call, args, sb, &timeout_ms))
+        queue_exec(call, sb, lang ? lang : "python", tool_arg_str(args, "code"), NULL, timeout_ms,
+                   on_exec_done);
 }
 
 static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
@@ -432,8 +448,9 @@ static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
     struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
-    queue_exec(call, sb, "bash", tool_arg_str(args, "command"), cwd, timeout_arg(args, sb),
-               on_exec_done);
+    uint32_t timeout_ms;
+    if (timeout_arg(call, args, sb, &timeout_ms))
+        queue_exec(call, sb, "bash", tool_arg_str(args, "command"), cwd, timeout_ms, on_exec_done);
 }
 
 static void t_create_run_close(struct mcp_call *call, json_t *args, void *data)
@@ -447,8 +464,13 @@ static void t_create_run_close(struct mcp_call *call, json_t *args, void *data)
         return;
     }
     const char *lang = tool_arg_str(args, "language");
-    if (sandbox_exec(sb, call, lang ? lang : "python", tool_arg_str(args, "code"), NULL,
-                     timeout_arg(args, sb), on_oneshot_done, NULL, &err) < 0) {
+    uint32_t timeout_ms;
+    if (!timeout_arg(call, args, sb, &timeout_ms)) {
+        sandbox_close(sb, NULL);
+        return;
+    }
+    if (sandbox_exec(sb, call, lang ? lang : "python", tool_arg_str(args, "code"), NULL, timeout_ms,
+                     on_oneshot_done, NULL, &err) < 0) {
         sandbox_close(sb, NULL);
         mcp_call_fail(call, "%s", err.msg);
     }
@@ -660,7 +682,8 @@ static void t_get_execution_history(struct mcp_call *call, json_t *args, void *d
     "create_sandbox; omit it to use your default sandbox (created on first use)\"}"
 #define TIMEOUT_ARG                                                                                \
     "\"timeout_s\":{\"type\":\"number\",\"minimum\":0.1,\"maximum\":3600,\"description\":"         \
-    "\"Wall-clock limit for this call (default: the profile's)\"}"
+    "\"Wall-clock limit for this call (default: the profile's timeout_s; at most its "             \
+    "max_timeout_s)\"}"
 
 static const struct mcp_tool_def tool_defs[] = {
     {"run_code", "Run code in a persistent sandbox",

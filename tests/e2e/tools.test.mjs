@@ -683,6 +683,19 @@ test('modules in the workspace import; files named like the driver\'s own module
   await c.close();
 });
 
+test('a call may ask for more time only up to its profile\'s max_timeout_s', async () => {
+  const c = await server();
+  const tight = (await call(c, 'create_sandbox', { profile: 'tight' })).sc.sandbox_id;
+  assert.match(await refused(c, 'run_code', { sandbox_id: tight, code: '1', timeout_s: 3600 }), /more than profile tight allows \(max_timeout_s = 5\)/);
+  assert.match(await refused(c, 'create_run_close', { profile: 'tight', code: '1', timeout_s: 6 }), /max_timeout_s = 5/);
+  assert.equal((await run(c, '1 + 1', { sandbox_id: tight, timeout_s: 4 })).sc.result, '2');
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: tight });
+  assert.deepEqual([st.sc.limits.timeout_s, st.sc.limits.max_timeout_s], [5, 5]);
+  // (control) standard allows up to an hour.
+  assert.equal((await run(c, '2 + 2', { timeout_s: 600 })).sc.result, '4');
+  await c.close();
+});
+
 test('a run cut short by reset_sandbox says its interpreter was restarted', async () => {
   const c = await server();
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
