@@ -67,6 +67,7 @@ struct egress_proxy {
     struct conn *conns;
     uint32_t refusing; /* of stats.open, those only lingering after their refusal */
     struct egress_stats stats;
+    char last_refusal[1024]; /* what the last refused client was told */
 };
 
 static void count(const char *decision)
@@ -162,6 +163,7 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
         snprintf(body, sizeof(body), "mcp-sandbox egress proxy: %s %s: %s\n", what,
                  c->target[0] ? c->target : "", why);
     }
+    snprintf(px->last_refusal, sizeof(px->last_refusal), "%.*s", (int)strcspn(body, "\n"), body);
     char msg[1536];
     int n = snprintf(msg, sizeof(msg),
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -734,4 +736,9 @@ void egress_proxy_free(struct egress_proxy *px)
 void egress_proxy_stats(const struct egress_proxy *px, struct egress_stats *out)
 {
     *out = px->stats;
+}
+
+const char *egress_proxy_last_refusal(const struct egress_proxy *px)
+{
+    return px->last_refusal;
 }

@@ -37,5 +37,7 @@ int egress_proxy_new(struct ev_loop *loop, struct resolver *resolver,
 /* Closes the listener and every connection. */
 void egress_proxy_free(struct egress_proxy *px);
 void egress_proxy_stats(const struct egress_proxy *px, struct egress_stats *out);
+/* What the last refused client was told (its 403 or 502 body's line), or "". */
+const char *egress_proxy_last_refusal(const struct egress_proxy *px);
 
 #endif

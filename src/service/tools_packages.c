@@ -131,6 +131,18 @@ static void on_install_done(struct exec *e)
             reason = xasprintf("pip failed (exit code %d): %s", exit_code, why);
             free(why);
         }
+        /* pip never shows a proxy's refusal: "no matching distribution" may be the byte
+         * budget, or a host off the list. Said when the proxy refused anything meanwhile. */
+        struct egress_stats st;
+        uint64_t denied_before = (uint64_t)(uintptr_t)e->done_data;
+        if (sb->proxy && (egress_proxy_stats(sb->proxy, &st), st.denied > denied_before)) {
+            char *with = xasprintf("%s. Meanwhile the sandbox's egress proxy refused %llu "
+                                   "request(s), the last with: %s",
+                                   reason, (unsigned long long)(st.denied - denied_before),
+                                   egress_proxy_last_refusal(sb->proxy));
+            free(reason);
+            reason = with;
+        }
     }
 
     char labels[48];
@@ -230,10 +242,15 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
     char path[64];
     snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%016llx.json", (unsigned long long)nonce);
     struct sbx_err err = {0};
+    /* The proxy's refusals so far, carried as the execution's data: those after it are this
+     * install's (on_install_done). */
+    struct egress_stats st = {0};
+    if (sb->proxy)
+        egress_proxy_stats(sb->proxy, &st);
     /* cwd /: read-only, so nothing there can pass for a local archive or project. */
     if (sandbox_exec_argv(sb, call, "pip", summary, packages_pip_argv(cfg, reqs, n, path),
                           packages_pip_env(EGRESS_PROXY_PORT), "/", cfg->max_install_seconds * 1000,
-                          on_install_done, NULL, &err) < 0)
+                          on_install_done, (void *)(uintptr_t)st.denied, &err) < 0)
         mcp_call_fail(call, "%s", err.msg);
 }
 

@@ -368,6 +368,10 @@ print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big),
   assert.ok(out.waited > 0.5 && out.waited < 8, `idle close after ${out.waited} s`);
   assert.ok(out.big < 2 * 1024 * 1024, `the byte budget cut the download at ${out.big} bytes`);
   assert.match(out.after, /^HTTP\/1\.1 403 .*byte budget/s);
+  // pip hides the proxy's 403 behind "no matching distribution": the result names it.
+  const spent = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxdemo'] });
+  assert.equal(spent.r.isError, true);
+  assert.match(spent.sc.error, /egress proxy refused \d+ request\(s\), the last with: .*byte budget is used up/);
 
   await new Promise((res) => setTimeout(res, 300));
   assert.match(log, new RegExp(`"msg":"egress allowed","sandbox":"${a}","method":"GET","target":"127\\.0\\.0\\.1:${indexPort}"`));
