@@ -170,6 +170,12 @@ int main(int argc, char **argv)
             return cli_usage_error("%s", err.msg);
         }
     }
+    if (config_check(&ctx.cfg, &err) < 0) {
+        fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
+        free(rest);
+        config_free(&ctx.cfg);
+        return 1;
+    }
     int lvl = log_level_from_name(ctx.cfg.log_level);
     if (log_open(ctx.cfg.log_file, lvl < 0 ? LOG_LVL_INFO : (enum log_level)lvl) < 0) {
         fprintf(stderr, "mcp-sandbox: cannot open log file %s\n", ctx.cfg.log_file);

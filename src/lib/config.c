@@ -578,6 +578,36 @@ int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *e
     return 0;
 }
 
+static size_t profile_field_size(enum key_type t)
+{
+    switch (t) {
+    case KT_SIZE:
+        return sizeof(uint64_t);
+    case KT_BOOL:
+        return sizeof(bool);
+    case KT_NETWORK:
+        return sizeof(((struct sbx_profile *)0)->network);
+    default: /* KT_U32, KT_CPUS, KT_SECONDS */
+        return sizeof(uint32_t);
+    }
+}
+
+int config_check(struct sbx_config *cfg, struct sbx_err *err)
+{
+    /* A profile the configuration adds starts from standard as it finally stands, whatever the
+     * order of the tables (standard's own table may come after). The first two are built in. */
+    for (size_t p = 2; p < cfg->n_profiles; p++)
+        for (size_t k = 0; k < ARRAY_SIZE(profile_keys); k++)
+            if (cfg->src_profile[p][k] == CONFIG_SRC_DEFAULT)
+                memcpy((char *)&cfg->profiles[p] + profile_keys[k].off,
+                       (char *)&cfg->profiles[0] + profile_keys[k].off,
+                       profile_field_size(profile_keys[k].type));
+    if (!config_profile(cfg, cfg->default_profile))
+        return sbx_fail(err, EINVAL, "isolation.default_profile = \"%s\" names no profile",
+                        cfg->default_profile);
+    return 0;
+}
+
 int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err)
 {
     if (config_load_file(cfg, explicit_path, err) < 0)
@@ -685,7 +715,10 @@ void config_print(const struct sbx_config *cfg, FILE *out)
                      profile_keys[i].name);
             fprintf(out, "%s = ", profile_keys[i].name);
             print_value(out, &profile_keys[i], &cfg->profiles[p]);
-            print_source(out, cfg, cfg->src_profile[p][i], key);
+            if (p >= 2 && cfg->src_profile[p][i] == CONFIG_SRC_DEFAULT)
+                fputs("  # from: profiles.standard\n", out); /* see config_check */
+            else
+                print_source(out, cfg, cfg->src_profile[p][i], key);
         }
     }
 }

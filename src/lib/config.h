@@ -142,6 +142,9 @@ int config_set(struct sbx_config *cfg, const char *key, const char *value, enum 
                struct sbx_err *err);
 /* Load everything in order (defaults, file, env). Flags are applied afterwards by callers. */
 int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err);
+/* Once every source is in (after the flags): added profiles take what they did not set from
+ * standard as it finally stands; the default profile must exist. */
+int config_check(struct sbx_config *cfg, struct sbx_err *err);
 
 const struct sbx_profile *config_profile(const struct sbx_config *cfg, const char *name);
 /* Print effective configuration as TOML, with "# from: default|file|env|flag" per value. The

@@ -65,6 +65,35 @@ static void sizes_and_cpu_counts(void **state)
     assert_int_equal(parse_cpus("", 10, 1024000, &m), -EINVAL);
 }
 
+/* An added profile takes what it does not set from standard as it finally stands, whatever
+ * the order of the tables; a default profile that does not exist is refused. */
+static void added_profiles_follow_standard_and_the_default_must_exist(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    config_init_defaults(&cfg);
+    char path[] = "/tmp/sbx-cfg-order-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *toml = "[profiles.mine]\ncpus = \"0.25\"\n[profiles.standard]\nmemory = \"64M\"\n";
+    assert_int_equal(write(fd, toml, strlen(toml)), (ssize_t)strlen(toml));
+    close(fd);
+    assert_int_equal(config_load_file(&cfg, path, &err), 0);
+    assert_int_equal(config_check(&cfg, &err), 0);
+    const struct sbx_profile *p = config_profile(&cfg, "mine");
+    assert_non_null(p);
+    assert_int_equal(p->memory_bytes, 64ull << 20); /* standard's, set after mine's table */
+    assert_int_equal(p->cpu_millicpus, 250);        /* its own */
+    assert_int_equal(config_profile(&cfg, "tight")->memory_bytes, 128ull << 20);
+    assert_int_equal(config_set(&cfg, "isolation.default_profile", "nope", CONFIG_SRC_FLAG, &err),
+                     0);
+    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "names no profile"));
+    unlink(path);
+    config_free(&cfg);
+}
+
 static void accepts_the_subset(void **state)
 {
     (void)state;
@@ -258,6 +287,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sizes_and_cpu_counts),
+        cmocka_unit_test(added_profiles_follow_standard_and_the_default_must_exist),
         cmocka_unit_test(accepts_the_subset),
         cmocka_unit_test(refuses_with_line_and_column),
         cmocka_unit_test(precedence_default_file_env_flag),
