@@ -22,25 +22,38 @@ static int perr(struct parser *p, const char *at, const char *fmt, const char *a
                     msg);
 }
 
-static bool utf8_valid(const unsigned char *s, size_t n)
+/* Where the first byte that is not part of well-formed UTF-8 is, or n. */
+static size_t utf8_bad_at(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
         size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
         if (!len || i + len > n)
-            return false;
+            return i;
         unsigned cp = len == 1 ? c : c & (0x7f >> len);
         for (size_t k = 1; k < len; k++) {
             if ((s[i + k] & 0xc0) != 0x80)
-                return false;
+                return i;
             cp = (cp << 6) | (s[i + k] & 0x3f);
         }
         static const unsigned min[] = {0, 0, 0x80, 0x800, 0x10000};
         if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
+            return i;
         i += len;
     }
-    return true;
+    return n;
+}
+
+/* FILE:LINE:COLUMN of byte at in text, as the parser's own errors say it. */
+static int fail_at(struct sbx_err *err, const char *file, const char *text, size_t at,
+                   const char *what)
+{
+    int line = 1;
+    size_t col_start = 0;
+    for (size_t i = 0; i < at; i++)
+        if (text[i] == '\n')
+            line++, col_start = i + 1;
+    return sbx_fail(err, EINVAL, "%s:%d:%zu: %s", file, line, at - col_start + 1, what);
 }
 
 static void skip_ws(struct parser *p)
@@ -411,10 +424,12 @@ int toml_parse(const char *text, size_t len, const char *filename, toml_key_fn f
     int rc = 0;
     if (len > TOML_MAX_INPUT)
         return sbx_fail(err, EFBIG, "%s: larger than %u bytes", p.file, TOML_MAX_INPUT);
-    if (!utf8_valid((const unsigned char *)text, len))
-        return sbx_fail(err, EINVAL, "%s: not valid UTF-8", p.file);
-    if (memchr(text, '\0', len))
-        return sbx_fail(err, EINVAL, "%s: contains a NUL byte", p.file);
+    size_t bad = utf8_bad_at((const unsigned char *)text, len);
+    if (bad < len)
+        return fail_at(err, p.file, text, bad, "not valid UTF-8");
+    const char *nul = memchr(text, '\0', len);
+    if (nul)
+        return fail_at(err, p.file, text, (size_t)(nul - text), "a NUL byte");
     while (rc == 0) {
         skip_ws_nl(&p);
         if (p.s >= p.end)

@@ -153,7 +153,9 @@ static void refuses_with_line_and_column(void **state)
     }
     struct sbx_err err = {0};
     assert_int_equal(toml_parse("a = \"\xff\"\n", 7, "f", NULL, NULL, &err), -1);
-    assert_non_null(strstr(err.msg, "not valid UTF-8"));
+    assert_string_equal(err.msg, "f:1:6: not valid UTF-8");
+    assert_int_equal(toml_parse("a = 1\nb = \"x\0\"\n", 13, "f", NULL, NULL, &err), -1);
+    assert_string_equal(err.msg, "f:2:7: a NUL byte");
 }
 
 static void precedence_default_file_env_flag(void **state)
