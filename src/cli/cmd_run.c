@@ -90,6 +90,8 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
         return cli_usage_error("run: no command given (usage: run [OPTIONS] -- CMD [ARGS...])");
     /* mcp-sandbox's global flags may stand anywhere before "--": without it, a --log-file or
      * --config among CMD's own arguments would be taken as ours. */
+    if (!argv[optind][0])
+        return cli_usage_error("run: the command is an empty string");
     if (strcmp(argv[optind - 1], "--") != 0)
         return cli_usage_error("run: put -- before the command: run [OPTIONS] -- %s ...",
                                argv[optind]);
@@ -232,7 +234,11 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     if (jail_spawn(&spec, &j, &err) < 0) {
         fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
         jail_shutdown();
-        return err.code == ENOENT || err.code == EACCES ? 127 : 125;
+        /* A shell's codes: not found 127; found but not runnable (a directory, no x bit,
+         * no format the kernel knows) 126; the sandbox itself failed 125. */
+        return err.code == ENOENT                                                ? 127
+               : err.code == EACCES || err.code == EISDIR || err.code == ENOEXEC ? 126
+                                                                                 : 125;
     }
     /* And init is spared outright where we may lower the score (root with CAP_SYS_RESOURCE):
      * the kernel applies it to every process of this memory, init's too, not the command's. */

@@ -10,7 +10,10 @@ chmod 755 "$hostbin" "$hostbin/host-only-cmd"
 out=$(PATH="$hostbin:$PATH" host-only-cmd 2>&1); expect "run: (control) the caller's PATH finds host-only-cmd" "^host-only$" "$out"
 out=$(PATH="$hostbin:$PATH" "$SBX" run -- host-only-cmd 2>&1); expect "run: the caller's PATH is not searched inside" "cannot run host-only-cmd: No such file or directory" "$out"
 rm -rf "$hostbin"
-out=$("$SBX" run -- /etc/passwd 2>&1); expect "run: a file that is not executable is refused (EACCES)" "cannot run /etc/passwd: Permission denied" "$out"
+out=$("$SBX" run -- /etc/passwd 2>&1; echo "rc=$?"); expect "run: a file that is not executable is refused (EACCES)" "cannot run /etc/passwd: Permission denied" "$out"
+expect "run: found but not runnable exits 126, as in a shell" "rc=126" "$out"
+out=$("$SBX" run -- /usr 2>&1; echo "rc=$?"); expect "run: a directory as the command exits 126" "rc=126" "$out"
+out=$("$SBX" run -- "" 2>&1; echo "rc=$?"); expect "run: an empty command is a usage error" "empty string.*rc=2|rc=2" "$(echo $out)"
 
 # Programs reopen their stdio by name; the pipes are the sandbox user's to reopen.
 out=$("$SBX" run -- sh -c 'echo to-stdout > /dev/stdout; echo to-stderr > /dev/stderr' 2>&1)
