@@ -268,7 +268,7 @@ char *uri_path_encode(const char *path)
     return out;
 }
 
-static int hex_digit(char c)
+int hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';

@@ -83,6 +83,8 @@ int write_file_str(const char *path, const char *s);
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
 
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char c);
 /* A file path as a URI path: every byte but the unreserved characters and '/' as %XX. */
 char *uri_path_encode(const char *path);
 /* Its inverse, strict: '%' takes two hex digits, and no %00. False when malformed or when it

@@ -27,17 +27,6 @@ static void sha256(const char *s, size_t len, uint8_t out[32])
     sha256_digest(&c, 32, out);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static void push(struct http_auth *a, const uint8_t digest[32], const char *principal, size_t plen)
 {
     a->v = xrealloc(a->v, (a->len + 1) * sizeof(*a->v));
@@ -53,7 +42,7 @@ static bool parse_hash(const char *spec, size_t len, uint8_t out[32])
     if (len != 7 + 64 || strncasecmp(spec, "sha256:", 7) != 0)
         return false;
     for (size_t i = 0; i < 32; i++) {
-        int hi = hexval(spec[7 + 2 * i]), lo = hexval(spec[8 + 2 * i]);
+        int hi = hex_digit(spec[7 + 2 * i]), lo = hex_digit(spec[8 + 2 * i]);
         if (hi < 0 || lo < 0)
             return false;
         out[i] = (uint8_t)(hi << 4 | lo);

@@ -46,6 +46,18 @@ struct stdio_transport {
 static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data);
 static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data);
 
+/* Appends n bytes to a buffer that doubles as it grows (the line being read, the output). */
+static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (*len + n > *cap) {
+        while (*cap < *len + n)
+            *cap = *cap ? *cap * 2 : 65536;
+        *buf = xrealloc(*buf, *cap);
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+}
+
 static size_t out_queued(const struct stdio_transport *t)
 {
     return t->out_len - t->out_off;
@@ -141,13 +153,7 @@ static void stdio_send(void *ctx, json_t *msg, const json_t *related)
             return;
         }
     }
-    if (t->out_len + n > t->out_cap) {
-        while (t->out_cap < t->out_len + n)
-            t->out_cap = t->out_cap ? t->out_cap * 2 : 65536;
-        t->out = xrealloc(t->out, t->out_cap);
-    }
-    memcpy(t->out + t->out_len, rest, n);
-    t->out_len += n;
+    append(&t->out, &t->out_len, &t->out_cap, rest, n);
     free(line);
     flush_out(t);
     update_watches(t);
@@ -253,13 +259,7 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
             keep_tail(t, p, seg);
             t->len = 0;
         } else {
-            if (t->len + seg > t->cap) {
-                while (t->cap < t->len + seg)
-                    t->cap = t->cap ? t->cap * 2 : 65536;
-                t->buf = xrealloc(t->buf, t->cap);
-            }
-            memcpy(t->buf + t->len, p, seg);
-            t->len += seg;
+            append(&t->buf, &t->len, &t->cap, p, seg);
         }
         if (!nl)
             break;
