@@ -88,10 +88,10 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
     }
     if (optind >= argc)
         return cli_usage_error("run: no command given (usage: run [OPTIONS] -- CMD [ARGS...])");
-    /* mcp-sandbox's global flags may stand anywhere before "--": without it, a --log-file or
-     * --config among CMD's own arguments would be taken as ours. */
     if (!argv[optind][0])
         return cli_usage_error("run: the command is an empty string");
+    /* mcp-sandbox's global flags may stand anywhere before "--": without it, a --log-file or
+     * --config among CMD's own arguments would be taken as ours. */
     if (strcmp(argv[optind - 1], "--") != 0)
         return cli_usage_error("run: put -- before the command: run [OPTIONS] -- %s ...",
                                argv[optind]);

@@ -362,7 +362,8 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
         files_openat2(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0777, STRICT);
     if (fd < 0)
         return open_fail(err, errno, canon, true);
-    int e = write_all(fd, data, len) < 0 ? errno : 0;
+    int r = write_all(fd, data, len);
+    int e = r < 0 ? -r : 0;
     /* The old file's mode exactly, which the umask would have trimmed. */
     if (!e && existed && fchmod(fd, mode) < 0)
         e = errno;

@@ -68,6 +68,11 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
     char *text = NULL;
     size_t text_len = 0;
     FILE *out = open_memstream(&text, &text_len);
+    if (!out) {
+        json_decref(entries);
+        mcp_call_fail(call, "listing %s: out of memory", canon);
+        return;
+    }
     fprintf(out, "%s (%zu entries)", canon, json_array_size(entries));
     size_t i;
     json_t *v;
