@@ -602,6 +602,10 @@ int config_check(struct sbx_config *cfg, struct sbx_err *err)
                 memcpy((char *)&cfg->profiles[p] + profile_keys[k].off,
                        (char *)&cfg->profiles[0] + profile_keys[k].off,
                        profile_field_size(profile_keys[k].type));
+    /* A profile's own default is always within its maximum. */
+    for (size_t p = 0; p < cfg->n_profiles; p++)
+        if (cfg->profiles[p].max_timeout_ms < cfg->profiles[p].timeout_ms)
+            cfg->profiles[p].max_timeout_ms = cfg->profiles[p].timeout_ms;
     if (!config_profile(cfg, cfg->default_profile))
         return sbx_fail(err, EINVAL, "isolation.default_profile = \"%s\" names no profile",
                         cfg->default_profile);

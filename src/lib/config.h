@@ -143,7 +143,8 @@ int config_set(struct sbx_config *cfg, const char *key, const char *value, enum 
 /* Load everything in order (defaults, file, env). Flags are applied afterwards by callers. */
 int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err);
 /* Once every source is in (after the flags): added profiles take what they did not set from
- * standard as it finally stands; the default profile must exist. */
+ * standard as it finally stands; a max_timeout_s under timeout_s is raised to it; the default
+ * profile must exist. */
 int config_check(struct sbx_config *cfg, struct sbx_err *err);
 
 const struct sbx_profile *config_profile(const struct sbx_config *cfg, const char *name);

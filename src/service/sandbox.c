@@ -1004,12 +1004,11 @@ json_t *sandbox_info_packages(const json_t *info)
 
 json_t *sandbox_limits_json(const struct sbx_profile *p)
 {
-    uint32_t max = p->max_timeout_ms > p->timeout_ms ? p->max_timeout_ms : p->timeout_ms;
     return json_pack("{s:I, s:f, s:i, s:i, s:i, s:I, s:I}", "memory_bytes",
                      (json_int_t)p->memory_bytes, "cpus", p->cpu_millicpus / 1000.0, "timeout_s",
-                     (int)(p->timeout_ms / 1000), "max_timeout_s", (int)(max / 1000), "pids",
-                     (int)p->pids, "workspace_bytes", (json_int_t)p->workspace_bytes, "tmp_bytes",
-                     (json_int_t)p->tmp_bytes);
+                     (int)(p->timeout_ms / 1000), "max_timeout_s", (int)(p->max_timeout_ms / 1000),
+                     "pids", (int)p->pids, "workspace_bytes", (json_int_t)p->workspace_bytes,
+                     "tmp_bytes", (json_int_t)p->tmp_bytes);
 }
 
 /* ---- sweeping idle and old sandboxes ---- */

@@ -398,7 +398,7 @@ static bool timeout_arg(struct mcp_call *call, const json_t *args, const struct 
     *ms = p->timeout_ms;
     if (!json_is_number(t) || json_number_value(t) <= 0)
         return true;
-    uint32_t max = p->max_timeout_ms > p->timeout_ms ? p->max_timeout_ms : p->timeout_ms;
+    uint32_t max = p->max_timeout_ms; /* never under timeout_ms (config_check) */
     double want = json_number_value(t) * 1000.0;
     if (want > max) {
         mcp_call_fail(call,
