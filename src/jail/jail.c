@@ -659,7 +659,8 @@ static void spawner_release(struct jail_spawner *s)
 {
     if (!s)
         return;
-    close(s->to_spawner);
+    if (s->to_spawner >= 0)
+        close(s->to_spawner);
     close(s->from_spawner);
     free(s);
 }
@@ -741,6 +742,16 @@ static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
             n = read(s->from_spawner, &byte, 1);
         while (n < 0 && errno == EINTR);
         rc = n == 1 ? start.rc : sbx_fail(err, EPROTO, "the spawner thread did not report");
+    } else {
+        /* No launch: the spawner, told so by EOF, must be done with start (on this stack)
+         * before we return; it may not even have read it yet. It closes its end as it ends. */
+        close(s->to_spawner);
+        s->to_spawner = -1;
+        for (;;) {
+            n = read(s->from_spawner, &byte, 1);
+            if (n == 0 || (n < 0 && errno != EINTR))
+                break;
+        }
     }
     /* Whatever happened, init has its spawner until jail_destroy releases it. */
     st->j->spawner = s;
