@@ -979,7 +979,8 @@ test('hostile code: an endless background writer and garbage on the control chan
   const c = await server();
   const id = (await call(c, 'create_sandbox', { name: 'hostile' })).sc.sandbox_id;
   const other = (await call(c, 'create_sandbox', { name: 'bystander' })).sc.sandbox_id;
-  const bg = await call(c, 'execute_command', { sandbox_id: id, command: '(yes > /proc/self/fd/1 &) ; echo started' });
+  // "started" first: the writer's flood may bury it in the middle, which the output cap cuts.
+  const bg = await call(c, 'execute_command', { sandbox_id: id, command: 'echo started; (yes > /proc/self/fd/1 &)' });
   assert.match(bg.sc.stdout, /started/);
   for (let i = 0; i < 3; i++) {
     const r = await run(c, `${i} + 1`, { sandbox_id: id, timeout_s: 5 });
