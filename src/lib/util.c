@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 static void oom(void)
@@ -311,4 +312,12 @@ int parse_cpus(const char *s, uint32_t min_millis, uint32_t max_millis, uint32_t
         return -EINVAL;
     *millis = (uint32_t)m;
     return 0;
+}
+
+uint64_t unguessable_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = now_ns();
+    return v;
 }

@@ -83,6 +83,8 @@ int write_file_str(const char *path, const char *s);
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
 
+/* 64 random bits for a name sandbox code must not guess (getrandom; the clock if that fails). */
+uint64_t unguessable_u64(void);
 /* The value of one hex digit (either case), or -1. */
 int hex_digit(char c);
 /* A file path as a URI path: every byte but the unreserved characters and '/' as %XX. */

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -354,10 +353,7 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
         existed = true;
     }
     char tmp[64];
-    uint64_t nonce = 0;
-    if (getrandom(&nonce, sizeof(nonce), 0) < 0)
-        nonce = now_ns();
-    snprintf(tmp, sizeof(tmp), ".mcp-write-%016llx", (unsigned long long)nonce);
+    snprintf(tmp, sizeof(tmp), ".mcp-write-%016llx", (unsigned long long)unguessable_u64());
     cleanup_fd int fd =
         files_openat2(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0777, STRICT);
     if (fd < 0)

@@ -17,7 +17,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define MAX_REQUIREMENTS  32
 #define REPORT_MAX_BYTES  (4u << 20)
@@ -236,11 +235,9 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
         return;
     }
     /* A name sandbox code cannot know beforehand, so it cannot lay a report there first. */
-    uint64_t nonce = 0;
-    if (getrandom(&nonce, sizeof(nonce), 0) < 0)
-        nonce = now_ns();
     char path[64];
-    snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%016llx.json", (unsigned long long)nonce);
+    snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%016llx.json",
+             (unsigned long long)unguessable_u64());
     struct sbx_err err = {0};
     /* The proxy's refusals so far, carried as the execution's data: those after it are this
      * install's (on_install_done). */
