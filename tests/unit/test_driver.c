@@ -243,6 +243,39 @@ static void globals_persist_and_last_expression_is_the_result(void **state)
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
+/* A one-line cell with no ':' or ';' is compiled straight from its source (the fast path);
+ * every other cell goes through the AST. Both give the same results: the last expression's
+ * value and only its value, `_`, an error trimmed to the user's code, the user's own
+ * displayhook left alone. */
+static void one_line_cells_give_what_the_ast_path_gives(void **state)
+{
+    (void)state;
+    struct drv d;
+    drv_start(&d, NULL, 1 << 20);
+    expect_ok(run(&d, "x = 5"), NULL);
+    expect_ok(run(&d, "x"), "5");
+    expect_ok(run(&d, "7\n"), "7");
+    expect_ok(run(&d, "_ + 1"), "8");
+    expect_ok(run(&d, "print('p')"), NULL);
+    expect_ok(run(&d, "1; 2"), "2");
+    expect_ok(run(&d, "for i in range(3): i"), NULL);
+    expect_ok(run(&d, "[x, 6][0:1]"), "[5]");
+    json_t *r = run(&d, "undefined_name");
+    assert_string_equal(err_at(r, "type"), "NameError");
+    assert_non_null(strstr(err_at(r, "traceback"), "\"<cell-9>\", line 1, in <module>"));
+    assert_null(strstr(err_at(r, "traceback"), "exec_single"));
+    json_decref(r);
+    /* An error leaves no displayhook of the driver's behind. */
+    expect_ok(run(&d, "import sys; sys.displayhook is sys.__displayhook__"), "True");
+    /* A user's hook stays, is never called for results, and is seen as set. */
+    expect_ok(run(&d, "sys.displayhook = lambda v: print('hook', v)"), NULL);
+    clear_output(&d);
+    expect_ok(run(&d, "40 + 2"), "42");
+    assert_null(strstr(outbuf, "hook"));
+    expect_ok(run(&d, "sys.displayhook.__name__"), "'<lambda>'");
+    assert_true(WIFEXITED(drv_stop(&d)));
+}
+
 /* A repr or an error past max_text_bytes (64 KiB unless init says) keeps its head and tail and
  * says so; uncut, the frame could pass the channel's limit, and the driver would be restarted. */
 static void long_results_and_errors_keep_head_and_tail(void **state)
@@ -668,6 +701,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globals_persist_and_last_expression_is_the_result),
+        cmocka_unit_test(one_line_cells_give_what_the_ast_path_gives),
         cmocka_unit_test(bytecode_for_another_python_falls_back_to_the_source),
         cmocka_unit_test(long_results_and_errors_keep_head_and_tail),
         cmocka_unit_test(exceptions_are_trimmed_to_user_code),
