@@ -94,6 +94,17 @@ test('SDK over Streamable HTTP: initialize, tools, run_code with state, progress
   await client.close();
 });
 
+test('request headers: 24 KiB of them are served, 40 KiB get 431, and the server goes on', async () => {
+  const { url } = await start();
+  const fits = await post(url, INIT, { 'X-Pad': 'a'.repeat(24 << 10) });
+  assert.equal(fits.status, 200);
+  await fits.text();
+  const big = await post(url, INIT, { 'X-Pad': 'a'.repeat(40 << 10) });
+  assert.equal(big.status, 431);
+  await big.text();
+  await session(url);
+});
+
 test('HTTP rules: 406, 415, 413, 400 without session, 404 unknown, 400 bad version, malformed JSON, 403 foreign Origin and Host', async () => {
   const { url, port } = await start(['--max-message-bytes', '65536']);
   assert.equal((await post(url, INIT, { Accept: 'application/json' })).status, 406);
