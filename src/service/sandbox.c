@@ -650,6 +650,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     sb->state = SBX_STARTING;
     sb->next = svc->list;
     svc->list = sb;
+    strmap_put(&svc->by_id, sb->id, sb);
     *out = sb;
     return 0;
 fail:
@@ -689,6 +690,9 @@ static void free_later(struct ev_loop *loop, void *data)
 
 static void unlink_sandbox(struct sandbox *sb)
 {
+    strmap_del(&sb->svc->by_id, sb->id, sb);
+    if (sb->is_default)
+        strmap_del(&sb->svc->defaults, sb->owner, sb);
     for (struct sandbox **pp = &sb->svc->list; *pp; pp = &(*pp)->next)
         if (*pp == sb) {
             *pp = sb->next;
@@ -941,22 +945,17 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
 
 struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id)
 {
-    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
-        if (sb->owner && strcmp(sb->id, id) == 0)
-            return sb;
-    return NULL;
+    struct sandbox *sb = strmap_get(&svc->by_id, id);
+    return sb && sb->owner ? sb : NULL;
 }
 
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
                    struct sandbox **out, struct sbx_err *err)
 {
-    for (struct sandbox *sb = svc->list; sb; sb = sb->next) {
-        if (!sb->owner || strcmp(sb->owner, owner) != 0)
-            continue;
-        if (id ? strcmp(sb->id, id) == 0 : sb->is_default) {
-            *out = sb;
-            return 0;
-        }
+    struct sandbox *sb = id ? strmap_get(&svc->by_id, id) : strmap_get(&svc->defaults, owner);
+    if (sb && sb->owner && strcmp(sb->owner, owner) == 0) {
+        *out = sb;
+        return 0;
     }
     /* One the server closed on a limit says so, to its owner only (to anyone else it is an
      * unknown id like any other). */
@@ -974,6 +973,7 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
     if (sandbox_create(svc, owner, "default", NULL, NULL, out, err) < 0)
         return -1;
     (*out)->is_default = true;
+    strmap_put(&svc->defaults, (*out)->owner, *out);
     return 0;
 }
 
@@ -1126,6 +1126,8 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     svc->ready_timeout_ms = DRIVER_READY_MS;
     svc->setup_wait_ms = SETUP_WAIT_MS;
     svc->refill_retry_ms = REFILL_RETRY_MS;
+    strmap_init(&svc->by_id);
+    strmap_init(&svc->defaults);
     svc->egress = xcalloc(1, sizeof(*svc->egress));
     if (egress_policy_build(cfg, svc->egress, err) < 0 ||
         resolver_new(loop, &svc->resolver, err) < 0)
@@ -1153,6 +1155,8 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
 fail:
     history_close(svc->history);
     free_network(svc);
+    strmap_free(&svc->by_id);
+    strmap_free(&svc->defaults);
     free(svc);
     return -1;
 }
@@ -1185,5 +1189,7 @@ void sandbox_service_free(struct sandbox_service *svc)
     free_network(svc);
     for (size_t i = 0; i < ARRAY_SIZE(svc->expired); i++)
         free(svc->expired[i].owner);
+    strmap_free(&svc->by_id);
+    strmap_free(&svc->defaults);
     free(svc);
 }

@@ -17,6 +17,7 @@
 #include "service/files.h"
 #include "service/metrics.h"
 #include "service/sandbox.h"
+#include "strmap.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -102,6 +103,7 @@ struct http_transport {
     bool auth_on;
     uint16_t port;
     struct http_session *sessions;
+    struct strmap sessions_by_id;
     size_t n_sessions;
     struct http_conns conns;
     size_t peak_sessions; /* since the last heap trim */
@@ -364,10 +366,7 @@ static const char *authenticate(struct http_transport *t, struct MHD_Connection 
 
 static struct http_session *find_session(struct http_transport *t, const char *id)
 {
-    for (struct http_session *s = t->sessions; s; s = s->next)
-        if (strcmp(s->id, id) == 0)
-            return s;
-    return NULL;
+    return strmap_get(&t->sessions_by_id, id);
 }
 
 static void stream_destroy(struct sse_stream *st)
@@ -639,6 +638,7 @@ static struct http_session *session_new(struct http_transport *t, const char *pr
     s->last_seen_ms = now_ms();
     s->next = t->sessions;
     t->sessions = s;
+    strmap_put(&t->sessions_by_id, s->id, s);
     t->n_sessions++;
     if (t->n_sessions > t->peak_sessions)
         t->peak_sessions = t->n_sessions;
@@ -650,6 +650,7 @@ static struct http_session *session_new(struct http_transport *t, const char *pr
 static void session_free(struct http_session *s)
 {
     struct http_transport *t = s->t;
+    strmap_del(&t->sessions_by_id, s->id, s);
     for (struct http_session **pp = &t->sessions; *pp; pp = &(*pp)->next)
         if (*pp == s) {
             *pp = s->next;
@@ -1809,6 +1810,7 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     t->conns.headers_ms = (uint64_t)cfg->http_request_timeout_s * 1000;
     t->conns.body_ms = 4 * t->conns.headers_ms;
     t->kick = (struct ev_task){.cb = on_kick, .data = t};
+    strmap_init(&t->sessions_by_id);
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     char host[64];
@@ -1897,5 +1899,6 @@ void http_transport_stop(struct http_transport *t)
         ev_timer_cancel(t->sweeper);
     http_auth_free(&t->auth);
     http_jwks_free(t->jwks);
+    strmap_free(&t->sessions_by_id);
     free(t);
 }
