@@ -140,8 +140,8 @@ struct sandbox_service {
     const struct sbx_config *cfg;
     struct history *history;
     struct sandbox *list;
-    struct strmap by_id;    /* the sandboxes of list, by id */
-    struct strmap defaults; /* each owner's default sandbox, by owner */
+    struct strmap by_id;       /* the sandboxes of list, by id */
+    struct strmap defaults;    /* each owner's default sandbox, by owner */
     struct sandbox *graveyard; /* closed, freed on the next loop turn */
     struct dying_jail *dying;  /* closed sandboxes' jails, killed, until init is gone */
     size_t n_dying;            /* at most max_sandboxes */

@@ -42,7 +42,7 @@
 #define CONN_TIMEOUT_S 30 /* an idle connection is dropped after this (a dribbling one: conns) */
 /* Per connection: request headers up to about 30 KiB fit (431 past that). MHD zeroes the whole
  * pool for every request, so each KiB more costs every call. */
-#define HEADER_MEMORY  (32u << 10)
+#define HEADER_MEMORY (32u << 10)
 /* A POST whose answer is not ready waits without a byte sent, so that a quick answer goes out
  * as one JSON body (one write, nothing to number or replay); if the call is still running
  * after this long, or sends anything before its answer, the answer becomes an SSE stream
