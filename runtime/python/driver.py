@@ -559,8 +559,9 @@ class Driver:
     def exec_single(self, single):
         shown = []
         saved = sys.displayhook
-        sys.displayhook = shown.append
         try:
+            # Set inside the try: an interrupt may land between any two bytecodes.
+            sys.displayhook = shown.append
             exec(single, self.ns)
         finally:
             # A line that set its own displayhook keeps it.
