@@ -484,9 +484,26 @@ int config_set(struct sbx_config *cfg, const char *key, const char *value, enum 
 
 /* ---- file ---- */
 
+/* A [table] header: [profiles.NAME] alone defines that profile (standard's values, see
+ * config_check); any other table must be a section that keys live in. */
+static int on_toml_table(struct sbx_config *cfg, const char *table, struct sbx_err *err)
+{
+    if (strncmp(table, "profiles.", 9) == 0 && !strchr(table + 9, '.')) {
+        size_t idx;
+        return profile_get_or_add(cfg, table + 9, err, &idx) ? 0 : -1;
+    }
+    size_t n = strlen(table);
+    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++)
+        if (strncmp(global_keys[i].name, table, n) == 0 && global_keys[i].name[n] == '.')
+            return 0;
+    return sbx_fail(err, EINVAL, "unknown table [%s]", table);
+}
+
 static int on_toml_key(void *ud, const char *table, const char *key, const struct toml_value *v,
                        struct sbx_err *err)
 {
+    if (!key)
+        return on_toml_table(ud, table, err);
     char full[320];
     snprintf(full, sizeof(full), "%s%s%s", table, table[0] ? "." : "", key);
     struct raw_value rv = {v, NULL};

@@ -339,7 +339,7 @@ static bool seen_before(struct parser *p, char *name)
     return false;
 }
 
-static int parse_header(struct parser *p)
+static int parse_header(struct parser *p, toml_key_fn fn, void *ud)
 {
     const char *at = p->s++;
     if (p->s < p->end && *p->s == '[')
@@ -371,7 +371,13 @@ static int parse_header(struct parser *p)
     if (seen_before(p, xasprintf("[%s", path)))
         return perr(p, at, "table [%s] is defined twice", path);
     snprintf(p->table, sizeof(p->table), "%s", path);
-    return end_of_line(p);
+    if (end_of_line(p) < 0)
+        return -1;
+    /* The header itself is news: a table may mean something with no key in it. */
+    struct sbx_err inner = {0};
+    if (fn && fn(ud, p->table, NULL, NULL, &inner) < 0)
+        return perr(p, at, "%.200s", inner.msg);
+    return 0;
 }
 
 static int parse_keyval(struct parser *p, toml_key_fn fn, void *ud)
@@ -434,7 +440,7 @@ int toml_parse(const char *text, size_t len, const char *filename, toml_key_fn f
         skip_ws_nl(&p);
         if (p.s >= p.end)
             break;
-        rc = *p.s == '[' ? parse_header(&p) : parse_keyval(&p, fn, ud);
+        rc = *p.s == '[' ? parse_header(&p, fn, ud) : parse_keyval(&p, fn, ud);
     }
     for (size_t i = 0; i < p.n_seen; i++)
         free(p.seen[i]);

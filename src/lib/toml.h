@@ -22,8 +22,9 @@ struct toml_value {
     size_t n_items;
 };
 
-/* Called once per key; table is "" at the top level, "a.b" under [a.b]. Return < 0 (with err
- * filled) to stop: the parser prefixes "FILE:LINE:COL: ". */
+/* Called once per key; table is "" at the top level, "a.b" under [a.b]. Called also once per
+ * [table] header, with key and v NULL. Return < 0 (with err filled) to stop: the parser
+ * prefixes "FILE:LINE:COL: ". */
 typedef int (*toml_key_fn)(void *ud, const char *table, const char *key, const struct toml_value *v,
                            struct sbx_err *err);
 

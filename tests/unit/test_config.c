@@ -94,6 +94,32 @@ static void added_profiles_follow_standard_and_the_default_must_exist(void **sta
     config_free(&cfg);
 }
 
+/* A profile's table with no keys in it still defines the profile, as standard finally stands;
+ * a table that is no section, or a bad profile name, is refused at its header. */
+static void an_empty_profile_table_defines_the_profile(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    assert_int_equal(
+        load_text(&cfg, "[profiles.quick]\n\n[profiles.standard]\nmemory = \"64M\"\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), 0);
+    const struct sbx_profile *p = config_profile(&cfg, "quick");
+    assert_non_null(p);
+    assert_int_equal(p->memory_bytes, 64ull << 20);
+    assert_int_equal(p->cpu_millicpus, config_profile(&cfg, "standard")->cpu_millicpus);
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[limits]\n[nosuch]\n", &err), -1);
+    assert_non_null(strstr(err.msg, ":2:1: unknown table [nosuch]"));
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[profiles.Quick]\n", &err), -1);
+    assert_non_null(strstr(err.msg, ":1:1: profile name 'Quick'"));
+    config_free(&cfg);
+    /* The sections keys live in are tables, even empty ones. */
+    assert_int_equal(load_text(&cfg, "[http]\n[packages]\n[guard]\n", &err), 0);
+    config_free(&cfg);
+}
+
 static void accepts_the_subset(void **state)
 {
     (void)state;
@@ -290,6 +316,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sizes_and_cpu_counts),
         cmocka_unit_test(added_profiles_follow_standard_and_the_default_must_exist),
+        cmocka_unit_test(an_empty_profile_table_defines_the_profile),
         cmocka_unit_test(accepts_the_subset),
         cmocka_unit_test(refuses_with_line_and_column),
         cmocka_unit_test(precedence_default_file_env_flag),
