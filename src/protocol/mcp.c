@@ -1142,7 +1142,9 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
     }
     const char *method = json_string_value(method_v);
     json_t *params = json_object_get(msg, "params");
-    if (!method || (params && !json_is_object(params))) {
+    /* JSON-RPC allows params by position (an array); MCP's methods take them by name, which
+     * makes an array invalid params, not an invalid request. */
+    if (!method || (params && !json_is_object(params) && !json_is_array(params))) {
         send_error(s, reply_id, RPC_INVALID_REQUEST,
                    !method ? "method must be a string" : "params must be an object");
         goto out;
@@ -1164,6 +1166,11 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
             continue;
         if (!s->initialized && !methods[i].before_init) {
             send_error(s, id, RPC_INVALID_REQUEST, "server not initialized: send initialize first");
+            goto out;
+        }
+        if (json_is_array(params)) {
+            send_error(s, id, RPC_INVALID_PARAMS,
+                       "params must be an object: %s takes its parameters by name", method);
             goto out;
         }
         json_t *p = params ? json_incref(params) : json_object();
