@@ -315,6 +315,9 @@ class Driver:
         self.scan_capped = False
         self.report_usage = False
         self.inotify = None
+        # What marks an expression statement in "single" mode: False until first needed, None
+        # if this Python has no such instruction (every cell then takes the AST path).
+        self.print_pair = False
         # os.fork() in a cell makes a second interpreter that returns into this loop when the
         # cell ends. Only this process may answer the server: the copy would send a second
         # result, then take every other request, with its own diverging variables.
@@ -541,47 +544,56 @@ class Driver:
             return {"type": getattr(etype, "__name__", "Exception"),
                     "message": "<the error could not be formatted>", "traceback": None}
 
-    def compile_single(self, code, name):
-        # One simple statement on one line (no ':' or ';': no compound statement, lambda, slice
-        # or second statement) compiles straight from its source in "single" mode, which hands
-        # an expression statement's value to sys.displayhook: the same result as the AST path,
-        # for half its cost. Anything else, an error included, takes the AST path, as does a line
-        # that names displayhook (it would see the one set here).
+    def compile_statement(self, code, name):
+        # One line holding one simple statement that is not an expression compiles straight
+        # from its source, skipping the AST's round trip (half the cost of x = 1). No ':' or
+        # ';' means no compound statement, lambda, slice or second statement; "single" mode
+        # takes exactly one statement and marks an expression statement with its print
+        # instruction, which sends the line to the AST path, where its value becomes the
+        # result. Anything else, an error included, takes the AST path as well.
         if self.guard is not None or ":" in code or ";" in code or "\r" in code:
             return None
-        if "\n" in code.rstrip() or "displayhook" in code:
+        if "\n" in code.rstrip() or self.print_pair is None:
             return None
         try:
-            return compile(code, name, "single")
-        except (SyntaxError, ValueError):
+            single = compile(code, name, "single")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-
-    def exec_single(self, single):
-        shown = []
-        saved = sys.displayhook
-        try:
-            # Set inside the try: an interrupt may land between any two bytecodes.
-            sys.displayhook = shown.append
-            exec(single, self.ns)
-        finally:
-            # A line that set its own displayhook keeps it.
-            if sys.displayhook == shown.append:
-                sys.displayhook = saved
-        return shown[-1] if shown else None
+        if self.print_pair is False:
+            opmap = _own("opcode").opmap
+            # 3.11 prints with PRINT_EXPR; 3.12 on with CALL_INTRINSIC_1 1 (INTRINSIC_PRINT).
+            if "PRINT_EXPR" in opmap:
+                self.print_pair = bytes((opmap["PRINT_EXPR"], 0))
+            elif "CALL_INTRINSIC_1" in opmap:
+                self.print_pair = bytes((opmap["CALL_INTRINSIC_1"], 1))
+            else:
+                self.print_pair = None
+                return None
+        # Instructions are two bytes: only a match at an even offset is one.
+        at = single.co_code.find(self.print_pair)
+        while at >= 0:
+            if at % 2 == 0:
+                return None
+            at = single.co_code.find(self.print_pair, at + 1)
+        return single
 
     def run_python(self, code):
         self.cell += 1
         name = "<cell-%d>" % self.cell
         # Sources are kept for tracebacks (functions defined in one cell fail in another).
         self.sources[name] = code
-        single = self.compile_single(code, name)
+        single = self.compile_statement(code, name)
         if single is None:
             try:
                 tree = compile(code, name, "exec", PY_CF_ONLY_AST)
-            except (SyntaxError, ValueError):  # ValueError: a NUL in the source
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                # ValueError: a NUL in the source; the others: nesting too deep to parse.
                 return False, None, self.describe_error(*sys.exc_info()), 1
             if self.guard is not None:
-                self.guard.visit(tree)
+                try:
+                    self.guard.visit(tree)
+                except RecursionError:
+                    raise Rejected("rejected by policy: the code is nested too deeply to check")
             last = None
             if tree.body and type(tree.body[-1]).__name__ == "Expr":
                 import _ast
@@ -589,18 +601,17 @@ class Driver:
                 last = _ast.Expression(tree.body.pop().value)
         try:
             self.start_running()
-            if single is not None:
-                value = self.exec_single(single)
-            else:
-                value = None
-                if tree.body:
-                    exec(compile(tree, name, "exec"), self.ns)
-                if last is not None:
-                    value = eval(compile(last, name, "eval"), self.ns)
             result = None
-            if value is not None:
-                self.ns["_"] = value
-                result = self.clip(repr(value))
+            if single is not None:
+                exec(single, self.ns)
+                return True, result, None, 0
+            if tree.body:
+                exec(compile(tree, name, "exec"), self.ns)
+            if last is not None:
+                value = eval(compile(last, name, "eval"), self.ns)
+                if value is not None:
+                    self.ns["_"] = value
+                    result = self.clip(repr(value))
             return True, result, None, 0
         except SystemExit as e:
             # sys.exit() ends the cell, not the interpreter; its status is what a process's

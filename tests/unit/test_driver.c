@@ -243,11 +243,11 @@ static void globals_persist_and_last_expression_is_the_result(void **state)
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
-/* A one-line cell with no ':' or ';' is compiled straight from its source (the fast path);
- * every other cell goes through the AST. Both give the same results: the last expression's
- * value and only its value, `_`, an error trimmed to the user's code, the user's own
- * displayhook left alone. */
-static void one_line_cells_give_what_the_ast_path_gives(void **state)
+/* A one-line statement that is not an expression (x = 5, import m) is compiled straight from
+ * its source; every other cell goes through the AST. Both give the same results: the last
+ * expression's value and only its value, `_`, errors trimmed to the user's code, and
+ * sys.displayhook never touched (a cell's own 'single' compile still prints through it). */
+static void one_line_statements_give_what_the_ast_path_gives(void **state)
 {
     (void)state;
     struct drv d;
@@ -256,23 +256,31 @@ static void one_line_cells_give_what_the_ast_path_gives(void **state)
     expect_ok(run(&d, "x"), "5");
     expect_ok(run(&d, "7\n"), "7");
     expect_ok(run(&d, "_ + 1"), "8");
+    expect_ok(run(&d, "x += 1"), NULL);
+    expect_ok(run(&d, "_"), "8"); /* a statement leaves _ alone */
     expect_ok(run(&d, "print('p')"), NULL);
     expect_ok(run(&d, "1; 2"), "2");
     expect_ok(run(&d, "for i in range(3): i"), NULL);
-    expect_ok(run(&d, "[x, 6][0:1]"), "[5]");
-    json_t *r = run(&d, "undefined_name");
+    expect_ok(run(&d, "[x, 6][0:1]"), "[6]");
+    json_t *r = run(&d, "y = undefined_name");
     assert_string_equal(err_at(r, "type"), "NameError");
-    assert_non_null(strstr(err_at(r, "traceback"), "\"<cell-9>\", line 1, in <module>"));
-    assert_null(strstr(err_at(r, "traceback"), "exec_single"));
+    assert_non_null(strstr(err_at(r, "traceback"), "\"<cell-11>\", line 1, in <module>"));
+    assert_null(strstr(err_at(r, "traceback"), "run_python"));
     json_decref(r);
-    /* An error leaves no displayhook of the driver's behind. */
-    expect_ok(run(&d, "import sys; sys.displayhook is sys.__displayhook__"), "True");
-    /* A user's hook stays, is never called for results, and is seen as set. */
-    expect_ok(run(&d, "sys.displayhook = lambda v: print('hook', v)"), NULL);
     clear_output(&d);
-    expect_ok(run(&d, "40 + 2"), "42");
-    assert_null(strstr(outbuf, "hook"));
-    expect_ok(run(&d, "sys.displayhook.__name__"), "'<lambda>'");
+    expect_ok(run(&d, "z = exec(compile('5', 'c', 'single'))"), NULL);
+    assert_non_null(strstr(outbuf, "5\n"));
+    expect_ok(run(&d, "import sys"), NULL);
+    expect_ok(run(&d, "getattr(sys, 'display' + 'hook') is sys.__displayhook__"), "True");
+    /* Nesting too deep to parse is the cell's error, not the driver's. */
+    char deep[4 + 4000 + 2] = "w = ";
+    memset(deep + 4, '-', 4000);
+    memcpy(deep + 4 + 4000, "1", 2);
+    r = run(&d, deep);
+    assert_false(json_is_true(json_object_get(r, "success")));
+    assert_string_equal(err_at(r, "type"), "RecursionError");
+    json_decref(r);
+    expect_ok(run(&d, "x"), "6");
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
@@ -506,6 +514,15 @@ static void tight_guard_rejects_before_running(void **state)
         assert_string_equal(str_at(r, "rejected"), want);
         json_decref(r);
     }
+    /* Code nested past what the guard's walk can follow is refused, not run unchecked. */
+    char deep[4 + 700 + 2] = "w = ";
+    memset(deep + 4, '-', 700);
+    memcpy(deep + 4 + 700, "1", 2);
+    json_t *r = run(&d, deep);
+    assert_true(json_is_false(json_object_get(r, "success")));
+    assert_non_null(str_at(r, "rejected"));
+    assert_non_null(strstr(str_at(r, "rejected"), "nested too deeply to check"));
+    json_decref(r);
     /* a rejected cell ran nothing; allowed code runs */
     expect_ok(run(&d, "import math\nx = math.sqrt(16)\nx"), "4.0");
     expect_ok(run(&d, "'os' in dir()"), "False");
@@ -701,7 +718,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(globals_persist_and_last_expression_is_the_result),
-        cmocka_unit_test(one_line_cells_give_what_the_ast_path_gives),
+        cmocka_unit_test(one_line_statements_give_what_the_ast_path_gives),
         cmocka_unit_test(bytecode_for_another_python_falls_back_to_the_source),
         cmocka_unit_test(long_results_and_errors_keep_head_and_tail),
         cmocka_unit_test(exceptions_are_trimmed_to_user_code),
