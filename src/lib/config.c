@@ -485,9 +485,12 @@ int config_set(struct sbx_config *cfg, const char *key, const char *value, enum 
 /* ---- file ---- */
 
 /* A [table] header: [profiles.NAME] alone defines that profile (standard's values, see
- * config_check); any other table must be a section that keys live in. */
+ * config_check); [profiles] (valid TOML before its subtables) means nothing; any other table
+ * must be a section that keys live in. */
 static int on_toml_table(struct sbx_config *cfg, const char *table, struct sbx_err *err)
 {
+    if (strcmp(table, "profiles") == 0)
+        return 0;
     if (strncmp(table, "profiles.", 9) == 0 && !strchr(table + 9, '.')) {
         size_t idx;
         return profile_get_or_add(cfg, table + 9, err, &idx) ? 0 : -1;

@@ -40,8 +40,9 @@
 #define RECONNECT_MS   500          /* the SSE retry field: a client's wait before it resumes */
 #define SWEEP_MS       5000
 #define CONN_TIMEOUT_S 30 /* an idle connection is dropped after this (a dribbling one: conns) */
-/* Per connection: request headers up to about 30 KiB fit (431 past that). MHD zeroes the whole
- * pool for every request, so each KiB more costs every call. */
+/* Per connection: request headers up to about 30 KiB fit (431 past that; each header also
+ * takes a list entry, so a few hundred small ones count too). MHD zeroes the whole pool for
+ * every request, so each KiB more costs every call. */
 #define HEADER_MEMORY (32u << 10)
 /* A POST whose answer is not ready waits without a byte sent, so that a quick answer goes out
  * as one JSON body (one write, nothing to number or replay); if the call is still running

@@ -115,8 +115,8 @@ static void an_empty_profile_table_defines_the_profile(void **state)
     assert_int_equal(load_text(&cfg, "[profiles.Quick]\n", &err), -1);
     assert_non_null(strstr(err.msg, ":1:1: profile name 'Quick'"));
     config_free(&cfg);
-    /* The sections keys live in are tables, even empty ones. */
-    assert_int_equal(load_text(&cfg, "[http]\n[packages]\n[guard]\n", &err), 0);
+    /* The sections keys live in are tables, even empty ones, and so is [profiles]. */
+    assert_int_equal(load_text(&cfg, "[http]\n[packages]\n[guard]\n[profiles]\n", &err), 0);
     config_free(&cfg);
 }
 
