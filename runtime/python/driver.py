@@ -601,12 +601,12 @@ class Driver:
                 last = _ast.Expression(tree.body.pop().value)
         try:
             self.start_running()
-            result = None
             if single is not None:
                 exec(single, self.ns)
-                return True, result, None, 0
+                return True, None, None, 0
             if tree.body:
                 exec(compile(tree, name, "exec"), self.ns)
+            result = None
             if last is not None:
                 value = eval(compile(last, name, "eval"), self.ns)
                 if value is not None:
