@@ -1,8 +1,10 @@
 #include "schema.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *type_name(const json_t *v)
@@ -36,12 +38,13 @@ static bool type_is(const json_t *s, const char *want)
 
 static bool type_matches(const char *want, const json_t *v)
 {
-    if (strcmp(want, "number") == 0)
-        return json_is_number(v);
-    if (strcmp(want, "integer") == 0)
-        return json_is_integer(v) ||
-               (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v));
-    return strcmp(want, type_name(v)) == 0;
+    if (strcmp(want, type_name(v)) == 0)
+        return true;
+    /* An integer is a number too; a whole real (5.0) passes as an integer. */
+    if (json_is_integer(v))
+        return strcmp(want, "number") == 0;
+    return json_is_real(v) && strcmp(want, "integer") == 0 &&
+           floor(json_real_value(v)) == json_real_value(v);
 }
 
 /* Where the validator is in the value: a chain of keys and indexes back to the root, spelled
@@ -80,6 +83,55 @@ static int fail(char *msg, size_t len, const struct path *path, const char *fmt,
     return -1;
 }
 
+/* The keywords a schema node uses. One walk over its keys finds them: a node names one to three
+ * of the dozen keywords, and a lookup of each absent one cost more than the checks (a tool's
+ * result is checked against its outputSchema on every call). */
+struct keywords {
+    const json_t *type, *enum_, *const_, *minimum, *maximum, *min_length, *max_length, *min_items,
+        *max_items, *items, *properties, *required, *additional;
+};
+
+/* The keyword slot for k, or NULL for a key the validator ignores ("description", say). */
+static const json_t **keyword_slot(struct keywords *kw, const char *k)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } names[] = {
+        {"type", offsetof(struct keywords, type)},
+        {"enum", offsetof(struct keywords, enum_)},
+        {"const", offsetof(struct keywords, const_)},
+        {"minimum", offsetof(struct keywords, minimum)},
+        {"maximum", offsetof(struct keywords, maximum)},
+        {"minLength", offsetof(struct keywords, min_length)},
+        {"maxLength", offsetof(struct keywords, max_length)},
+        {"minItems", offsetof(struct keywords, min_items)},
+        {"maxItems", offsetof(struct keywords, max_items)},
+        {"items", offsetof(struct keywords, items)},
+        {"properties", offsetof(struct keywords, properties)},
+        {"required", offsetof(struct keywords, required)},
+        {"additionalProperties", offsetof(struct keywords, additional)},
+    };
+    /* The first letter rules out most names without a compare. */
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (names[i].name[0] == k[0] && strcmp(k, names[i].name) == 0)
+            return (const json_t **)((char *)kw + names[i].offset);
+    return NULL;
+}
+
+static void find_keywords(const json_t *s, struct keywords *kw)
+{
+    memset(kw, 0, sizeof(*kw));
+    const char *k;
+    json_t *val;
+    json_object_foreach((json_t *)s, k, val)
+    {
+        const json_t **slot = keyword_slot(kw, k);
+        if (slot)
+            *slot = val;
+    }
+}
+
 static int validate(const json_t *s, const json_t *v, const struct path *path, char *msg,
                     size_t len, int depth)
 {
@@ -87,7 +139,9 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
         return fail(msg, len, path, "%s%s", "schema nested too deeply", "");
     if (!json_is_object(s))
         return 0;
-    const json_t *t = json_object_get(s, "type");
+    struct keywords kw;
+    find_keywords(s, &kw);
+    const json_t *t = kw.type;
     if (json_is_string(t) && !type_matches(json_string_value(t), v))
         return fail(msg, len, path, "expected %s, got %s", json_string_value(t), type_name(v));
     if (json_is_array(t)) {
@@ -99,7 +153,7 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
         if (!any)
             return fail(msg, len, path, "has the wrong type (%s)%s", type_name(v), "");
     }
-    const json_t *en = json_object_get(s, "enum");
+    const json_t *en = kw.enum_;
     if (json_is_array(en)) {
         bool found = false;
         size_t i;
@@ -112,12 +166,11 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
             return -1;
         }
     }
-    const json_t *c = json_object_get(s, "const");
-    if (c && !json_equal(c, v))
+    if (kw.const_ && !json_equal(kw.const_, v))
         return fail(msg, len, path, "must equal the constant value%s%s", "", "");
     if (json_is_number(v)) {
         double x = json_number_value(v);
-        const json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
+        const json_t *mn = kw.minimum, *mx = kw.maximum;
         char lim[64];
         if (json_is_number(mn) && x < json_number_value(mn)) {
             snprintf(lim, sizeof(lim), "%g", json_number_value(mn));
@@ -128,13 +181,13 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
             return fail(msg, len, path, "must be at most %s%s", lim, "");
         }
     }
-    if (json_is_string(v)) {
+    if (json_is_string(v) && (kw.min_length || kw.max_length)) {
         /* Lengths count characters (code points), as JSON Schema does, not bytes. */
         size_t n = 0;
         const char *str = json_string_value(v);
         for (size_t b = 0, bytes = json_string_length(v); b < bytes; b++)
             n += ((unsigned char)str[b] & 0xC0) != 0x80;
-        const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
+        const json_t *mn = kw.min_length, *mx = kw.max_length;
         char lim[64];
         if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn)) {
             snprintf(lim, sizeof(lim), "%lld", (long long)json_integer_value(mn));
@@ -147,41 +200,37 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
     }
     if (json_is_array(v)) {
         size_t n = json_array_size(v);
-        const json_t *mn = json_object_get(s, "minItems"), *mx = json_object_get(s, "maxItems");
+        const json_t *mn = kw.min_items, *mx = kw.max_items;
         if (json_is_integer(mn) && (json_int_t)n < json_integer_value(mn))
             return fail(msg, len, path, "has too few items%s%s", "", "");
         if (json_is_integer(mx) && (json_int_t)n > json_integer_value(mx))
             return fail(msg, len, path, "has too many items%s%s", "", "");
-        const json_t *items = json_object_get(s, "items");
         size_t i;
         const json_t *e;
         json_array_foreach(v, i, e)
         {
             struct path sub = {.up = path, .index = i};
-            if (validate(items, e, &sub, msg, len, depth + 1) < 0)
+            if (validate(kw.items, e, &sub, msg, len, depth + 1) < 0)
                 return -1;
         }
     }
     if (json_is_object(v)) {
-        const json_t *props = json_object_get(s, "properties");
-        const json_t *req = json_object_get(s, "required");
         size_t i;
         const json_t *e;
-        json_array_foreach(req, i, e)
+        json_array_foreach(kw.required, i, e)
         {
             if (json_is_string(e) && !json_object_get(v, json_string_value(e))) {
                 struct path sub = {.up = path, .key = json_string_value(e)};
                 return fail(msg, len, &sub, "is required%s%s", "", "");
             }
         }
-        const json_t *ap = json_object_get(s, "additionalProperties");
         const char *k;
         json_t *val;
         json_object_foreach((json_t *)v, k, val)
         {
             struct path sub = {.up = path, .key = k};
-            const json_t *ps = json_object_get(props, k);
-            if (!ps && json_is_false(ap))
+            const json_t *ps = json_object_get(kw.properties, k);
+            if (!ps && json_is_false(kw.additional))
                 return fail(msg, len, &sub, "is not a known argument%s%s", "", "");
             if (ps && validate(ps, val, &sub, msg, len, depth + 1) < 0)
                 return -1;

@@ -221,6 +221,11 @@ static void schema_keywords_allow_and_deny(void **state)
         {"{\"a\":1,\"o\":{\"p\":[{\"q\":1},{\"q\":2}]}}", NULL},
         {"{\"a\":1,\"o\":{\"p\":[{\"q\":1},{\"q\":\"x\"}]}}", "'o.p[1].q': expected integer"},
         {"{\"a\":1,\"o\":{\"p\":[{}]}}", "'o.p[0].q': is required"},
+        /* Keys in another order than the schema's, known ones after unknown ones. */
+        {"{\"b\":false,\"n\":2,\"l\":[],\"s\":\"abc\",\"a\":5}", NULL},
+        {"{\"s\":\"ab\",\"a\":9}", "'a': must be at most 5"},
+        {"{\"zzz\":1,\"a\":1}", "'zzz': is not a known argument"},
+        {"{\"b\":true,\"s\":\"ab\"}", "'a': is required"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *v = json_loads(cases[i].value, JSON_DECODE_ANY, NULL);
