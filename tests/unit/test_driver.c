@@ -357,6 +357,54 @@ static void exceptions_are_trimmed_to_user_code(void **state)
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
+/* The cells whose sources the driver holds, then those in linecache (the asking cell left out). */
+#define KEPT_SOURCES                                                                               \
+    "import gc, sys\n"                                                                             \
+    "drv = [o for o in gc.get_objects() if type(o).__name__ == 'Driver'][0]\n"                     \
+    "lc = sys.modules.get('linecache')\n"                                                          \
+    "mine = '<cell-%d>' % drv.cell\n"                                                              \
+    "out = repr((sorted(k for k in drv.sources if k != mine), sorted(k for k in (lc.cache if lc "  \
+    "else ()) if k.startswith('<cell-') and k != mine)))\n"                                        \
+    "del drv, lc, mine\n"                                                                          \
+    "out"
+
+/* A cell's source is kept while code it defined can run, and only then: kept for every cell, a
+ * long session's memory and each error's time grew with the whole history. */
+static void sources_are_kept_while_their_code_lives(void **state)
+{
+    (void)state;
+    struct drv d;
+    drv_start(&d, NULL, 1 << 20);
+    expect_ok(run(&d, "def f(n):\n    return 10 // n"), NULL);                     /* cell 1 */
+    expect_ok(run(&d, "class K:\n    def m(self):\n        return 1 // 0"), NULL); /* cell 2 */
+    expect_ok(run(&d, "it = (10 // v for v in [1, 0])"), NULL);                    /* cell 3 */
+    for (int i = 0; i < 30; i++)
+        expect_ok(run(&d, i % 2 ? "x = 1" : "y = [v * 2 for v in range(3)]\ny"),
+                  i % 2 ? NULL : "[0, 2, 4]");
+    json_t *r = run(&d, "1 / 0"); /* an error of its own: linecache gets every kept source */
+    assert_string_equal(err_at(r, "type"), "ZeroDivisionError");
+    json_decref(r);
+    expect_ok(run(&d, KEPT_SOURCES), "\"(['<cell-1>', '<cell-2>', '<cell-3>'], ['<cell-1>', "
+                                     "'<cell-2>', '<cell-3>'])\"");
+    /* What the kept sources are for: a later failure shows the line that failed. */
+    r = run(&d, "f(0)");
+    assert_non_null(strstr(err_at(r, "traceback"), "return 10 // n"));
+    json_decref(r);
+    r = run(&d, "K().m()");
+    assert_non_null(strstr(err_at(r, "traceback"), "return 1 // 0"));
+    json_decref(r);
+    expect_ok(run(&d, "next(it)"), "10");
+    r = run(&d, "next(it)");
+    assert_non_null(strstr(err_at(r, "traceback"), "10 // v for v in"));
+    json_decref(r);
+    /* Gone with what they defined; a function still reachable keeps its cell. */
+    expect_ok(run(&d, "g = f\ndel f, K, it\nimport gc; gc.collect()\nNone"), NULL);
+    expect_ok(run(&d, KEPT_SOURCES), "\"(['<cell-1>'], ['<cell-1>'])\"");
+    expect_ok(run(&d, "del g"), NULL);
+    expect_ok(run(&d, KEPT_SOURCES), "'([], [])'");
+    assert_true(WIFEXITED(drv_stop(&d)));
+}
+
 static void interrupt_and_exit_do_not_end_the_driver(void **state)
 {
     (void)state;
@@ -722,6 +770,7 @@ int main(void)
         cmocka_unit_test(bytecode_for_another_python_falls_back_to_the_source),
         cmocka_unit_test(long_results_and_errors_keep_head_and_tail),
         cmocka_unit_test(exceptions_are_trimmed_to_user_code),
+        cmocka_unit_test(sources_are_kept_while_their_code_lives),
         cmocka_unit_test(interrupt_and_exit_do_not_end_the_driver),
         cmocka_unit_test(output_is_flushed_before_the_result),
         cmocka_unit_test(figures_come_back_as_png),
