@@ -47,9 +47,10 @@ struct sbx_profile {
 
 struct sbx_config {
     /* [server] */
-    char *state_dir;            /* NULL: chosen by the state-dir rules */
-    uint64_t max_message_bytes; /* JSON-RPC message cap, 16 MiB */
-    uint32_t page_size;         /* items per page in list results */
+    char *state_dir;                 /* NULL: chosen by the state-dir rules */
+    uint64_t max_message_bytes;      /* JSON-RPC message cap, 16 MiB */
+    uint32_t page_size;              /* items per page in list results */
+    uint32_t history_retention_days; /* a closed sandbox's history is kept this long */
 
     /* [log] */
     char *log_file; /* NULL or "-" = stderr */

@@ -24,6 +24,8 @@ static const char *const migrations[] = {
     "  language TEXT, success INTEGER NOT NULL, duration_ms INTEGER,"
     "  code_preview TEXT, stdout_preview TEXT, error TEXT,"
     "  PRIMARY KEY (sandbox_id, seq)) WITHOUT ROWID;",
+    /* For the purge of closed sandboxes (history_purge). */
+    "CREATE INDEX sandboxes_by_end ON sandboxes (closed_ms, created_ms);",
 };
 
 enum stmt_id {
@@ -38,6 +40,8 @@ enum stmt_id {
     ST_CLEAR_SANDBOX,
     ST_PACKAGES,
     ST_GET,
+    ST_EXPIRED,
+    ST_FORGET,
 };
 
 static const char *const stmt_sql[] = {
@@ -59,6 +63,10 @@ static const char *const stmt_sql[] = {
     [ST_PACKAGES] = "UPDATE sandboxes SET packages = ?2 WHERE id = ?1",
     [ST_GET] = "SELECT owner, name, profile, created_ms, closed_ms, session_start_ms, packages "
                "FROM sandboxes WHERE id = ?1",
+    [ST_EXPIRED] = "SELECT id FROM sandboxes WHERE closed_ms < ?1 "
+                   "UNION ALL SELECT id FROM sandboxes WHERE closed_ms IS NULL AND created_ms < ?2 "
+                   "LIMIT ?3",
+    [ST_FORGET] = "DELETE FROM sandboxes WHERE id = ?1",
 };
 
 /* A record waiting for the next batched write. */
@@ -561,4 +569,50 @@ int history_get_sandbox(struct history *h, const char *sandbox_id, json_t **info
         json_decref(packages);
     sqlite3_reset(s);
     return 0;
+}
+
+int history_purge(struct history *h, int64_t closed_before_ms, int64_t created_before_ms,
+                  unsigned max, size_t *purged, struct sbx_err *err)
+{
+    *purged = 0;
+    /* A close still queued must count, and no record may arrive for a row deleted here. */
+    if (history_flush(h, err) < 0)
+        return -1;
+    sqlite3_stmt *s = stmt(h, ST_EXPIRED);
+    sqlite3_bind_int64(s, 1, closed_before_ms);
+    sqlite3_bind_int64(s, 2, created_before_ms);
+    sqlite3_bind_int(s, 3, (int)max);
+    char **ids = xcalloc(max ? max : 1, sizeof(*ids));
+    size_t n = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW && n < max)
+        ids[n++] = xstrdup((const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    int rc = 0;
+    if (step != SQLITE_ROW && step != SQLITE_DONE) {
+        rc = db_fail(h, err, "finding old sandboxes");
+    } else if (n) {
+        sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            s = stmt(h, ST_CLEAR_ROWS);
+            sqlite3_bind_text(s, 1, ids[i], -1, SQLITE_STATIC);
+            rc = run_done(h, s, err, "deleting old executions");
+            if (rc == 0) {
+                s = stmt(h, ST_FORGET);
+                sqlite3_bind_text(s, 1, ids[i], -1, SQLITE_STATIC);
+                rc = run_done(h, s, err, "deleting old sandboxes");
+            }
+            sqlite3_reset(s);
+        }
+        if (rc == 0 && sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+            rc = db_fail(h, err, "deleting old sandboxes");
+        if (rc < 0)
+            sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    if (rc == 0)
+        *purged = n;
+    for (size_t i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+    return rc;
 }

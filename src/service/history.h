@@ -55,6 +55,11 @@ int64_t history_total(struct history *h, const char *sandbox_id);
 int history_clear(struct history *h, const char *sandbox_id, struct sbx_err *err);
 int history_set_packages(struct history *h, const char *sandbox_id, const json_t *packages,
                          struct sbx_err *err);
+/* Deletes, with their executions, at most max sandboxes closed before closed_before_ms, or
+ * never closed (their server was killed) and created before created_before_ms; *purged says
+ * how many (max: call again). */
+int history_purge(struct history *h, int64_t closed_before_ms, int64_t created_before_ms,
+                  unsigned max, size_t *purged, struct sbx_err *err);
 /* {owner, name, profile, created_at, closed_at, session_start, packages}; ENOENT if unknown. */
 int history_get_sandbox(struct history *h, const char *sandbox_id, json_t **info,
                         struct sbx_err *err);

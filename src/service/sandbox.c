@@ -1079,6 +1079,33 @@ static void history_soon(struct sandbox_service *svc)
         svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
 }
 
+/* Closed sandboxes' histories go server.history_retention_days after they closed, a batch at a
+ * time so that the loop never waits long, without them the database grew with every sandbox
+ * ever made. One never closed (its server was killed) goes once even the longest lifetime a
+ * configuration allows would have ended. */
+#define HISTORY_PURGE_EVERY_MS (3600 * 1000)
+#define HISTORY_PURGE_BATCH    64
+#define LONGEST_LIFETIME_MS    (31536000ll * 1000)
+
+static void on_history_purge(struct ev_loop *loop, void *data)
+{
+    struct sandbox_service *svc = data;
+    svc->purge_timer = NULL;
+    int64_t now = (int64_t)wall_ms();
+    int64_t closed_before = now - (int64_t)svc->cfg->history_retention_days * 86400 * 1000;
+    size_t purged = 0;
+    struct sbx_err err = {0};
+    if (history_purge(svc->history, closed_before, closed_before - LONGEST_LIFETIME_MS,
+                      HISTORY_PURGE_BATCH, &purged, &err) < 0)
+        log_emit(LOG_LVL_WARNING, "history purge failed", "error", err.msg, NULL);
+    else if (purged)
+        log_msgf(LOG_LVL_INFO, "history: deleted %zu closed sandboxes past their retention",
+                 purged);
+    /* A full batch: the rest after a pause in which the loop serves everyone else. */
+    svc->purge_timer = ev_timer_add(
+        loop, purged == HISTORY_PURGE_BATCH ? 200 : HISTORY_PURGE_EVERY_MS, on_history_purge, svc);
+}
+
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec)
 {
@@ -1149,6 +1176,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
         goto fail;
     mcp_server_on_owner_gone(srv, on_owner_gone, svc);
     svc->sweeper = ev_timer_add(loop, sweep_interval_ms(cfg), on_sweep, svc);
+    svc->purge_timer = ev_timer_add(loop, 1000, on_history_purge, svc);
     schedule_refill(svc);
     *out = svc;
     return 0;
@@ -1185,6 +1213,8 @@ void sandbox_service_free(struct sandbox_service *svc)
         ev_timer_cancel(svc->refill_retry);
     if (svc->history_timer)
         ev_timer_cancel(svc->history_timer);
+    if (svc->purge_timer)
+        ev_timer_cancel(svc->purge_timer);
     history_close(svc->history); /* flushes what is pending */
     free_network(svc);
     for (size_t i = 0; i < ARRAY_SIZE(svc->expired); i++)

@@ -150,6 +150,7 @@ struct sandbox_service {
     struct ev_timer *sweeper;
     struct ev_timer *refill;
     struct ev_timer *history_timer; /* batched history writes */
+    struct ev_timer *purge_timer;   /* deleting closed sandboxes past their retention */
     uint64_t exec_counter;
     /* How long a sandbox may take from its spawn until its driver says ready (tests shorten
      * it). */

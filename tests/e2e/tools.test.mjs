@@ -4,6 +4,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync, readdirSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { connect, cleanup } from './helpers.mjs';
 
@@ -746,6 +747,42 @@ test('history survives a restart of the server', async () => {
   assert.ok(!h.r.isError, h.text);
   assert.equal(h.sc.total, 2);
   await c.close();
+});
+
+test('a closed sandbox\'s history goes server.history_retention_days after it closed', async () => {
+  const c = await server();
+  const ids = [];
+  for (const code of ['x = 1', 'x = 2']) {
+    const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+    assert.equal((await run(c, code, { sandbox_id: id })).sc.success, true);
+    assert.ok(!(await call(c, 'close_sandbox', { sandbox_id: id })).r.isError);
+    ids.push(id);
+  }
+  await c.close();
+  // The first closed two days ago, as far as the database knows.
+  execFileSync('/usr/bin/python3', ['-c', [
+    'import sqlite3, sys',
+    'db = sqlite3.connect(sys.argv[1])',
+    'db.execute("UPDATE sandboxes SET closed_ms = closed_ms - 2 * 86400000 WHERE id = ?", (sys.argv[2],))',
+    'db.commit()',
+  ].join('\n'), join(stateDir, 'history.sqlite3'), ids[0]]);
+  const cfgDir = mkdtempSync(join(tmpdir(), 'sbx-e2e-retention-'));
+  writeFileSync(join(cfgDir, 'config.toml'), '[server]\nhistory_retention_days = 1\n');
+  const c2 = await server(['--config', join(cfgDir, 'config.toml')]);
+  // The purge runs a second after the start.
+  let old;
+  for (let i = 0; i < 50; i++) {
+    old = await call(c2, 'get_execution_history', { sandbox_id: ids[0] });
+    if (old.r.isError) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(old.r.isError, true, old.text);
+  assert.match(old.text, /unknown sandbox_id/);
+  const recent = await call(c2, 'get_execution_history', { sandbox_id: ids[1] });
+  assert.ok(!recent.r.isError, recent.text);
+  assert.equal(recent.sc.total, 1);
+  await c2.close();
+  rmSync(cfgDir, { recursive: true, force: true });
 });
 
 test('symlink tricks reveal nothing from the host', async () => {

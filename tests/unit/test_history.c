@@ -12,6 +12,8 @@
 
 #include "service/history.h"
 
+#include <sqlite3.h>
+
 static char dir[64];
 
 static int setup(void **state)
@@ -159,6 +161,123 @@ static void retention_and_reset(void **state)
     history_close(h);
 }
 
+static bool known(struct history *h, const char *id)
+{
+    json_t *info = NULL;
+    struct sbx_err err = {0};
+    int r = history_get_sandbox(h, id, &info, &err);
+    json_decref(info);
+    return r == 0;
+}
+
+static size_t records_of(struct history *h, const char *id)
+{
+    json_t *recs = NULL;
+    struct sbx_err err = {0};
+    assert_int_equal(history_list(h, id, 50, &recs, &err), 0);
+    size_t n = json_array_size(recs);
+    json_decref(recs);
+    return n;
+}
+
+/* Closed sandboxes' histories are deleted once past the retention, and the ones never closed
+ * (their server was killed) once even the longest lifetime would have ended; nothing else. */
+static void closed_sandboxes_go_after_their_retention(void **state)
+{
+    (void)state;
+    struct history *h = open_db("purge.sqlite3");
+    struct sbx_err err = {0};
+    static const struct {
+        const char *id;
+        int64_t created, closed; /* closed 0: never */
+        bool stays;
+    } rows[] = {
+        {"closed-long-ago", 100, 1000, false}, {"closed-lately", 100, 5000, true},
+        {"killed-long-ago", 50, 0, false},     {"killed-lately", 3000, 0, true},
+        {"closed-queued", 100, 1500, false},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        history_record_sandbox(h, rows[i].id, "o", NULL, "standard", rows[i].created, &err);
+        add(h, rows[i].id, "a", true);
+        add(h, rows[i].id, "b", false);
+        if (rows[i].closed && strcmp(rows[i].id, "closed-queued") != 0)
+            history_close_sandbox(h, rows[i].id, rows[i].closed, &err);
+    }
+    assert_int_equal(history_flush(h, &err), 0);
+    /* A close still waiting for the flush counts too. */
+    history_close_sandbox(h, "closed-queued", 1500, &err);
+    size_t purged = 99;
+    assert_int_equal(history_purge(h, 2000, 2000, 10, &purged, &err), 0);
+    assert_int_equal(purged, 3);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        assert_int_equal(known(h, rows[i].id), rows[i].stays);
+        assert_int_equal(records_of(h, rows[i].id), rows[i].stays ? 2 : 0);
+    }
+    assert_int_equal(history_purge(h, 2000, 2000, 10, &purged, &err), 0);
+    assert_int_equal(purged, 0);
+    /* A batch at a time. */
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "old-%d", i);
+        history_record_sandbox(h, id, "o", NULL, "standard", 10, &err);
+        add(h, id, "x", true);
+        history_close_sandbox(h, id, 20, &err);
+    }
+    size_t batches[] = {2, 2, 1, 0};
+    for (size_t i = 0; i < sizeof(batches) / sizeof(batches[0]); i++) {
+        assert_int_equal(history_purge(h, 2000, 2000, 2, &purged, &err), 0);
+        assert_int_equal(purged, batches[i]);
+    }
+    assert_true(known(h, "closed-lately") && known(h, "killed-lately"));
+    add(h, "killed-lately", "c", true);
+    assert_int_equal(records_of(h, "killed-lately"), 3);
+    history_close(h);
+}
+
+/* A database written by the previous schema (version 1) gains the purge's index. */
+static void a_version_1_database_is_upgraded(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/v1.sqlite3", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT,"
+                     " profile TEXT, created_ms INTEGER NOT NULL, closed_ms INTEGER,"
+                     " session_start_ms INTEGER NOT NULL, packages TEXT NOT NULL DEFAULT '[]',"
+                     " seq INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0);"
+                     "CREATE TABLE executions (sandbox_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+                     " timestamp_ms INTEGER NOT NULL, language TEXT, success INTEGER NOT NULL,"
+                     " duration_ms INTEGER, code_preview TEXT, stdout_preview TEXT, error TEXT,"
+                     " PRIMARY KEY (sandbox_id, seq)) WITHOUT ROWID;"
+                     "INSERT INTO sandboxes (id, owner, created_ms, closed_ms, session_start_ms)"
+                     " VALUES ('sb-v1', 'o', 1, 2, 1);"
+                     "PRAGMA user_version = 1;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    struct history *h = open_db("v1.sqlite3");
+    assert_true(known(h, "sb-v1"));
+    size_t purged = 0;
+    struct sbx_err err = {0};
+    assert_int_equal(history_purge(h, 2000, 2000, 10, &purged, &err), 0);
+    assert_int_equal(purged, 1);
+    history_close(h);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                                        "AND name = 'sandboxes_by_end'",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(s, 0), 1);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+}
+
 /* One flush with records of several sandboxes interleaved (and of one the table does not
  * know): each sandbox's records keep their order and numbering, and the retention holds. */
 static void a_batch_of_several_sandboxes_keeps_each_order(void **state)
@@ -255,6 +374,8 @@ int main(void)
         cmocka_unit_test(a_sandbox_row_is_queued_and_read_back),
         cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
         cmocka_unit_test(retention_and_reset),
+        cmocka_unit_test(closed_sandboxes_go_after_their_retention),
+        cmocka_unit_test(a_version_1_database_is_upgraded),
         cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
         cmocka_unit_test(pending_records_are_bounded_in_count_and_bytes),
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
