@@ -265,8 +265,27 @@ static void on_progress_timer(struct ev_loop *loop, void *data)
     send_progress(e);
 }
 
-/* Once a stream overflows its cap, the whole stream also goes to a workspace file so nothing
- * is lost; the server itself keeps only head and tail. */
+/* What one output file may hold: at most a sixteenth of the workspace, so that the files kept
+ * (SANDBOX_SPILL_KEEP) take at most a quarter of it. */
+static uint64_t spill_cap(const struct sandbox *sb)
+{
+    uint64_t share = sb->profile->workspace_bytes / 16;
+    return share < SPILL_MAX ? share : SPILL_MAX;
+}
+
+/* Keeps the newest output files only: the oldest goes when a new one is made. */
+static void keep_spill(struct sandbox *sb, const char *path)
+{
+    char *slot = sb->spill_kept[sb->spill_kept_next++ % SANDBOX_SPILL_KEEP];
+    if (slot[0]) {
+        struct sbx_err err = {0};
+        files_remove(sandbox_root_fd(sb), slot, &err);
+    }
+    snprintf(slot, sizeof(sb->spill_kept[0]), "%s", path);
+}
+
+/* Once a stream overflows its cap, the stream also goes to a workspace file (up to spill_cap)
+ * so that nothing is lost; the server itself keeps only head and tail. */
 static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, size_t len)
 {
     struct sandbox *sb = e->sb;
@@ -286,6 +305,7 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
             e->spill_failed[idx] = true;
             return;
         }
+        keep_spill(sb, e->spill_path[idx]);
         size_t have = 0;
         char *sofar = outbuf_render(b, &have);
         if (write_all(e->spill_fd[idx], sofar, have) < 0)
@@ -293,12 +313,15 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
         e->spilled[idx] = have;
         free(sofar);
     }
-    if (e->spill_failed[idx] || e->spilled[idx] >= SPILL_MAX)
+    uint64_t cap = spill_cap(sb);
+    if (e->spill_failed[idx])
         return;
     size_t n = len;
-    if (n > SPILL_MAX - e->spilled[idx])
-        n = (size_t)(SPILL_MAX - e->spilled[idx]);
-    if (write_all(e->spill_fd[idx], data, n) < 0)
+    if (e->spilled[idx] + n > cap) {
+        n = e->spilled[idx] < cap ? (size_t)(cap - e->spilled[idx]) : 0;
+        e->spill_capped[idx] = true;
+    }
+    if (n && write_all(e->spill_fd[idx], data, n) < 0)
         e->spill_failed[idx] = true; /* the workspace is full: head and tail still come back */
     e->spilled[idx] += n;
 }

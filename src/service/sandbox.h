@@ -15,6 +15,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Output files kept per sandbox (a run that overflows both streams makes two). */
+#define SANDBOX_SPILL_KEEP 4
+
 struct egress_proxy;
 struct ev_loop;
 struct ev_watch;
@@ -74,6 +77,7 @@ struct exec {
     int spill_fd[2]; /* full output files in the workspace once a stream overflows, or -1 */
     char spill_path[2][96];
     uint64_t spilled[2];
+    bool spill_capped[2]; /* the stream went on past what its file takes */
     struct ev_timer *deadline;
     struct ev_timer *grace;
     struct ev_timer *progress_timer;
@@ -125,6 +129,9 @@ struct sandbox {
     json_t *packages;             /* [{name, version}] installed in this sandbox */
     struct egress_proxy *proxy;   /* network: packages only */
     char broken_reason[160];
+    /* The newest output files (exec.c): older ones are deleted, or they would fill /workspace. */
+    char spill_kept[SANDBOX_SPILL_KEEP][96];
+    unsigned spill_kept_next;
     struct ev_timer *free_timer;
     struct sandbox *next;
 };

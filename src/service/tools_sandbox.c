@@ -285,10 +285,17 @@ static json_t *exec_result(struct exec *e, bool *is_error)
                     "[not every changed file is listed: more than %d changed, or /workspace "
                     "holds over %d files; list_files shows them all]",
                     CHANNEL_MAX_FILES, CHANNEL_SCAN_FILES);
-    for (int i = 0; i < 2; i++)
-        if (e->spill_path[i][0] && !e->spill_failed[i])
-            text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]",
-                        i ? "stderr" : "stdout", i ? "stderr" : "stdout", e->spill_path[i]);
+    for (int i = 0; i < 2; i++) {
+        const char *stream = i ? "stderr" : "stdout";
+        if (!e->spill_path[i][0] || e->spill_failed[i])
+            continue;
+        if (e->spill_capped[i])
+            text_printf(&text, "[%s was cut to its head and tail; its first %llu MiB are in %s]",
+                        stream, (unsigned long long)(e->spilled[i] >> 20), e->spill_path[i]);
+        else
+            text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]", stream,
+                        stream, e->spill_path[i]);
+    }
     json_t *jtext = text.len ? tool_string_lossy(text.buf, text.len)
                              : json_string(success ? "(no output)" : "(failed without output)");
     json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text", jtext));

@@ -587,6 +587,26 @@ test('output beyond the cap keeps head and tail, and the whole output is saved a
   await c.close();
 });
 
+test('output files: a sixteenth of the workspace each, and only the newest four stay', async () => {
+  const c = await server();
+  // tight: a 64 MiB workspace, so 4 MiB a file.
+  const id = (await call(c, 'create_sandbox', { profile: 'tight' })).sc.sandbox_id;
+  const paths = [];
+  for (let i = 0; i < 6; i++) {
+    const { r, sc, text } = await run(c, "print('x' * 5000000)", { sandbox_id: id });
+    assert.equal(sc.truncated, true, JSON.stringify(sc.error));
+    assert.match(text, /its first 4 MiB are in \/workspace\/\.mcp\/output\//);
+    const link = r.content.find((x) => x.type === 'resource_link' && /output/.test(x.uri));
+    paths.push('/workspace/' + link.name);
+  }
+  const newest = await call(c, 'read_file', { path: paths[5], sandbox_id: id, length: 16 });
+  assert.equal(newest.sc.size, 4 << 20);
+  const listed = await call(c, 'list_files', { path: '/workspace/.mcp/output', sandbox_id: id });
+  assert.deepEqual(listed.sc.entries.map((e) => e.path).sort(), paths.slice(2).sort());
+  await refused(c, 'read_file', { path: paths[0], sandbox_id: id });
+  await c.close();
+});
+
 test('execute_command: exit code, stdout, stderr and cwd', async () => {
   const c = await server();
   let { sc } = await call(c, 'execute_command', { command: 'echo hi; echo oops >&2; exit 3' });
