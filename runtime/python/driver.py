@@ -16,6 +16,7 @@ import sys
 CHANNEL_IN_FD = 3
 CHANNEL_OUT_FD = 4
 MAX_FRAME = 16 * 1024 * 1024
+FIGURES_KEPT = 16
 PY_CF_ONLY_AST = 0x400
 
 # -S skips site.py (and the megabyte it costs); put back what it would have added to sys.path.
@@ -318,6 +319,7 @@ class Driver:
         self.scan_capped = False
         self.report_usage = False
         self.inotify = None
+        self.saved_figures = None  # paths of the figures saved as files, oldest first
         # What marks an expression statement in "single" mode: False until first needed, None
         # if this Python has no such instruction (every cell then takes the AST path).
         self.print_pair = False
@@ -488,8 +490,28 @@ class Driver:
                 with open(path, "wb") as f:
                     f.write(data)
                 files.append(path)
+                self.keep_figure(os, d, path)
         plt.close("all")
         return images, files
+
+    def keep_figure(self, os, d, path):
+        # The newest FIGURES_KEPT saved figures stay: a long session of plots would fill
+        # /workspace. Those an earlier interpreter saved count too.
+        if self.saved_figures is None:
+            try:
+                with os.scandir(d) as it:
+                    old = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in it
+                           if e.name.startswith("fig-") and e.name.endswith(".png")
+                           and e.is_file(follow_symlinks=False) and e.path != path]
+            except OSError:
+                old = []
+            self.saved_figures = [p for _, p in sorted(old)]
+        self.saved_figures.append(path)
+        while len(self.saved_figures) > FIGURES_KEPT:
+            try:
+                os.unlink(self.saved_figures.pop(0))
+            except OSError:
+                pass
 
     def hook_show(self, plt):
         # plt.show() must not block (there is no display); figures stay open and come back.

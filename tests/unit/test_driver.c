@@ -499,6 +499,30 @@ static void figures_come_back_as_png(void **state)
     assert_true(st.st_size > 100);
     json_decref(r);
     assert_true(WIFEXITED(drv_stop(&d)));
+
+    /* Only the newest 16 saved figures stay, counting those already there when the interpreter
+     * started (an earlier one's); other files are left alone. */
+    drv_start(&d, NULL, 100);
+    expect_ok(run(&d, "import os\n"
+                      "d = os.path.join(os.environ['HOME'], '.mcp', 'figures')\n"
+                      "os.makedirs(d)\n"
+                      "for i in range(20):\n"
+                      "    p = os.path.join(d, 'fig-old-%02d.png' % i)\n"
+                      "    open(p, 'wb').close()\n"
+                      "    os.utime(p, ns=(i * 10**9, i * 10**9))\n"
+                      "open(os.path.join(d, 'mine.txt'), 'w').close()"),
+              NULL);
+    for (int i = 0; i < 3; i++) {
+        r = run(&d, "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.figure()\nplt.plot([2])");
+        assert_int_equal(json_array_size(json_object_get(r, "image_files")), 2);
+        json_decref(r);
+    }
+    expect_ok(run(&d, "names = os.listdir(d)\n"
+                      "old = sorted(n for n in names if n.startswith('fig-old-'))\n"
+                      "new = [n for n in names if n.startswith('fig-') and n not in old]\n"
+                      "len(old), old[0], len(new), 'mine.txt' in names"),
+              "(10, 'fig-old-10.png', 6, True)");
+    assert_true(WIFEXITED(drv_stop(&d)));
 }
 
 static void changed_files_are_reported(void **state)
