@@ -301,7 +301,12 @@ class Driver:
         self.ns = main_mod.__dict__
         self.cell = 0
         self.sources = {}  # cell name -> source, while code compiled from it can still run
-        self.source_refs = {}  # cell name -> weak references to that code
+        self.live_codes = {}  # cell name -> how many of its code objects are still alive
+        self.code_cells = {}  # id of a weak reference to such code -> (the reference, cell name)
+        self.code_gone = self.on_code_gone  # one bound method for every reference
+        # The count settle_source's loop sees for a code object nothing else holds.
+        for code in [compile("0", "<probe>", "eval")]:
+            self.sole_refs = sys.getrefcount(code)
         self.workspace = "/workspace"
         self.packages_dir = None
         self.figures_dir = "/workspace/.mcp"
@@ -490,28 +495,32 @@ class Driver:
                 with open(path, "wb") as f:
                     f.write(data)
                 files.append(path)
-                self.keep_figure(os, d, path)
         plt.close("all")
+        if files:
+            self.keep_figures(os, os.path.dirname(files[0]), files)
         return images, files
 
-    def keep_figure(self, os, d, path):
-        # The newest FIGURES_KEPT saved figures stay: a long session of plots would fill
-        # /workspace. Those an earlier interpreter saved count too.
+    def keep_figures(self, os, d, new):
+        # The newest FIGURES_KEPT saved figures stay, and all of this run's (the result links
+        # them): a long session of plots would fill /workspace. Those an earlier interpreter
+        # saved count too.
         if self.saved_figures is None:
             try:
                 with os.scandir(d) as it:
                     old = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in it
                            if e.name.startswith("fig-") and e.name.endswith(".png")
-                           and e.is_file(follow_symlinks=False) and e.path != path]
+                           and e.is_file(follow_symlinks=False) and e.path not in new]
             except OSError:
                 old = []
             self.saved_figures = [p for _, p in sorted(old)]
-        self.saved_figures.append(path)
-        while len(self.saved_figures) > FIGURES_KEPT:
+        drop = len(self.saved_figures) + len(new) - FIGURES_KEPT
+        drop = max(0, min(drop, len(self.saved_figures)))
+        for path in self.saved_figures[:drop]:
             try:
-                os.unlink(self.saved_figures.pop(0))
+                os.unlink(path)
             except OSError:
                 pass
+        self.saved_figures = self.saved_figures[drop:] + new
 
     def hook_show(self, plt):
         # plt.show() must not block (there is no display); figures stay open and come back.
@@ -615,30 +624,41 @@ class Driver:
             self.settle_source(name, codes)
 
     def settle_source(self, name, codes):
-        # A cell's source stays while code it defined can run: its functions, classes, lambdas
-        # and generators. Keeping every cell's cost memory and, at each error, time in
-        # proportion to the whole history (2 KB cells: 77 MB and 63 ms an error after 15,000).
-        live, stack = [], list(codes)
-        while stack:
-            for c in stack.pop().co_consts:
-                if type(c) is CodeType:
-                    live.append(c)
-                    stack.append(c)
+        # A cell's source stays while code compiled from it can still run or be shown: its
+        # functions, classes, lambdas and generators, and the cell itself while a saved
+        # traceback holds its frame. Keeping every cell's cost memory and, at each error, time
+        # in proportion to the whole history (2 KB cells: 77 MB and 72 ms an error after
+        # 15,000). A cell's own code is usually held by nothing once it ran: a reference count
+        # tells, cheaper than a weak reference for every cell.
+        live = []
+        for code in codes:
+            if sys.getrefcount(code) > self.sole_refs:
+                live.append(code)
+            stack = [code]
+            while stack:
+                for c in stack.pop().co_consts:
+                    if type(c) is CodeType:
+                        live.append(c)
+                        stack.append(c)
         if not live:
             self.drop_source(name)
             return
-        left = [len(live)]
+        self.live_codes[name] = len(live)
+        for c in live:
+            ref = _weakref.ref(c, self.code_gone)
+            self.code_cells[id(ref)] = (ref, name)
 
-        def gone(_ref):
-            left[0] -= 1
-            if left[0] == 0:
-                self.drop_source(name)
-
-        self.source_refs[name] = [_weakref.ref(c, gone) for c in live]
+    def on_code_gone(self, ref):
+        _, name = self.code_cells.pop(id(ref), (None, None))
+        left = self.live_codes.get(name, 1) - 1
+        if left > 0:
+            self.live_codes[name] = left
+        elif name is not None:
+            self.drop_source(name)
 
     def drop_source(self, name):
         self.sources.pop(name, None)
-        self.source_refs.pop(name, None)
+        self.live_codes.pop(name, None)
         linecache = sys.modules.get("linecache")
         if linecache is not None:
             try:

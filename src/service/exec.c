@@ -306,8 +306,13 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
             return;
         }
         keep_spill(sb, e->spill_path[idx]);
+        /* Not cut yet (checked above): this is the stream so far. */
         size_t have = 0;
         char *sofar = outbuf_render(b, &have);
+        if (have > spill_cap(sb)) {
+            have = (size_t)spill_cap(sb);
+            e->spill_capped[idx] = true;
+        }
         if (write_all(e->spill_fd[idx], sofar, have) < 0)
             e->spill_failed[idx] = true;
         e->spilled[idx] = have;

@@ -289,9 +289,11 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         const char *stream = i ? "stderr" : "stdout";
         if (!e->spill_path[i][0] || e->spill_failed[i])
             continue;
+        bool mib = e->spilled[i] >= 1u << 20;
         if (e->spill_capped[i])
-            text_printf(&text, "[%s was cut to its head and tail; its first %llu MiB are in %s]",
-                        stream, (unsigned long long)(e->spilled[i] >> 20), e->spill_path[i]);
+            text_printf(&text, "[%s was cut to its head and tail; its first %llu %s are in %s]",
+                        stream, (unsigned long long)(e->spilled[i] >> (mib ? 20 : 10)),
+                        mib ? "MiB" : "KiB", e->spill_path[i]);
         else
             text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]", stream,
                         stream, e->spill_path[i]);

@@ -607,6 +607,24 @@ test('output files: a sixteenth of the workspace each, and only the newest four 
   await c.close();
 });
 
+test('output files: the share holds from the first write, and a small one is told in KiB', async () => {
+  const cfgDir = mkdtempSync(join(tmpdir(), 'sbx-e2e-spill-'));
+  writeFileSync(join(cfgDir, 'config.toml'),
+    '[isolation]\noutput_cap_bytes = "2M"\n[profiles.small]\nworkspace_size = "8M"\n');
+  const c = await server(['--config', join(cfgDir, 'config.toml')]);
+  // An 8 MiB workspace: 512 KiB a file, less than the 2 MiB the server already holds when
+  // the stream overflows.
+  const id = (await call(c, 'create_sandbox', { profile: 'small' })).sc.sandbox_id;
+  const { r, sc, text } = await run(c, "print('x' * 3000000)", { sandbox_id: id });
+  assert.equal(sc.truncated, true, JSON.stringify(sc.error));
+  assert.match(text, /its first 512 KiB are in \/workspace\/\.mcp\/output\//);
+  const link = r.content.find((x) => x.type === 'resource_link' && /output/.test(x.uri));
+  const file = await call(c, 'read_file', { path: '/workspace/' + link.name, sandbox_id: id, length: 16 });
+  assert.equal(file.sc.size, 512 << 10);
+  await c.close();
+  rmSync(cfgDir, { recursive: true, force: true });
+});
+
 test('execute_command: exit code, stdout, stderr and cwd', async () => {
   const c = await server();
   let { sc } = await call(c, 'execute_command', { command: 'echo hi; echo oops >&2; exit 3' });

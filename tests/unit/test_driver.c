@@ -402,6 +402,15 @@ static void sources_are_kept_while_their_code_lives(void **state)
     expect_ok(run(&d, KEPT_SOURCES), "\"(['<cell-1>'], ['<cell-1>'])\"");
     expect_ok(run(&d, "del g"), NULL);
     expect_ok(run(&d, KEPT_SOURCES), "'([], [])'");
+    /* A saved exception holds its cells' frames: their lines still show when it is raised. */
+    expect_ok(run(&d, "try:\n    1 / 0\nexcept Exception as e:\n    err = e"), NULL); /* 44 */
+    r = run(&d, "raise err");                                                         /* 45 */
+    assert_non_null(strstr(err_at(r, "traceback"), "1 / 0"));
+    json_decref(r);
+    expect_ok(run(&d, KEPT_SOURCES),
+              "\"(['<cell-44>', '<cell-45>'], ['<cell-44>', '<cell-45>'])\"");
+    expect_ok(run(&d, "del err"), NULL);
+    expect_ok(run(&d, KEPT_SOURCES), "'([], [])'");
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
@@ -522,6 +531,16 @@ static void figures_come_back_as_png(void **state)
                       "new = [n for n in names if n.startswith('fig-') and n not in old]\n"
                       "len(old), old[0], len(new), 'mine.txt' in names"),
               "(10, 'fig-old-10.png', 6, True)");
+    /* A run that saves more than 16 keeps all of its own (its result links them). */
+    r = run(&d, "for i in range(20):\n    plt.figure()\n    plt.plot([i])");
+    json_t *saved = json_object_get(r, "image_files");
+    assert_int_equal(json_array_size(saved), 20);
+    for (size_t i = 0; i < json_array_size(saved); i++)
+        assert_int_equal(access(json_string_value(json_array_get(saved, i)), F_OK), 0);
+    json_decref(r);
+    expect_ok(run(&d, "sorted(n for n in os.listdir(d) if n.startswith('fig-')) == "
+                      "sorted('fig-%d-%d.png' % (6, i + 1) for i in range(20))"),
+              "True");
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
