@@ -690,8 +690,8 @@ def write_md(res):
                          f"{p['median_us']:.0f} | {p['max_us']:.0f} |")
         lines += ["", f"Server RSS {f['server_rss_kib']['start']} KiB at the start, "
                   f"{f['server_rss_kib']['end']} KiB at the end. Output beyond the cap is "
-                  "spilled to the sandbox's workspace (up to 64 MiB per stream), never held "
-                  "by the server.", ""]
+                  "spilled to the sandbox's workspace (a file per stream, up to a sixteenth of "
+                  "the workspace and 64 MiB), never held by the server.", ""]
     return lines
 
 
