@@ -4,9 +4,8 @@
 # fds 1 and 2 untouched.
 #
 # An idle sandbox is mostly this interpreter, so the driver is frugal: it runs under
-# `python3 -I -S` and imports only C modules (posix, _json, _signal, _weakref, _ast, _ctypes) up
-# front.
-# Everything else (traceback, ast, subprocess, site) is imported when first needed.
+# `python3 -I -S` and imports only C modules up front (posix, _json, _signal, _weakref, _ast,
+# _ctypes). Everything else (traceback, ast, subprocess, site) is imported when first needed.
 import _json
 import _signal
 import _weakref

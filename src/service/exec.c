@@ -318,9 +318,9 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
         e->spilled[idx] = have;
         free(sofar);
     }
-    uint64_t cap = spill_cap(sb);
     if (e->spill_failed[idx])
         return;
+    uint64_t cap = spill_cap(sb);
     size_t n = len;
     if (e->spilled[idx] + n > cap) {
         n = e->spilled[idx] < cap ? (size_t)(cap - e->spilled[idx]) : 0;

@@ -1079,9 +1079,9 @@ static void history_soon(struct sandbox_service *svc)
         svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
 }
 
-/* Closed sandboxes' histories go server.history_retention_days after they closed, a batch at a
- * time so that the loop never waits long, without them the database grew with every sandbox
- * ever made. One never closed (its server was killed) goes once even the longest lifetime a
+/* Closed sandboxes' histories go server.history_retention_days after they closed (kept, the
+ * database grew with every sandbox ever made), a batch at a time so that the loop never waits
+ * long. One never closed (its server was killed) goes once even the longest lifetime a
  * configuration allows would have ended. */
 #define HISTORY_PURGE_EVERY_MS (3600 * 1000)
 #define HISTORY_PURGE_BATCH    64
