@@ -284,6 +284,21 @@ static void keep_spill(struct sandbox *sb, const char *path)
     snprintf(slot, sizeof(sb->spill_kept[0]), "%s", path);
 }
 
+/* Appends to a stream's file what its share of the workspace still takes; past that the stream
+ * is only marked as cut. */
+static void spill_write(struct exec *e, int idx, const char *data, size_t len)
+{
+    uint64_t cap = spill_cap(e->sb);
+    size_t n = len;
+    if (e->spilled[idx] + n > cap) {
+        n = e->spilled[idx] < cap ? (size_t)(cap - e->spilled[idx]) : 0;
+        e->spill_capped[idx] = true;
+    }
+    if (n && write_all(e->spill_fd[idx], data, n) < 0)
+        e->spill_failed[idx] = true; /* the workspace is full: head and tail still come back */
+    e->spilled[idx] += n;
+}
+
 /* Once a stream overflows its cap, the stream also goes to a workspace file (up to spill_cap)
  * so that nothing is lost; the server itself keeps only head and tail. */
 static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, size_t len)
@@ -309,26 +324,11 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
         /* Not cut yet (checked above): this is the stream so far. */
         size_t have = 0;
         char *sofar = outbuf_render(b, &have);
-        if (have > spill_cap(sb)) {
-            have = (size_t)spill_cap(sb);
-            e->spill_capped[idx] = true;
-        }
-        if (write_all(e->spill_fd[idx], sofar, have) < 0)
-            e->spill_failed[idx] = true;
-        e->spilled[idx] = have;
+        spill_write(e, idx, sofar, have);
         free(sofar);
     }
-    if (e->spill_failed[idx])
-        return;
-    uint64_t cap = spill_cap(sb);
-    size_t n = len;
-    if (e->spilled[idx] + n > cap) {
-        n = e->spilled[idx] < cap ? (size_t)(cap - e->spilled[idx]) : 0;
-        e->spill_capped[idx] = true;
-    }
-    if (n && write_all(e->spill_fd[idx], data, n) < 0)
-        e->spill_failed[idx] = true; /* the workspace is full: head and tail still come back */
-    e->spilled[idx] += n;
+    if (!e->spill_failed[idx])
+        spill_write(e, idx, data, len);
 }
 
 void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len)
