@@ -648,11 +648,10 @@ class Driver:
             self.code_cells[id(ref)] = (ref, name)
 
     def on_code_gone(self, ref):
-        _, name = self.code_cells.pop(id(ref), (None, None))
-        left = self.live_codes.get(name, 1) - 1
-        if left > 0:
-            self.live_codes[name] = left
-        elif name is not None:
+        # Every reference is in code_cells, and its cell in live_codes until its last one goes.
+        _, name = self.code_cells.pop(id(ref))
+        self.live_codes[name] -= 1
+        if not self.live_codes[name]:
             self.drop_source(name)
 
     def drop_source(self, name):
