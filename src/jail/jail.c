@@ -63,6 +63,20 @@ const char *const jail_base_env[] = {
     NULL,
 };
 
+/* A user namespace made by an unprivileged writer (`unshare -r`, say) denies setgroups, and
+ * every namespace made inside it inherits the denial. */
+static bool own_setgroups_denied(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        char *s = NULL;
+        cached =
+            read_file_max("/proc/self/setgroups", 64, &s, NULL) == 0 && strncmp(s, "deny", 4) == 0;
+        free(s);
+    }
+    return cached;
+}
+
 static int cap_last_cap(void)
 {
     static int cached = -1;
@@ -157,8 +171,11 @@ static void child_main(const struct jail_child_plan *plan)
      * namespace survive, because uid 0 was never mapped there; they are dropped below. */
     /* Raw syscalls, not libc's: in a process that has ever had a second thread, libc would
      * try to apply the change to that process's other threads too, from a copy of its thread
-     * list, under a lock another thread may have held when we were cloned. */
-    if (syscall(SYS_setgroups, 0, NULL) < 0 && errno != EPERM)
+     * list, under a lock another thread may have held when we were cloned. Where setgroups is
+     * denied it is not tried: a child sharing a spawner's memory shares its errno too, which
+     * the spawner may be writing as it moves us into our cgroup, so no decision here may rest
+     * on errno's value (it once read 0 where setgroups had said EPERM, and refused). */
+    if (!plan->setgroups_denied && syscall(SYS_setgroups, 0, NULL) < 0)
         jail_child_fail(plan, STEP_IDS, errno);
     if (syscall(SYS_setresgid, plan->gid, plan->gid, plan->gid) < 0 ||
         syscall(SYS_setresuid, plan->uid, plan->uid, plan->uid) < 0)
@@ -296,6 +313,8 @@ static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan
     plan->pass_fds = spec->pass_fds;
     plan->n_pass_fds = spec->n_pass_fds;
     plan->persistent = spec->persistent;
+    plan->rootless = geteuid() != 0;
+    plan->setgroups_denied = plan->rootless || own_setgroups_denied();
     plan->proxy_port = spec->persistent ? spec->proxy_port : 0;
     plan->cap_last = cap_last_cap();
     plan->ignored = ignored_signals();
@@ -466,6 +485,8 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     if (j->pid == 0)
         child_main(&st->plan); /* never returns; a shared-memory child starts in child_entry */
     int e = errno;
+    /* From here until init reports, a shared-memory init has this thread's errno for its own:
+     * nothing here may write errno but a call that fails (and then the sandbox is refused). */
     /* Left inside, this thread would count against the sandbox's pids and keep its group
      * from being removed. */
     int left = born_inside ? cgroup_leave_thread(j->cg) : 0;
@@ -486,7 +507,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     cleanup_closep(&st->err_pipe[1]);
     cleanup_closep(&st->status_pipe[1]);
 
-    bool rootless = geteuid() != 0;
+    bool rootless = st->plan.rootless;
     uid_t host_uid = rootless ? geteuid() : cfg->host_uid;
     gid_t host_gid = rootless ? getegid() : cfg->host_uid;
     int r = write_id_maps(j->pid, cfg->sandbox_uid, host_uid, host_gid, rootless);

@@ -21,9 +21,11 @@ static inline void cleanup_freep(void *p)
 static inline void cleanup_closep(int *fd)
 {
     if (*fd >= 0) {
+        /* errno kept for the caller's return, and written only if close failed: a thread
+         * that cloned a sandbox's init shares its errno with init while init sets up. */
         int saved = errno;
-        close(*fd);
-        errno = saved;
+        if (close(*fd) < 0)
+            errno = saved;
         *fd = -1;
     }
 }
