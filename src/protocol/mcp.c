@@ -1029,6 +1029,28 @@ static bool valid_id(const json_t *id)
     return id && (json_is_string(id) || json_is_integer(id));
 }
 
+static const char NOT_AN_OBJECT[] = "a JSON-RPC message must be an object";
+static const char BAD_ID[] = "id must be a string or an integer";
+static const char NO_METHOD_OR_RESULT[] =
+    "a message needs a method, or an id with a result or error";
+
+const char *mcp_message_shape_error(const json_t *msg)
+{
+    if (!json_is_object(msg))
+        return NOT_AN_OBJECT;
+    const json_t *method = json_object_get(msg, "method"), *id = json_object_get(msg, "id");
+    bool response = !method && (json_object_get(msg, "result") || json_object_get(msg, "error"));
+    /* A client's error response may carry id null (a message it could not read). */
+    bool null_error = json_is_null(id) && response && json_object_get(msg, "error");
+    if (id && !valid_id(id) && !null_error)
+        return BAD_ID;
+    if (method && !json_is_string(method))
+        return "method must be a string";
+    if (!method && !response)
+        return NO_METHOD_OR_RESULT;
+    return NULL;
+}
+
 const json_t *mcp_batch_first_request_id(const json_t *batch)
 {
     size_t i;
@@ -1110,7 +1132,7 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
     bool id_ok = valid_id(id);
     const json_t *reply_id = id_ok ? id : NULL;
     if (!json_is_object(msg)) {
-        send_error(s, NULL, RPC_INVALID_REQUEST, "a JSON-RPC message must be an object");
+        send_error(s, NULL, RPC_INVALID_REQUEST, NOT_AN_OBJECT);
         goto out;
     }
     const char *ver = json_string_value(json_object_get(msg, "jsonrpc"));
@@ -1135,8 +1157,7 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
             if (id_ok)
                 on_response(s, msg);
         } else {
-            send_error(s, reply_id, RPC_INVALID_REQUEST,
-                       "a message needs a method, or an id with a result or error");
+            send_error(s, reply_id, RPC_INVALID_REQUEST, NO_METHOD_OR_RESULT);
         }
         goto out;
     }
@@ -1157,7 +1178,7 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
         goto out;
     }
     if (!id_ok) {
-        send_error(s, NULL, RPC_INVALID_REQUEST, "id must be a string or an integer");
+        send_error(s, NULL, RPC_INVALID_REQUEST, BAD_ID);
         goto out;
     }
     kind = MCP_MSG_REQUEST;

@@ -74,6 +74,11 @@ enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, s
 bool mcp_session_accepts_batches(const struct mcp_session *s);
 const json_t *mcp_batch_first_request_id(const json_t *batch);
 
+/* Why msg could be answered only with id null, or NULL when it is a request, notification or
+ * response the session can tie to its id. A transport that must answer each POST with its own
+ * request's answer refuses such a message itself, with the reason. */
+const char *mcp_message_shape_error(const json_t *msg);
+
 /* Tools are data: a definition table plus a handler. Handlers are asynchronous: they get a
  * call and finish it later (from a timer or fd callback on the same loop), or right away. */
 struct mcp_call;

@@ -856,26 +856,6 @@ static enum MHD_Result resume_post(struct http_transport *t, struct MHD_Connecti
     return answer_post(t, c, rq, st);
 }
 
-/* Why msg is not a message the protocol layer can answer with its own id, or NULL. */
-static const char *message_shape_error(const json_t *msg)
-{
-    const char *method = json_string_value(json_object_get(msg, "method"));
-    const json_t *id = json_object_get(msg, "id");
-    if (!json_is_object(msg))
-        return "a JSON-RPC message must be an object";
-    bool response = !json_object_get(msg, "method") &&
-                    (json_object_get(msg, "result") || json_object_get(msg, "error"));
-    /* A client's error response may carry id null (a message it could not read). */
-    bool null_error = json_is_null(id) && response && json_object_get(msg, "error");
-    if (id && !json_is_string(id) && !json_is_integer(id) && !null_error)
-        return "id must be a string or an integer";
-    if (json_object_get(msg, "method") && !method)
-        return "method must be a string";
-    if (!method && !response)
-        return "a message needs a method, or an id with a result or error";
-    return NULL;
-}
-
 static const char *batch_shape_error(const json_t *batch)
 {
     if (json_array_size(batch) == 0)
@@ -884,7 +864,7 @@ static const char *batch_shape_error(const json_t *batch)
     const json_t *m;
     json_array_foreach(batch, i, m)
     {
-        const char *why = message_shape_error(m);
+        const char *why = mcp_message_shape_error(m);
         if (why)
             return why;
         if (strcmp(json_string_value(json_object_get(m, "method")) ?: "", "initialize") == 0)
@@ -916,7 +896,7 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
      * status: its error would otherwise go to the GET stream, or nowhere, and the POST of a
      * request with an unusable id would wait for ever. */
     bool batch = json_is_array(msg);
-    const char *shape = batch ? batch_shape_error(msg) : message_shape_error(msg);
+    const char *shape = batch ? batch_shape_error(msg) : mcp_message_shape_error(msg);
     if (shape) {
         json_decref(msg);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600, shape);
