@@ -2,7 +2,9 @@
  * it, bounded, with --json), passes stdin through, enforces the wall-clock limit, and exits
  * like the command: 124 on timeout, 137 when the OOM killer fired, 128+N on signal N.
  * SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed to the command; a second one kills everything
- * in the sandbox. Either way `run` cleans up (its cgroups) before it exits. */
+ * in the sandbox. Either way `run` cleans up (its cgroups) before it exits. SIGTSTP (Ctrl-Z)
+ * stops everything in the sandbox, then `run`; once continued, `run` continues the sandbox, and
+ * the time it stood stopped does not count against the timeout. */
 #include "cli.h"
 
 #include "jail/jail.h"
@@ -193,6 +195,23 @@ static json_t *stream_json(struct stream *s)
     return j ? j : json_string("");
 }
 
+/* Ctrl-Z: init stops every process in the sandbox, then this one stops as a shell expects (by
+ * SIGTSTP itself, which the kernel discards in an orphaned process group, where nothing would
+ * ever continue us). Returns how long we stood stopped. */
+static uint64_t stop_with_sandbox(struct jail *j)
+{
+    uint64_t t = now_ns();
+    jail_signal(j, SIGTSTP);
+    sigset_t tstp;
+    sigemptyset(&tstp);
+    sigaddset(&tstp, SIGTSTP);
+    raise(SIGTSTP); /* pending while blocked: its default action runs as it is unblocked */
+    sigprocmask(SIG_UNBLOCK, &tstp, NULL);
+    sigprocmask(SIG_BLOCK, &tstp, NULL);
+    jail_signal(j, SIGCONT);
+    return now_ns() - t;
+}
+
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 {
     struct run_opts o = {0};
@@ -209,6 +228,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
      * and init inherit the mask (and block everything anyway); the command gets a clean one. */
     sigset_t passed;
     cli_passed_signals(&passed);
+    sigaddset(&passed, SIGTSTP);
     sigprocmask(SIG_BLOCK, &passed, NULL);
     int sig_fd = signalfd(-1, &passed, SFD_CLOEXEC | SFD_NONBLOCK);
 
@@ -328,6 +348,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         if (i_sig >= 0 && pfd[i_sig].revents) {
             struct signalfd_siginfo si;
             while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo == SIGTSTP) {
+                    deadline += stop_with_sandbox(j);
+                    continue;
+                }
                 /* The first goes to the command (through init), which may handle it; a
                  * second means stop now. */
                 if (signals_seen++ == 0)

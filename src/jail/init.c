@@ -415,6 +415,12 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         int sig = sigwaitinfo(&all, &info);
         if (sig < 0)
             continue;
+        /* The caller's Ctrl-Z and its continue reach every process of the sandbox (kill -1
+         * spares init), with a stop that cannot be caught. */
+        if (sig == SIGTSTP || sig == SIGCONT) {
+            kill(-1, sig == SIGTSTP ? SIGSTOP : SIGCONT);
+            continue;
+        }
         if (sig != SIGCHLD) {
             kill(child, sig);
             continue;

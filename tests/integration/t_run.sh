@@ -116,4 +116,38 @@ runner=$!
 sleep 0.5
 kill -INT "$runner"; wait "$runner"; rc=$?
 expect "run: Ctrl-C (SIGINT) ends a command that does not handle it: exit 130" "^rc=130$" "rc=$rc"
+
+# Ctrl-Z (SIGTSTP) stops everything in the sandbox and then run; a continue resumes them all.
+# state_of PID: R, S, T (stopped), ... from /proc; pid_of_cmdline ARGS: the process run as that.
+state_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+pid_of_cmdline() {
+    for f in /proc/[0-9]*/cmdline; do
+        [ "$(tr '\0' ' ' < "$f" 2>/dev/null)" = "$1 " ] && { basename "${f%/cmdline}"; return; }
+    done
+}
+# wait_state PID STATE: until PID is in STATE (5 s at most).
+wait_state() { for _ in $(seq 1 100); do [ "$(state_of "$1")" = "$2" ] && return 0; sleep 0.05; done; return 1; }
+"$SBX" run -- /bin/sh -c 'sleep 4343 & echo ready; exec sleep 4344' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+bg=$(pid_of_cmdline "sleep 4343") fg=$(pid_of_cmdline "sleep 4344")
+states() { echo "run $(state_of "$runner"), command $(state_of "$fg"), its child $(state_of "$bg")"; }
+expect "run: (control) before Ctrl-Z everything runs ($(states))" "^run S, command S, its child S$" "$(states)"
+kill -TSTP "$runner"
+wait_state "$runner" T; wait_state "$bg" T
+expect "run: Ctrl-Z stops run, the command and its child ($(states))" "^run T, command T, its child T$" "$(states)"
+kill -CONT "$runner"
+wait_state "$fg" S; wait_state "$bg" S
+expect "run: a continue resumes them all ($(states))" "^run S, command S, its child S$" "$(states)"
+kill -TERM "$runner"; wait "$runner"
+# The time stopped does not count against the timeout: a 2 s command under --timeout 3, stopped
+# for 3 s, still finishes; the control, never stopped, under --timeout 1, does not.
+"$SBX" run --timeout 3 -- /bin/sh -c 'echo ready; sleep 2; echo finished' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -TSTP "$runner"; wait_state "$runner" T; sleep 3; kill -CONT "$runner"
+wait "$runner"; rc=$?
+expect "run: time stopped by Ctrl-Z is not counted against --timeout" "finished rc=0" "$(echo $(cat "$sig_out")) rc=$rc"
+out=$("$SBX" run --timeout 1 -- /bin/sh -c 'sleep 2; echo finished' 2>&1; echo "rc=$?")
+expect "run: (control) the same command past its timeout is killed (exit 124)" "rc=124" "$out"
 rm -f "$sig_out"
