@@ -211,6 +211,12 @@ static void schema_keywords_allow_and_deny(void **state)
         {"{\"a\":6}", "'a': must be at most 5"},
         {"{\"a\":\"3\"}", "'a': expected integer, got string"},
         {"{\"a\":1.5}", "'a': expected integer, got number"},
+        /* Whole, but past what an integer holds: never cast (that overflowed). */
+        {"{\"a\":1e19}", "'a': is a whole number too large for an integer"},
+        {"{\"a\":-1e19}", "'a': is a whole number too large for an integer"},
+        {"{\"a\":9223372036854775808.0}", "'a': is a whole number too large"},
+        {"{\"n\":1e19,\"a\":2}", NULL},
+        {"{\"a\":1,\"s\":5.0}", "'s': expected string, got number"},
         {"{\"a\":1,\"s\":\"x\"}", "'s': expected one of"},
         {"{\"a\":1,\"s\":\"abcd\"}", "'s': expected one of"},
         {"{\"a\":1,\"l\":[\"x\",1]}", "'l[1]': expected string"},
