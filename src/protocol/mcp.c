@@ -7,6 +7,7 @@
 #include "service/loop.h"
 #include "util.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -1004,6 +1005,25 @@ static bool too_big(struct mcp_session *s, size_t len)
     return true;
 }
 
+/* The id of a request that is valid JSON but that the strict parse refuses (an integer past
+ * 64 bits, a key given twice), read by a lenient parse: its client waits for an answer under
+ * that id, not under null. NULL when there is none, or none that survives a double exactly. */
+static json_t *refused_request_id(const char *buf, size_t len)
+{
+    json_t *loose = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, NULL);
+    const json_t *id = json_object_get(loose, "id");
+    json_t *out = NULL;
+    if (json_is_string(json_object_get(loose, "method"))) {
+        double d = json_real_value(id);
+        if (json_is_string(id))
+            out = json_incref((json_t *)id);
+        else if (json_is_real(id) && floor(d) == d && fabs(d) <= 0x1p53)
+            out = json_integer((json_int_t)d);
+    }
+    json_decref(loose);
+    return out;
+}
+
 enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len)
 {
     if (too_big(s, len))
@@ -1015,8 +1035,11 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
     if (!msg) {
         /* jansson's wording for bad bytes is cryptic; name the actual problem. */
         bool bad_utf8 = strstr(je.text, "decode byte") || strstr(je.text, "UTF-8");
-        send_error(s, NULL, RPC_PARSE_ERROR, "parse error: %s%s (line %d, column %d)",
-                   bad_utf8 ? "invalid UTF-8: " : "", je.text, je.line, je.column);
+        json_t *id = refused_request_id(buf, len);
+        send_error(s, id, id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR,
+                   "parse error: %s%s (line %d, column %d)", bad_utf8 ? "invalid UTF-8: " : "",
+                   je.text, je.line, je.column);
+        json_decref(id);
         return MCP_MSG_INVALID;
     }
     enum mcp_msg_kind kind = mcp_session_receive_json(s, msg, len);
