@@ -568,6 +568,14 @@ static int spawn_finish(struct jail *j, struct sbx_err *err)
             return sbx_fail_errno(err, -j->proxy_fd, "sandbox setup: receiving the proxy's socket");
     }
     if (j->persistent) {
+        /* Init is never the OOM killer's pick, where we may say so (CAP_SYS_RESOURCE): with the
+         * sandbox's memory full of its tmpfs files and its interpreter gone, init would be the
+         * last process to take, and the files would go with it. Init has raised its score for
+         * its workload and set it back by now. */
+        char adj[48];
+        snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)j->pid);
+        if (j->cg)
+            write_file_str(adj, "-1000");
         j->root_fd = receive_fd(j->status_fd, 'F');
         if (j->root_fd < 0)
             return sbx_fail_errno(err, -j->root_fd, "sandbox setup: receiving its root directory");

@@ -4,6 +4,7 @@
 #include "sandbox.h"
 
 #include "egress_proxy.h"
+#include "files.h"
 #include "history.h"
 #include "jail/features.h"
 #include "jail/jail.h"
@@ -23,13 +24,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/statfs.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define DRIVER_READY_MS   30000 /* a driver that is not ready by then is broken */
-#define REFILL_RETRY_MS   10000 /* after a failed warm-pool refill */
-#define SETUP_WAIT_MS     5000  /* the longest the loop waits for a sandbox's setup */
-#define MAX_QUICK_DEATHS  3     /* consecutive deaths before ready: the sandbox is broken */
+#define DRIVER_READY_MS  30000 /* a driver that is not ready by then is broken */
+#define REFILL_RETRY_MS  10000 /* after a failed warm-pool refill */
+#define SETUP_WAIT_MS    5000  /* the longest the loop waits for a sandbox's setup */
+#define MAX_QUICK_DEATHS 3     /* consecutive deaths before ready: the sandbox is broken */
+/* What a new interpreter needs to start (about 10 MiB here), with a margin. */
+#define INTERPRETER_ROOM (24ull << 20)
+/* A reset of a sandbox whose interpreter kept dying: time for the processes it killed to go. */
+#define REVIVE_DELAY_MS   50
 #define SWEEP_INTERVAL_MS 5000
 
 static json_t *string_array(const struct string_list *l)
@@ -65,6 +71,32 @@ int sandbox_root_fd(struct sandbox *sb)
      * (milliseconds, and only then). */
     settle_setup(sb);
     return sb->jail ? sb->jail->root_fd : -1;
+}
+
+uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
+{
+    struct sbx_err err = {0};
+    cleanup_fd int fd = files_open(sandbox_root_fd(sb), dir, O_RDONLY | O_DIRECTORY, &err);
+    struct statfs st;
+    if (fd < 0 || fstatfs(fd, &st) < 0)
+        return 0;
+    return (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+}
+
+static uint64_t files_memory_bytes(struct sandbox *sb)
+{
+    return sandbox_fs_used_bytes(sb, "/workspace") + sandbox_fs_used_bytes(sb, "/tmp");
+}
+
+void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len)
+{
+    uint64_t held = files_memory_bytes(sb);
+    buf[0] = '\0';
+    if (held >= sb->profile->memory_bytes / 4)
+        snprintf(buf, len,
+                 ", of which files in /workspace and /tmp hold %llu MiB: files there are "
+                 "memory; delete some, or reset_sandbox with clear_files",
+                 (unsigned long long)(held >> 20));
 }
 
 static void new_id(char *buf, size_t size)
@@ -201,6 +233,8 @@ static int start_driver(struct sandbox *sb)
 
 static void mark_broken(struct sandbox *sb, const char *why)
 {
+    /* Whatever broke it last, a reset can no longer just start an interpreter. */
+    sb->broken_revivable = false;
     if (sb->state == SBX_BROKEN)
         return;
     snprintf(sb->broken_reason, sizeof(sb->broken_reason), "%s", why);
@@ -383,6 +417,8 @@ static void discard_pending(int fd)
     }
 }
 
+static void start_interpreter_again(struct sandbox *sb);
+
 static void restart_driver(struct sandbox *sb)
 {
     channel_decoder_reset(&sb->dec);
@@ -395,12 +431,31 @@ static void restart_driver(struct sandbox *sb)
     if (!sb->reset_restart)
         sb->restarts_total++;
     sb->reset_restart = false;
-    if (++sb->restarts > MAX_QUICK_DEATHS) {
-        mark_broken(sb, "the Python interpreter keeps dying at startup");
+    /* Files in the sandbox's tmpfs may be what fills its memory: then a new interpreter would
+     * die at once, and init, raising its OOM score as it starts one, with it (the files too).
+     * Say so, and let a reset, which can delete them, start the interpreter again. */
+    bool no_room = files_memory_bytes(sb) + INTERPRETER_ROOM > sb->profile->memory_bytes;
+    if (no_room || ++sb->restarts > MAX_QUICK_DEATHS) {
+        char files[160], why[sizeof(sb->broken_reason)];
+        sandbox_memory_in_files(sb, files, sizeof(files));
+        if (files[0])
+            snprintf(why, sizeof(why),
+                     "the Python interpreter keeps dying at startup: out of memory (limit %llu "
+                     "MiB%s)",
+                     (unsigned long long)(sb->profile->memory_bytes >> 20), files);
+        else
+            snprintf(why, sizeof(why), "the Python interpreter keeps dying at startup");
+        mark_broken(sb, why);
+        sb->broken_revivable = true;
         return;
     }
-    int r = jail_workload_restart(sb->jail);
-    if (r < 0 || start_driver(sb) < 0) {
+    start_interpreter_again(sb);
+}
+
+/* A new interpreter in the living sandbox, once the old one is gone. */
+static void start_interpreter_again(struct sandbox *sb)
+{
+    if (jail_workload_restart(sb->jail) < 0 || start_driver(sb) < 0) {
         mark_broken(sb, "could not restart the Python interpreter");
         return;
     }
@@ -748,6 +803,8 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     exec_fail_all(sb, reason);
     if (sb->start_timer)
         ev_timer_cancel(sb->start_timer);
+    if (sb->revive_timer)
+        ev_timer_cancel(sb->revive_timer);
     release_sandbox(sb);
     if (sb->owner && svc->history) {
         history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
@@ -977,9 +1034,36 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
     return 0;
 }
 
+static void on_revive(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox *sb = data;
+    sb->revive_timer = NULL;
+    start_interpreter_again(sb);
+}
+
+bool sandbox_interpreter_down(const struct sandbox *sb)
+{
+    return sb->state == SBX_BROKEN && sb->broken_revivable;
+}
+
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
 {
     settle_setup(sb);
+    if (sandbox_interpreter_down(sb)) {
+        /* No interpreter runs, so no status record comes to start one: a timer does, once the
+         * processes left (a command still writing a file, say) are gone with what they hold,
+         * and the caller has cleared the files if asked. */
+        if (jail_workload_kill(sb->jail) < 0)
+            return sbx_fail(err, EIO, "could not stop the sandbox's processes");
+        sb->broken_revivable = false;
+        sb->broken_reason[0] = '\0';
+        sb->restarts = 0;
+        sb->restarts_total = 0;
+        sb->state = SBX_RESTARTING;
+        sb->revive_timer = ev_timer_add(sb->svc->loop, REVIVE_DELAY_MS, on_revive, sb);
+        return 0;
+    }
     if (sb->state == SBX_BROKEN)
         return sbx_fail(err, EIO, "%s", sb->broken_reason);
     /* What was running or waiting loses the interpreter's state, and its result says so. */

@@ -128,7 +128,9 @@ struct sandbox {
     struct ev_timer *start_timer; /* the driver must be ready in time */
     json_t *packages;             /* [{name, version}] installed in this sandbox */
     struct egress_proxy *proxy;   /* network: packages only */
-    char broken_reason[160];
+    char broken_reason[320];
+    bool broken_revivable; /* only the interpreter keeps dying: a reset may start it again */
+    struct ev_timer *revive_timer; /* such a reset's start of a new interpreter */
     /* The newest output files (exec.c): older ones are deleted, or they would fill /workspace. */
     char spill_kept[SANDBOX_SPILL_KEEP][96];
     unsigned spill_kept_next;
@@ -218,8 +220,11 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
 int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
                       const char *summary, json_t *argv, json_t *env, const char *cwd,
                       uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err);
-/* Kills the interpreter and starts a fresh one (variables gone, files kept). */
+/* Kills the interpreter and starts a fresh one (variables gone, files kept). A sandbox broken
+ * only because its interpreter kept dying at startup gets a fresh one too. */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
+/* Whether the sandbox has no interpreter until sandbox_restart_interpreter starts one. */
+bool sandbox_interpreter_down(const struct sandbox *sb);
 /* Records an execution in the history (written in a batch shortly after). */
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec);
@@ -242,6 +247,11 @@ json_t *sandbox_usage_json(struct sandbox *sb);
 const char *sandbox_state_name(enum sandbox_state st);
 /* The sandbox's root directory (for the file tools), or -1 if it has none. */
 int sandbox_root_fd(struct sandbox *sb);
+/* The bytes used on the file system of dir (/workspace or /tmp), 0 if unknown. */
+uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir);
+/* ", of which files in /workspace and /tmp hold N MiB (...)" when they hold a quarter of the
+ * memory limit or more, else "": tmpfs files are memory, charged to the sandbox that wrote them. */
+void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len);
 
 /* exec.c: the execution engine behind sandbox_exec. */
 void exec_start_next(struct sandbox *sb);

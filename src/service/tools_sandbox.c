@@ -111,8 +111,11 @@ static json_t *failure_error(const struct exec *e)
         snprintf(msg, sizeof(msg), "cancelled; the execution did not stop on interrupt; %s", lost);
     } else if (o->driver_died && o->oom_killed) {
         type = "MemoryError";
-        snprintf(msg, sizeof(msg), "the interpreter was killed: out of memory (limit %llu MiB); %s",
-                 (unsigned long long)(p->memory_bytes >> 20), lost);
+        char files[160];
+        sandbox_memory_in_files(e->sb, files, sizeof(files));
+        snprintf(msg, sizeof(msg),
+                 "the interpreter was killed: out of memory (limit %llu MiB%s); %s",
+                 (unsigned long long)(p->memory_bytes >> 20), files, lost);
     } else if (o->driver_died && o->bad_frame) {
         type = "InterpreterCrashed";
         snprintf(msg, sizeof(msg),
@@ -275,11 +278,14 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
     if (!f && o->driver_died)
         text_printf(&text, "[interpreter restarted: variables were lost; files kept]");
-    if (o->oom_killed && !o->driver_died)
+    if (o->oom_killed && !o->driver_died) {
+        char held[160];
+        sandbox_memory_in_files(sb, held, sizeof(held));
         text_printf(&text,
                     "[the OOM killer took a process of this run: the sandbox's memory limit is "
-                    "%llu MiB]",
-                    (unsigned long long)(sb->profile->memory_bytes >> 20));
+                    "%llu MiB%s]",
+                    (unsigned long long)(sb->profile->memory_bytes >> 20), held);
+    }
     if (files_incomplete)
         text_printf(&text,
                     "[not every changed file is listed: more than %d changed, or /workspace "
@@ -538,16 +544,6 @@ static void t_list_sandboxes(struct mcp_call *call, json_t *args, void *data)
     tool_finish(call, NULL, json_pack("{s:o}", "sandboxes", arr));
 }
 
-static uint64_t workspace_bytes(struct sandbox *sb)
-{
-    struct sbx_err err = {0};
-    cleanup_fd int fd = files_open(sandbox_root_fd(sb), "/workspace", O_RDONLY | O_DIRECTORY, &err);
-    struct statfs st;
-    if (fd < 0 || fstatfs(fd, &st) < 0)
-        return 0;
-    return (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
-}
-
 static json_t *layers_json(const struct sandbox *sb)
 {
     const struct jail *j = sb->jail;
@@ -587,7 +583,8 @@ static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data
     if (!sb)
         return;
     json_t *usage = sandbox_usage_json(sb);
-    json_object_set_new(usage, "workspace_bytes", json_integer((json_int_t)workspace_bytes(sb)));
+    json_object_set_new(usage, "workspace_bytes",
+                        json_integer((json_int_t)sandbox_fs_used_bytes(sb, "/workspace")));
     bool alive = sb->state == SBX_READY || sb->state == SBX_BUSY;
     json_t *sc = json_pack("{s:s, s:s?, s:s, s:s, s:f, s:o, s:o, s:{s:b, s:I, s:I}, s:O, s:o, s:I}",
                            "sandbox_id", sb->id, "name", sb->name, "profile", sb->profile->name,
@@ -625,6 +622,8 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
         return;
     struct sbx_err err = {0};
     bool clear = json_is_true(json_object_get(args, "clear_files"));
+    /* The interpreter is stopped now and starts again later, in the loop: the files go
+     * before it does (they may be what filled its memory). */
     if (sandbox_restart_interpreter(sb, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;

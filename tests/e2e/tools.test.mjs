@@ -549,6 +549,36 @@ test('a process the OOM killer takes is named in its run\'s result', async () =>
   await c.close();
 });
 
+test('files that fill the memory limit are named, and reset_sandbox with clear_files recovers', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id; // 256 MiB, 512 MiB workspace
+  let { sc, text } = await call(c, 'execute_command', { sandbox_id: id, command: 'head -c 300M /dev/zero > big; ls -s big' });
+  if (process.getuid() !== 0) {
+    // Rootless there is no memory group: the files are held to the workspace size alone.
+    assert.equal(sc.exit_code, 0);
+    assert.equal(sc.oom_killed, false);
+    await c.close();
+    return;
+  }
+  // tmpfs files are memory: the OOM killer takes a process of the sandbox, and the result says
+  // what holds the memory (the interpreter or only head, whichever it took).
+  assert.equal(sc.oom_killed, true);
+  assert.match(text, /256 MiB, of which files in \/workspace and \/tmp hold 2\d\d MiB/);
+  // The interpreter cannot start again while they do, and says why; the sandbox lives on.
+  ({ sc, text } = await run(c, '1 + 1', { sandbox_id: id }));
+  if (sc?.result !== '2')
+    assert.match(text, /files in \/workspace and \/tmp hold 2\d\d MiB.*reset_sandbox with clear_files/);
+  ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: id, clear_files: true }));
+  assert.equal(sc.files_cleared, true);
+  ({ sc, text } = await run(c, 'x = 1 + 1\nx', { sandbox_id: id }));
+  assert.equal(sc?.result, '2', text);
+  // (control) an OOM with nothing in the files names none.
+  ({ sc, text } = await call(c, 'execute_command', { sandbox_id: id, command: "python3 -c 'a = bytearray(400 << 20)'" }));
+  assert.equal(sc.oom_killed, true);
+  assert.doesNotMatch(text, /files in \/workspace/);
+  await c.close();
+});
+
 test('seed check: a matplotlib sine plot comes back as an image and a saved file', async () => {
   const c = await server();
   const { r, sc } = await run(c, [
