@@ -465,6 +465,22 @@ static void start_interpreter_again(struct sandbox *sb)
             ev_timer_add(sb->svc->loop, sb->svc->ready_timeout_ms, on_ready_timeout, sb);
 }
 
+/* A ready interpreter held the state of the owner's earlier cells (a pooled one held nobody's):
+ * the next result says it is gone, and why. */
+static void note_idle_death(struct sandbox *sb, int exit_code, int term_signal)
+{
+    uint64_t kills = jail_oom_kills(sb->jail);
+    sb->idle_death = (struct idle_death){
+        .pending = true,
+        .exit_code = exit_code,
+        .term_signal = term_signal,
+        .oom_killed = kills > sb->oom_kills_seen,
+        .bad_frame = sb->channel_poisoned,
+    };
+    /* Seen now: the next run's own OOM check must not count this kill again. */
+    sb->oom_kills_seen = kills;
+}
+
 static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
 {
     (void)loop;
@@ -484,6 +500,8 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
         }
         log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
         bool was_busy = sb->state == SBX_BUSY;
+        if (sb->state == SBX_READY && sb->owner)
+            note_idle_death(sb, code, sig);
         if (sb->state != SBX_BROKEN)
             sb->state = SBX_RESTARTING;
         if (was_busy) {
@@ -1060,6 +1078,7 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
         sb->broken_reason[0] = '\0';
         sb->restarts = 0;
         sb->restarts_total = 0;
+        sb->idle_death.pending = false;
         sb->state = SBX_RESTARTING;
         sb->revive_timer = ev_timer_add(sb->svc->loop, REVIVE_DELAY_MS, on_revive, sb);
         return 0;
@@ -1076,6 +1095,7 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
         return sbx_fail(err, EIO, "could not stop the interpreter");
     sb->restarts_total = 0;
     sb->reset_restart = true;
+    sb->idle_death.pending = false; /* the reset's own result says the interpreter restarted */
     sb->state = SBX_RESTARTING;
     return 0;
 }

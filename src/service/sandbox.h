@@ -38,6 +38,17 @@ enum sandbox_state {
     SBX_BROKEN,       /* the sandbox itself ended; only close is left */
 };
 
+/* How an interpreter that died between executions ended. Its successor has none of the state
+ * of earlier cells, which the next result must say: the model would otherwise meet a NameError
+ * it cannot explain. */
+struct idle_death {
+    bool pending; /* no result has said so yet */
+    int exit_code;
+    int term_signal;
+    bool oom_killed;
+    bool bad_frame; /* the service killed it: its channel carried a malformed frame */
+};
+
 /* How an execution ended, for its result and the metrics. */
 struct exec_outcome {
     json_t *frame; /* the driver's result frame, NULL if none came */
@@ -51,6 +62,8 @@ struct exec_outcome {
     bool bad_frame;   /* killed by the service: its channel carried a malformed frame */
     uint64_t cpu_ns;  /* CPU time of the run (see account_cpu in exec.c) */
     char reason[256]; /* why it failed when there is no frame */
+    /* Pending when the interpreter had died before this run, and this result says so. */
+    struct idle_death idle_death;
 };
 
 struct exec;
@@ -119,6 +132,8 @@ struct sandbox {
     uint64_t restarts_total; /* interpreter restarts since creation or reset, as reported */
     uint64_t oom_kills_seen; /* the cgroup's OOM kill count when last looked at */
     bool reset_restart;      /* the next restart is a reset's, not a death's */
+    /* The interpreter died while ready, for the next result to say. */
+    struct idle_death idle_death;
     bool pooled;
     bool is_default; /* the owner's default sandbox */
     bool closing;

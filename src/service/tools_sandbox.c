@@ -91,49 +91,56 @@ static json_t *error_object(const char *type, const char *message, const char *t
     return json_pack("{s:s, s:s, s:s?}", "type", type, "message", message, "traceback", traceback);
 }
 
+static const char state_lost[] = "the interpreter was restarted, so variables and imports were "
+                                 "lost; files in /workspace are kept";
+
+/* How the interpreter died, as a clause for a message. */
+static void describe_death(char *buf, size_t size, struct sandbox *sb, int exit_code,
+                           int term_signal, bool oom_killed, bool bad_frame)
+{
+    char files[160];
+    if (oom_killed) {
+        sandbox_memory_in_files(sb, files, sizeof(files));
+        snprintf(buf, size, "the interpreter was killed: out of memory (limit %llu MiB%s)",
+                 (unsigned long long)(sb->profile->memory_bytes >> 20), files);
+    } else if (bad_frame)
+        snprintf(buf, size,
+                 "the interpreter's control channel carried a malformed or oversized frame "
+                 "(code in the sandbox wrote to its fd 4), so everything in the sandbox was "
+                 "stopped");
+    else if (term_signal)
+        snprintf(buf, size, "the interpreter was killed by signal %d (%s)%s", term_signal,
+                 signal_label(term_signal),
+                 term_signal == SIGKILL ? ", possibly by the memory limit" : "");
+    else
+        snprintf(buf, size, "the interpreter exited with status %d (os._exit or a fatal error)",
+                 exit_code);
+}
+
 /* Why an execution without a result frame ended, in words for the caller. */
 static json_t *failure_error(const struct exec *e)
 {
     const struct exec_outcome *o = &e->outcome;
-    const struct sbx_profile *p = e->sb->profile;
     char msg[512];
     const char *type = "SandboxError";
-    const char *lost = "the interpreter was restarted, so variables and imports were lost; "
-                       "files in /workspace are kept";
     if (o->driver_died && o->timed_out) {
         type = "TimeoutError";
         snprintf(msg, sizeof(msg),
                  "execution timed out after %.1f s and did not stop on "
                  "interrupt; %s",
-                 e->timeout_ms / 1000.0, lost);
+                 e->timeout_ms / 1000.0, state_lost);
     } else if (o->driver_died && o->cancelled) {
         type = "Cancelled";
-        snprintf(msg, sizeof(msg), "cancelled; the execution did not stop on interrupt; %s", lost);
-    } else if (o->driver_died && o->oom_killed) {
-        type = "MemoryError";
-        char files[160];
-        sandbox_memory_in_files(e->sb, files, sizeof(files));
-        snprintf(msg, sizeof(msg),
-                 "the interpreter was killed: out of memory (limit %llu MiB%s); %s",
-                 (unsigned long long)(p->memory_bytes >> 20), files, lost);
-    } else if (o->driver_died && o->bad_frame) {
-        type = "InterpreterCrashed";
-        snprintf(msg, sizeof(msg),
-                 "the interpreter's control channel carried a malformed or oversized frame "
-                 "(code in the sandbox wrote to its fd 4), so everything in the sandbox was "
-                 "stopped; %s",
-                 lost);
-    } else if (o->driver_died && o->term_signal) {
-        type = "InterpreterCrashed";
-        snprintf(msg, sizeof(msg), "the interpreter was killed by signal %d (%s)%s; %s",
-                 o->term_signal, signal_label(o->term_signal),
-                 o->term_signal == SIGKILL ? ", possibly by the memory limit" : "", lost);
+        snprintf(msg, sizeof(msg), "cancelled; the execution did not stop on interrupt; %s",
+                 state_lost);
     } else if (o->driver_died) {
-        type = "InterpreterExited";
-        snprintf(msg, sizeof(msg),
-                 "the interpreter exited with status %d (os._exit or a fatal "
-                 "error); %s",
-                 o->exit_code, lost);
+        type = o->oom_killed                    ? "MemoryError"
+               : o->bad_frame || o->term_signal ? "InterpreterCrashed"
+                                                : "InterpreterExited";
+        char death[256];
+        describe_death(death, sizeof(death), e->sb, o->exit_code, o->term_signal, o->oom_killed,
+                       o->bad_frame);
+        snprintf(msg, sizeof(msg), "%s; %s", death, state_lost);
     } else {
         snprintf(msg, sizeof(msg), "%s", o->reason[0] ? o->reason : "the execution did not finish");
     }
@@ -204,6 +211,17 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         sb->oom_kills_seen = kills;
     }
 
+    /* The interpreter died between executions: the first result someone reads since then says
+     * so, unless its own run killed the interpreter again, which says as much. */
+    if (sb->idle_death.pending && e->call) {
+        if (!o->driver_died)
+            e->outcome.idle_death = sb->idle_death;
+        e->outcome.interpreter_restarted = true;
+        sb->idle_death.pending = false;
+    }
+    const struct idle_death *idle = &o->idle_death;
+    bool oom_killed = o->oom_killed || (idle->pending && idle->oom_killed);
+
     size_t out_len = 0, err_len = 0;
     char *out = outbuf_render(&e->out, &out_len);
     char *errs = outbuf_render(&e->err, &err_len);
@@ -260,6 +278,14 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     json_t *files = json_array();
     json_t *content = json_array();
     struct text_block text = {0};
+    /* First, so that it is read before the NameError it explains. */
+    if (idle->pending) {
+        char death[256];
+        describe_death(death, sizeof(death), sb, idle->exit_code, idle->term_signal,
+                       idle->oom_killed, idle->bad_frame);
+        text_printf(&text, "[before this run, while the sandbox was idle, %s; %s]", death,
+                    state_lost);
+    }
     if (out_len)
         text_string(&text, "", jout);
     if (err_len)
@@ -376,7 +402,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         exit_code, "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
         "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes", (json_int_t)peak,
         "cpu_ms", (double)cpu_ns / 1e6, "files", files, "files_incomplete", files_incomplete,
-        "oom_killed", o->oom_killed);
+        "oom_killed", oom_killed);
     free(out);
     free(errs);
     free(text.buf);

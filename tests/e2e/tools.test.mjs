@@ -579,6 +579,93 @@ test('files that fill the memory limit are named, and reset_sandbox with clear_f
   await c.close();
 });
 
+// Waits, without a fixed sleep, until the server has restarted the sandbox's interpreter
+// `count` times since creation (get_sandbox_status does not queue behind executions).
+async function restartsReach(client, count, extra = {}) {
+  const until = Date.now() + 30000;
+  for (;;) {
+    const { sc } = await call(client, 'get_sandbox_status', extra);
+    if (sc.interpreter.restarts >= count && sc.state === 'ready')
+      return;
+    assert.ok(Date.now() < until, `no restart: ${JSON.stringify(sc.interpreter)}, state ${sc.state}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test('an interpreter that dies while the sandbox is idle is reported once, by the next result', async () => {
+  const c = await server();
+  // A thread of the cell segfaults after the cell has returned.
+  let { sc, text } = await run(c, 'data = [1, 2, 3]\nimport threading, time, ctypes\n' +
+    'threading.Thread(target=lambda: (time.sleep(0.3), ctypes.string_at(0))).start()');
+  assert.equal(sc.success, true);
+  assert.equal(sc.interpreter_restarted, false);
+  await restartsReach(c, 1);
+  ({ sc, text } = await run(c, 'data'));
+  assert.equal(sc.interpreter_restarted, true);
+  assert.equal(sc.error.type, 'NameError');
+  assert.match(text, /^\[before this run, while the sandbox was idle, the interpreter was killed by signal 11 /);
+  assert.match(text, /the interpreter was restarted, so variables and imports were lost; files in \/workspace are kept\]/);
+  assert.match(text, /NameError/);
+  // Said once: the next result is back to normal.
+  ({ sc, text } = await run(c, 'data = [4]\nlen(data)'));
+  assert.equal(sc.result, '1');
+  assert.equal(sc.interpreter_restarted, false);
+  assert.doesNotMatch(text, /restarted/);
+
+  // os._exit from a thread: the exit status is named.
+  await run(c, 'import threading, os, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(3))).start()');
+  await restartsReach(c, 2);
+  ({ sc, text } = await run(c, 'data'));
+  assert.equal(sc.interpreter_restarted, true);
+  assert.equal(sc.error.type, 'NameError');
+  assert.match(text, /while the sandbox was idle, the interpreter exited with status 3 /);
+  ({ sc } = await run(c, '1 + 1'));
+  assert.equal(sc.interpreter_restarted, false);
+
+  // execute_command's result has the same shape, and is the next result just as well.
+  await run(c, 'import threading, os, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(4))).start()');
+  await restartsReach(c, 3);
+  ({ sc, text } = await call(c, 'execute_command', { command: 'echo hi' }));
+  assert.equal(sc.stdout, 'hi\n');
+  assert.equal(sc.interpreter_restarted, true);
+  assert.match(text, /idle, the interpreter exited with status 4 /);
+  ({ sc } = await run(c, '1 + 1'));
+  assert.equal(sc.interpreter_restarted, false);
+
+  // A reset in between already says the interpreter restarted: nothing is left to report.
+  await run(c, 'import threading, os, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(5))).start()');
+  await restartsReach(c, 4);
+  ({ sc } = await call(c, 'reset_sandbox', {}));
+  assert.equal(sc.interpreter_restarted, true);
+  ({ sc, text } = await run(c, '1 + 1'));
+  assert.equal(sc.interpreter_restarted, false);
+  assert.doesNotMatch(text, /restarted/);
+  await c.close();
+});
+
+test('an interpreter the OOM killer takes while the sandbox is idle is reported by the next result', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id; // 256 MiB
+  let { sc, text } = await run(c, "model = 'trained'\nimport threading, time\ndef work():\n" +
+    '    time.sleep(0.3)\n    a = []\n    while True:\n        a.append(bytearray(16 << 20))\n' +
+    'threading.Thread(target=work, daemon=True).start()', { sandbox_id: id });
+  assert.equal(sc.success, true);
+  if (process.getuid() !== 0) {
+    // Rootless the limit is an rlimit: the thread gets a MemoryError and the interpreter lives.
+    await c.close();
+    return;
+  }
+  await restartsReach(c, 1, { sandbox_id: id });
+  ({ sc, text } = await run(c, 'model', { sandbox_id: id }));
+  assert.equal(sc.interpreter_restarted, true);
+  assert.equal(sc.oom_killed, true);
+  assert.match(text, /while the sandbox was idle, the interpreter was killed: out of memory \(limit 256 MiB\)/);
+  ({ sc } = await run(c, '1 + 1', { sandbox_id: id }));
+  assert.equal(sc.interpreter_restarted, false);
+  assert.equal(sc.oom_killed, false);
+  await c.close();
+});
+
 test('seed check: a matplotlib sine plot comes back as an image and a saved file', async () => {
   const c = await server();
   const { r, sc } = await run(c, [
