@@ -1060,7 +1060,8 @@ static void on_revive(struct ev_loop *loop, void *data)
     start_interpreter_again(sb);
 }
 
-bool sandbox_interpreter_down(const struct sandbox *sb)
+/* Whether the sandbox has no interpreter until sandbox_restart_interpreter starts one. */
+static bool interpreter_down(const struct sandbox *sb)
 {
     return sb->state == SBX_BROKEN && sb->broken_revivable;
 }
@@ -1068,7 +1069,7 @@ bool sandbox_interpreter_down(const struct sandbox *sb)
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
 {
     settle_setup(sb);
-    if (sandbox_interpreter_down(sb)) {
+    if (interpreter_down(sb)) {
         /* No interpreter runs, so no status record comes to start one: a timer does, once the
          * processes left (a command still writing a file, say) are gone with what they hold,
          * and the caller has cleared the files if asked. */

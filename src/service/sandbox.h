@@ -238,8 +238,6 @@ int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *lan
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). A sandbox broken
  * only because its interpreter kept dying at startup gets a fresh one too. */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
-/* Whether the sandbox has no interpreter until sandbox_restart_interpreter starts one. */
-bool sandbox_interpreter_down(const struct sandbox *sb);
 /* Records an execution in the history (written in a batch shortly after). */
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec);
