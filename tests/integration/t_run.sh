@@ -118,6 +118,10 @@ kill -INT "$runner"; wait "$runner"; rc=$?
 expect "run: Ctrl-C (SIGINT) ends a command that does not handle it: exit 130" "^rc=130$" "rc=$rc"
 
 # Ctrl-Z (SIGTSTP) stops everything in the sandbox and then run; a continue resumes them all.
+# The kernel stops a process on SIGTSTP only where a shell could continue it: run is started in
+# a process group of its own under this shell, as a shell starts a job (this script may itself
+# run in an orphaned group, as under setsid, where nothing would ever stop).
+as_job=(python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])')
 # state_of PID: R, S, T (stopped), ... from /proc; pid_of_cmdline ARGS: the process run as that.
 state_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
 pid_of_cmdline() {
@@ -127,7 +131,7 @@ pid_of_cmdline() {
 }
 # wait_state PID STATE: until PID is in STATE (5 s at most).
 wait_state() { for _ in $(seq 1 100); do [ "$(state_of "$1")" = "$2" ] && return 0; sleep 0.05; done; return 1; }
-"$SBX" run -- /bin/sh -c 'sleep 4343 & echo ready; exec sleep 4344' > "$sig_out" 2>&1 &
+"${as_job[@]}" "$SBX" run -- /bin/sh -c 'sleep 4343 & echo ready; exec sleep 4344' > "$sig_out" 2>&1 &
 runner=$!
 wait_ready "$sig_out"
 bg=$(pid_of_cmdline "sleep 4343") fg=$(pid_of_cmdline "sleep 4344")
@@ -140,14 +144,24 @@ kill -CONT "$runner"
 wait_state "$fg" S; wait_state "$bg" S
 expect "run: a continue resumes them all ($(states))" "^run S, command S, its child S$" "$(states)"
 kill -TERM "$runner"; wait "$runner"
-# The time stopped does not count against the timeout: a 2 s command under --timeout 3, stopped
-# for 3 s, still finishes; the control, never stopped, under --timeout 1, does not.
-"$SBX" run --timeout 3 -- /bin/sh -c 'echo ready; sleep 2; echo finished' > "$sig_out" 2>&1 &
+# In an orphaned process group (a session of its own) the kernel discards the stop, and run
+# stops nothing either: no shell could ever continue them.
+setsid "$SBX" run -- /bin/sh -c 'sleep 4345 & echo ready; exec sleep 4346' > "$sig_out" 2>&1 &
 runner=$!
 wait_ready "$sig_out"
-kill -TSTP "$runner"; wait_state "$runner" T; sleep 3; kill -CONT "$runner"
+bg=$(pid_of_cmdline "sleep 4345") fg=$(pid_of_cmdline "sleep 4346")
+kill -TSTP "$runner"; sleep 0.5
+expect "run: (control) orphaned, Ctrl-Z stops nothing ($(states))" "^run S, command S, its child S$" "$(states)"
+kill -TERM "$runner"; wait "$runner"
+# The time stopped does not count against the timeout: a 2 s command under --timeout 3, stopped
+# for 3 s, still finishes; the control, never stopped, under --timeout 1, does not.
+"${as_job[@]}" "$SBX" run --timeout 3 -- /bin/sh -c 'echo ready; sleep 2; echo finished' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -TSTP "$runner"; wait_state "$runner" T; stopped=$(state_of "$runner"); sleep 3; kill -CONT "$runner"
 wait "$runner"; rc=$?
-expect "run: time stopped by Ctrl-Z is not counted against --timeout" "finished rc=0" "$(echo $(cat "$sig_out")) rc=$rc"
+expect "run: time stopped by Ctrl-Z is not counted against --timeout" "finished rc=0 stopped=T" \
+    "$(echo $(cat "$sig_out")) rc=$rc stopped=$stopped"
 out=$("$SBX" run --timeout 1 -- /bin/sh -c 'sleep 2; echo finished' 2>&1; echo "rc=$?")
 expect "run: (control) the same command past its timeout is killed (exit 124)" "rc=124" "$out"
 rm -f "$sig_out"
