@@ -1069,35 +1069,30 @@ static bool interpreter_down(const struct sandbox *sb)
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
 {
     settle_setup(sb);
-    if (interpreter_down(sb)) {
-        /* No interpreter runs, so no status record comes to start one: a timer does, once the
-         * processes left (a command still writing a file, say) are gone with what they hold,
-         * and the caller has cleared the files if asked. */
-        if (jail_workload_kill(sb->jail) < 0)
-            return sbx_fail(err, EIO, "could not stop the sandbox's processes");
-        sb->broken_revivable = false;
-        sb->broken_reason[0] = '\0';
-        sb->restarts = 0;
-        sb->restarts_total = 0;
-        sb->idle_death.pending = false;
-        sb->state = SBX_RESTARTING;
-        sb->revive_timer = ev_timer_add(sb->svc->loop, REVIVE_DELAY_MS, on_revive, sb);
-        return 0;
-    }
-    if (sb->state == SBX_BROKEN)
+    bool revive = interpreter_down(sb);
+    if (sb->state == SBX_BROKEN && !revive)
         return sbx_fail(err, EIO, "%s", sb->broken_reason);
     /* What was running or waiting loses the interpreter's state, and its result says so. */
     for (struct exec *e = sb->queue; e; e = e->next)
         e->outcome.interpreter_restarted = true;
     exec_fail_all(sb, "the sandbox was reset");
-    /* The status record of the killed workload triggers the restart (on_status). */
-    sb->restarts = 0;
     if (jail_workload_kill(sb->jail) < 0)
         return sbx_fail(err, EIO, "could not stop the interpreter");
+    sb->restarts = 0;
     sb->restarts_total = 0;
-    sb->reset_restart = true;
     sb->idle_death.pending = false; /* the reset's own result says the interpreter restarted */
     sb->state = SBX_RESTARTING;
+    if (!revive) {
+        /* The status record of the killed workload triggers the restart (on_status). */
+        sb->reset_restart = true;
+        return 0;
+    }
+    /* No interpreter ran, so no status record comes to start one: a timer does, once the
+     * processes left (a command still writing a file, say) are gone with what they hold, and
+     * the caller has cleared the files if asked. */
+    sb->broken_revivable = false;
+    sb->broken_reason[0] = '\0';
+    sb->revive_timer = ev_timer_add(sb->svc->loop, REVIVE_DELAY_MS, on_revive, sb);
     return 0;
 }
 

@@ -35,7 +35,8 @@ enum sandbox_state {
     SBX_READY,        /* idle, driver ready */
     SBX_BUSY,         /* an execution runs */
     SBX_RESTARTING,   /* the driver died or was killed; a fresh one is on its way */
-    SBX_BROKEN,       /* the sandbox itself ended; only close is left */
+    SBX_BROKEN,       /* the sandbox ended (only close is left), or its interpreter cannot
+                         start (broken_revivable: a reset may start one) */
 };
 
 /* How an interpreter that died between executions ended. Its successor has none of the state
