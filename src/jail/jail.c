@@ -313,8 +313,7 @@ static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan
     plan->pass_fds = spec->pass_fds;
     plan->n_pass_fds = spec->n_pass_fds;
     plan->persistent = spec->persistent;
-    plan->rootless = geteuid() != 0;
-    plan->setgroups_denied = plan->rootless || own_setgroups_denied();
+    plan->setgroups_denied = geteuid() != 0 || own_setgroups_denied();
     plan->proxy_port = spec->persistent ? spec->proxy_port : 0;
     plan->cap_last = cap_last_cap();
     plan->ignored = ignored_signals();
@@ -507,7 +506,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     cleanup_closep(&st->err_pipe[1]);
     cleanup_closep(&st->status_pipe[1]);
 
-    bool rootless = st->plan.rootless;
+    bool rootless = geteuid() != 0;
     uid_t host_uid = rootless ? geteuid() : cfg->host_uid;
     gid_t host_gid = rootless ? getegid() : cfg->host_uid;
     int r = write_id_maps(j->pid, cfg->sandbox_uid, host_uid, host_gid, rootless);
@@ -572,10 +571,11 @@ static int spawn_finish(struct jail *j, struct sbx_err *err)
          * sandbox's memory full of its tmpfs files and its interpreter gone, init would be the
          * last process to take, and the files would go with it. Init has raised its score for
          * its workload and set it back by now. */
-        char adj[48];
-        snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)j->pid);
-        if (j->cg)
+        if (j->cg) {
+            char adj[48];
+            snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)j->pid);
             write_file_str(adj, "-1000");
+        }
         j->root_fd = receive_fd(j->status_fd, 'F');
         if (j->root_fd < 0)
             return sbx_fail_errno(err, -j->root_fd, "sandbox setup: receiving its root directory");

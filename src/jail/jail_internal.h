@@ -54,11 +54,10 @@ struct jail_child_plan {
     int err_fd;      /* cloexec: EOF at exec means success */
     int status_fd;   /* init reports the workload's wait status (a socket when persistent) */
     bool persistent; /* init outlives the workload and can start it again */
-    /* The server is not root: it writes the id maps unprivileged, which denies setgroups in the
-     * new user namespace. */
-    bool rootless;
-    bool setgroups_denied; /* rootless, or so in the server's own user namespace already */
-    uint16_t proxy_port;   /* listen here in the new network namespace; 0: no listener */
+    /* The server is not root (it writes the id maps unprivileged, which denies setgroups in
+     * the new user namespace), or setgroups is denied in its own user namespace already. */
+    bool setgroups_denied;
+    uint16_t proxy_port; /* listen here in the new network namespace; 0: no listener */
     int cap_last;
     uint64_t ignored; /* signals the server ignores (bit sig-1): SIG_IGN would survive exec */
     bool cgroup_active;

@@ -36,11 +36,16 @@ static bool type_is(const json_t *s, const char *want)
     return json_is_string(t) && strcmp(json_string_value(t), want) == 0;
 }
 
+static bool real_is_whole(const json_t *v)
+{
+    return json_is_real(v) && floor(json_real_value(v)) == json_real_value(v);
+}
+
 /* A whole real that a json_int_t holds: 1e19 is whole, but no cast makes it an integer. */
 static bool real_is_integer(const json_t *v)
 {
     double d = json_real_value(v);
-    return floor(d) == d && d >= -0x1p63 && d < 0x1p63;
+    return real_is_whole(v) && d >= -0x1p63 && d < 0x1p63;
 }
 
 static bool type_matches(const char *want, const json_t *v)
@@ -50,7 +55,7 @@ static bool type_matches(const char *want, const json_t *v)
     /* An integer is a number too; a whole real (5.0) passes as an integer. */
     if (json_is_integer(v))
         return strcmp(want, "number") == 0;
-    return json_is_real(v) && strcmp(want, "integer") == 0 && real_is_integer(v);
+    return strcmp(want, "integer") == 0 && real_is_integer(v);
 }
 
 /* Where the validator is in the value: a chain of keys and indexes back to the root, spelled
@@ -149,8 +154,7 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
     find_keywords(s, &kw);
     const json_t *t = kw.type;
     if (json_is_string(t) && !type_matches(json_string_value(t), v)) {
-        if (strcmp(json_string_value(t), "integer") == 0 && json_is_real(v) &&
-            floor(json_real_value(v)) == json_real_value(v))
+        if (strcmp(json_string_value(t), "integer") == 0 && real_is_whole(v))
             return fail(msg, len, path, "is a whole number too large for an integer%s%s", "", "");
         return fail(msg, len, path, "expected %s, got %s", json_string_value(t), type_name(v));
     }
