@@ -4,11 +4,13 @@
 # fds 1 and 2 untouched.
 #
 # An idle sandbox is mostly this interpreter, so the driver is frugal: it runs under
-# `python3 -I -S` and imports only C modules up front (posix, _json, _signal, _weakref, _ast,
-# _ctypes). Everything else (traceback, ast, subprocess, site) is imported when first needed.
+# `python3 -I -S` and imports only C modules up front (posix, errno, _json, _signal,
+# _weakref, _ast, _ctypes). Everything else (traceback, ast, subprocess, site) is imported
+# when first needed.
 import _json
 import _signal
 import _weakref
+import errno
 import posix
 import sys
 
@@ -575,8 +577,13 @@ class Driver:
         try:
             return self.format_exception(etype, value, tb)
         except BaseException:
-            return {"type": getattr(etype, "__name__", "Exception"),
-                    "message": "<the error could not be formatted>", "traceback": None}
+            # Formatting imports traceback, which needs a free fd; the message may still do.
+            try:
+                message = self.clip(str(value))
+            except BaseException:
+                message = "<the error could not be formatted>"
+            return {"type": getattr(etype, "__name__", "Exception"), "message": message,
+                    "traceback": None}
 
     def compile_statement(self, code, name):
         # One line holding one simple statement that is not an expression compiles straight
@@ -594,7 +601,12 @@ class Driver:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         if self.print_pair is False:
-            opmap = _own("opcode").opmap
+            try:
+                opmap = _own("opcode").opmap
+            except Exception:
+                # The import needs a free fd, and the user's code may hold them all: the AST
+                # path needs none, and the next cell tries again.
+                return None
             # 3.11 prints with PRINT_EXPR; 3.12 on with CALL_INTRINSIC_1 1 (INTRINSIC_PRINT).
             if "PRINT_EXPR" in opmap:
                 self.print_pair = bytes((opmap["PRINT_EXPR"], 0))
@@ -719,13 +731,18 @@ class Driver:
             self.running = False
 
     def run_command(self, argv, cwd, env=None):
-        signal, subprocess = _own("signal"), _own("subprocess")
-
         try:
+            # The imports are inside: they open files too, and a cell may have used every fd.
+            signal, subprocess = _own("signal"), _own("subprocess")
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
                                      cwd=cwd or self.workspace, start_new_session=True)
         except OSError as e:
-            return False, {"type": type(e).__name__, "message": str(e), "traceback": None}, 127, False
+            message = str(e)
+            if e.errno == errno.EMFILE:
+                message += " (every file descriptor of the interpreter is in use: close the" \
+                           " files your code opened, or reset the sandbox)"
+            return False, {"type": type(e).__name__, "message": message, "traceback": None}, \
+                127, False
         interrupted = False
         try:
             self.start_running()

@@ -510,6 +510,31 @@ test('a crashed interpreter (os._exit, segfault) gives a clear result and the sa
   await c.close();
 });
 
+
+test('code that holds every file descriptor open still runs; a command says why it cannot start', async () => {
+  const c = await server();
+  let { sc } = await run(c, "import os\nfds = []\ntry:\n    while True:\n        fds.append(os.open('/dev/null', os.O_RDONLY))\nexcept OSError as e:\n    print(e.errno)");
+  assert.equal(sc.stdout, '24\n');
+  // Each cell runs: its own error is the result, never the driver's.
+  ({ sc } = await run(c, 'n = len(fds)'));
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  ({ sc } = await run(c, '1/0'));
+  assert.equal(sc.error.type, 'ZeroDivisionError');
+  assert.equal(sc.error.message, 'division by zero');
+  ({ sc } = await call(c, 'execute_command', { command: 'echo hi' }));
+  assert.equal(sc.success, false);
+  assert.equal(sc.exit_code, 127);
+  assert.equal(sc.error.type, 'OSError');
+  assert.match(sc.error.message, /Too many open files.*close the files your code opened/);
+  // (control) once the code frees them, commands start again, and the state is whole.
+  ({ sc } = await run(c, 'for f in fds: os.close(f)'));
+  assert.equal(sc.success, true);
+  ({ sc } = await call(c, 'execute_command', { command: 'echo hi' }));
+  assert.equal(sc.stdout, 'hi\n');
+  ({ sc } = await run(c, 'n'));
+  assert.ok(Number(sc.result) > 100, sc.result);
+  await c.close();
+});
 test('running out of memory gives a clear result and the sandbox stays usable', async () => {
   const c = await server();
   const { sc } = await call(c, 'create_sandbox', { profile: 'tight' });
