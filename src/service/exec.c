@@ -370,13 +370,13 @@ void exec_on_frame(struct sandbox *sb, json_t *frame)
                  json_string_value(json_object_get(frame, "message")), NULL);
 }
 
-void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal)
+void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, bool restarting)
 {
     struct exec *e = sb->queue;
     if (!e)
         return;
     e->outcome.driver_died = true;
-    e->outcome.interpreter_restarted = true;
+    e->outcome.interpreter_restarted = restarting;
     e->outcome.exit_code = exit_code;
     e->outcome.term_signal = term_signal;
     e->outcome.bad_frame = sb->channel_poisoned;

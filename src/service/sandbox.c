@@ -419,7 +419,15 @@ static void discard_pending(int fd)
 
 static void start_interpreter_again(struct sandbox *sb);
 
-static void restart_driver(struct sandbox *sb)
+/* Files in the sandbox's tmpfs may be what fills its memory: then a new interpreter would die
+ * at once, and init, raising its OOM score as it starts one, with it (the files too). */
+static bool interpreter_has_room(struct sandbox *sb)
+{
+    return files_memory_bytes(sb) + INTERPRETER_ROOM <= sb->profile->memory_bytes;
+}
+
+/* has_room: interpreter_has_room, as the result of the run that died was told. */
+static void restart_driver(struct sandbox *sb, bool has_room)
 {
     channel_decoder_reset(&sb->dec);
     /* Whatever the dead driver left in the channel belongs to no request, and what it did not
@@ -431,25 +439,23 @@ static void restart_driver(struct sandbox *sb)
     if (!sb->reset_restart)
         sb->restarts_total++;
     sb->reset_restart = false;
-    /* Files in the sandbox's tmpfs may be what fills its memory: then a new interpreter would
-     * die at once, and init, raising its OOM score as it starts one, with it (the files too).
-     * Say so, and let a reset, which can delete them, start the interpreter again. */
-    bool no_room = files_memory_bytes(sb) + INTERPRETER_ROOM > sb->profile->memory_bytes;
-    if (no_room || ++sb->restarts > MAX_QUICK_DEATHS) {
-        char files[160], why[sizeof(sb->broken_reason)];
-        sandbox_memory_in_files(sb, files, sizeof(files));
-        if (files[0])
-            snprintf(why, sizeof(why),
-                     "the Python interpreter keeps dying at startup: out of memory (limit %llu "
-                     "MiB%s)",
-                     (unsigned long long)(sb->profile->memory_bytes >> 20), files);
-        else
-            snprintf(why, sizeof(why), "the Python interpreter keeps dying at startup");
-        mark_broken(sb, why);
-        sb->broken_revivable = true;
+    /* Without room, say why, and let a reset, which can delete the files, start one again. */
+    char why[sizeof(sb->broken_reason)];
+    if (!has_room)
+        snprintf(why, sizeof(why),
+                 "no Python interpreter is started while files in /workspace and /tmp hold "
+                 "%llu MiB of the sandbox's %llu MiB memory limit: files there are memory; "
+                 "reset_sandbox with clear_files deletes them",
+                 (unsigned long long)(files_memory_bytes(sb) >> 20),
+                 (unsigned long long)(sb->profile->memory_bytes >> 20));
+    else if (++sb->restarts > MAX_QUICK_DEATHS)
+        snprintf(why, sizeof(why), "the Python interpreter keeps dying at startup");
+    else {
+        start_interpreter_again(sb);
         return;
     }
-    start_interpreter_again(sb);
+    mark_broken(sb, why);
+    sb->broken_revivable = true;
 }
 
 /* A new interpreter in the living sandbox, once the old one is gone. */
@@ -500,6 +506,7 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
         }
         log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
         bool was_busy = sb->state == SBX_BUSY;
+        bool has_room = interpreter_has_room(sb);
         if (sb->state == SBX_READY && sb->owner)
             note_idle_death(sb, code, sig);
         if (sb->state != SBX_BROKEN)
@@ -508,12 +515,12 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
             sandbox_drain_output(sb);
             if (sb->closing)
                 return;
-            exec_on_driver_exit(sb, code, sig);
+            exec_on_driver_exit(sb, code, sig, has_room);
             if (sb->closing)
                 return;
         }
         if (sb->state != SBX_BROKEN)
-            restart_driver(sb);
+            restart_driver(sb, has_room);
     }
 }
 

@@ -271,7 +271,8 @@ void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len);
 void exec_start_next(struct sandbox *sb);
 void exec_on_frame(struct sandbox *sb, json_t *frame);
 void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len);
-void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal);
+/* The interpreter died during the running execution; restarting: whether a new one starts. */
+void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, bool restarting);
 void exec_fail_all(struct sandbox *sb, const char *reason);
 void exec_free(struct exec *e);
 

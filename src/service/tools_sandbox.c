@@ -94,6 +94,16 @@ static json_t *error_object(const char *type, const char *message, const char *t
 static const char state_lost[] = "the interpreter was restarted, so variables and imports were "
                                  "lost; files in /workspace are kept";
 
+/* What a run whose interpreter died left behind. */
+static const char *state_after(const struct exec_outcome *o)
+{
+    return o->interpreter_restarted
+               ? state_lost
+               : "variables and imports were lost, and no interpreter is started again while "
+                 "files in /workspace and /tmp leave no room for one (reset_sandbox with "
+                 "clear_files deletes them)";
+}
+
 /* How the interpreter died, as a clause for a message. */
 static void describe_death(char *buf, size_t size, struct sandbox *sb, int exit_code,
                            int term_signal, bool oom_killed, bool bad_frame)
@@ -128,11 +138,11 @@ static json_t *failure_error(const struct exec *e)
         snprintf(msg, sizeof(msg),
                  "execution timed out after %.1f s and did not stop on "
                  "interrupt; %s",
-                 e->timeout_ms / 1000.0, state_lost);
+                 e->timeout_ms / 1000.0, state_after(o));
     } else if (o->driver_died && o->cancelled) {
         type = "Cancelled";
         snprintf(msg, sizeof(msg), "cancelled; the execution did not stop on interrupt; %s",
-                 state_lost);
+                 state_after(o));
     } else if (o->driver_died) {
         type = o->oom_killed                    ? "MemoryError"
                : o->bad_frame || o->term_signal ? "InterpreterCrashed"
@@ -140,7 +150,7 @@ static json_t *failure_error(const struct exec *e)
         char death[256];
         describe_death(death, sizeof(death), e->sb, o->exit_code, o->term_signal, o->oom_killed,
                        o->bad_frame);
-        snprintf(msg, sizeof(msg), "%s; %s", death, state_lost);
+        snprintf(msg, sizeof(msg), "%s; %s", death, state_after(o));
     } else {
         snprintf(msg, sizeof(msg), "%s", o->reason[0] ? o->reason : "the execution did not finish");
     }
@@ -303,7 +313,9 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         }
     }
     if (!f && o->driver_died)
-        text_printf(&text, "[interpreter restarted: variables were lost; files kept]");
+        text_printf(&text, o->interpreter_restarted
+                               ? "[interpreter restarted: variables were lost; files kept]"
+                               : "[interpreter not restarted: files leave it no room]");
     if (o->oom_killed && !o->driver_died) {
         char held[160];
         sandbox_memory_in_files(sb, held, sizeof(held));

@@ -597,10 +597,26 @@ test('files that fill the memory limit are named, and reset_sandbox with clear_f
   assert.equal(sc.files_cleared, true);
   ({ sc, text } = await run(c, 'x = 1 + 1\nx', { sandbox_id: id }));
   assert.equal(sc?.result, '2', text);
-  // (control) an OOM with nothing in the files names none.
+  // The interpreter alone fills the memory with files: the OOM killer takes it, and its result
+  // says that no new one starts, never that it restarted.
+  ({ sc, text } = await run(c, "with open('big', 'wb') as f:\n    for i in range(300):\n        f.write(bytes(1 << 20))", { sandbox_id: id }));
+  assert.equal(sc.oom_killed, true, text);
+  assert.equal(sc.interpreter_restarted, false);
+  assert.match(sc.error.message, /no interpreter is started again while files in \/workspace and \/tmp leave no room/);
+  assert.doesNotMatch(text, /interpreter (was )?restarted/);
+  ({ text } = await run(c, '1 + 1', { sandbox_id: id }));
+  assert.match(text, /no Python interpreter is started while files in \/workspace and \/tmp hold 2\d\d MiB of the sandbox's 256 MiB memory limit/);
+  ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: id, clear_files: true }));
+  assert.equal(sc.files_cleared, true);
+  ({ sc, text } = await run(c, 'x = 3\nx', { sandbox_id: id }));
+  assert.equal(sc?.result, '3', text);
+  // (control) an OOM with nothing in the files names none, and the interpreter restarts.
   ({ sc, text } = await call(c, 'execute_command', { sandbox_id: id, command: "python3 -c 'a = bytearray(400 << 20)'" }));
   assert.equal(sc.oom_killed, true);
   assert.doesNotMatch(text, /files in \/workspace/);
+  ({ sc, text } = await run(c, 'a = bytearray(400 << 20)', { sandbox_id: id }));
+  assert.equal(sc.interpreter_restarted, true, text);
+  assert.match(text, /interpreter was restarted/);
   await c.close();
 });
 
