@@ -1024,21 +1024,29 @@ static json_t *refused_request_id(const char *buf, size_t len)
     return out;
 }
 
-enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len)
+json_t *mcp_parse(const char *buf, size_t len, char *why, size_t size)
 {
-    if (too_big(s, len))
-        return MCP_MSG_INVALID;
     json_error_t je;
-    /* NUL is allowed through the parser so that such a request gets its own id back. */
     json_t *msg =
         json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!msg) {
         /* jansson's wording for bad bytes is cryptic; name the actual problem. */
         bool bad_utf8 = strstr(je.text, "decode byte") || strstr(je.text, "UTF-8");
+        snprintf(why, size, "parse error: %s%s (line %d, column %d)",
+                 bad_utf8 ? "invalid UTF-8: " : "", je.text, je.line, je.column);
+    }
+    return msg;
+}
+
+enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len)
+{
+    if (too_big(s, len))
+        return MCP_MSG_INVALID;
+    char why[JSON_ERROR_TEXT_LENGTH + 64];
+    json_t *msg = mcp_parse(buf, len, why, sizeof(why));
+    if (!msg) {
         json_t *id = refused_request_id(buf, len);
-        send_error(s, id, id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR,
-                   "parse error: %s%s (line %d, column %d)", bad_utf8 ? "invalid UTF-8: " : "",
-                   je.text, je.line, je.column);
+        send_error(s, id, id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s", why);
         json_decref(id);
         return MCP_MSG_INVALID;
     }

@@ -79,6 +79,11 @@ const json_t *mcp_batch_first_request_id(const json_t *batch);
  * request's answer refuses such a message itself, with the reason. */
 const char *mcp_message_shape_error(const json_t *msg);
 
+/* Parses a message as the protocol does (a key given twice refused; NUL inside strings let
+ * through, for the schema to refuse under the request's own id). NULL on failure, with why
+ * it failed in words in why[size]. */
+json_t *mcp_parse(const char *buf, size_t len, char *why, size_t size);
+
 /* Tools are data: a definition table plus a handler. Handlers are asynchronous: they get a
  * call and finish it later (from a timer or fd callback on the same loop), or right away. */
 struct mcp_call;

@@ -885,13 +885,11 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
                       "Content-Type must be application/json");
     if (rq->too_big)
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
-    json_error_t jerr;
-    /* Parsed once, here, as the protocol layer would (duplicate keys refused). */
-    json_t *msg = json_loadb(rq->body ? rq->body : "", rq->len,
-                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    /* Parsed once, here, as the protocol layer would. */
+    char parse_error[JSON_ERROR_TEXT_LENGTH + 64];
+    json_t *msg = mcp_parse(rq->body ? rq->body : "", rq->len, parse_error, sizeof(parse_error));
     if (!msg)
-        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,
-                      "parse error: the body must be one JSON-RPC message (an object)");
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700, parse_error);
     /* A message the protocol layer could only answer with id null is refused here, with a
      * status: its error would otherwise go to the GET stream, or nowhere, and the POST of a
      * request with an unusable id would wait for ever. */
@@ -1244,10 +1242,14 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
         !http_content_type_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
         return refuse(t, c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32600,
                       "Content-Type must be application/json");
-    json_t *args = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
+    /* Parsed as /mcp parses (a NUL in a string reaches the schema, which names it). */
+    char why[JSON_ERROR_TEXT_LENGTH + 64];
+    json_t *args = rq->len ? mcp_parse(rq->body, rq->len, why, sizeof(why)) : json_object();
+    if (!args)
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700, why);
     if (!json_is_object(args)) {
         json_decref(args);
-        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700,
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
                       "the body must be a JSON object of the tool's arguments");
     }
     struct http_session *s = rest_session(t, principal);

@@ -551,7 +551,26 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   assert.ok((await r.json()).error);
   r = await call('run_code', {});
   assert.equal((await r.json()).isError, true, 'bad arguments come back as a tool error, as over MCP');
-  assert.equal((await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '[1' })).status, 400);
+  // A body the protocol would refuse is refused as /mcp refuses it, and for the reason it has.
+  const raw = (body) => fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+  for (const [body, code, why] of [
+    ['[1', -32700, /parse error: .*line 1/],
+    ['{"code": "1", "code": "2"}', -32700, /parse error: duplicate object key/],
+    ['{"code": "1", "timeout_s": 123456789012345678901234567890}', -32700, /parse error: too big integer/],
+    ['[1]', -32600, /must be a JSON object of the tool's arguments/]]) {
+    r = await raw(body);
+    assert.equal(r.status, 400, body);
+    const { error } = await r.json();
+    assert.equal(error.code, code, body);
+    assert.match(error.message, why, body);
+  }
+  // A NUL reaches the tool's schema, which names it, as over /mcp.
+  r = await raw('{"code": "print(1)\\u0000"}');
+  const nul = JSON.stringify(await r.json());
+  assert.match(nul, /NUL/, nul);
+  // (control) the same body without the second key runs.
+  r = await raw('{"code": "print(7)"}');
+  assert.equal((await r.json()).structuredContent.stdout, '7\n');
   // A body must be declared JSON (a text/plain form is what a page may send cross-site).
   r = await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: '{"code":"1"}' });
   assert.equal(r.status, 415);
