@@ -156,6 +156,26 @@ static int open_as_seen_inside(int root_fd, const char *canon, int flags)
     return fd;
 }
 
+/* New inodes on the sandbox's tmpfs must belong to an id mapped in its user namespace (a
+ * root server's uid 0 is not), and should belong to the sandbox user anyway: create them as
+ * that user. The server is single-threaded, so the switch covers nothing else. */
+struct fs_ids {
+    uid_t uid;
+    gid_t gid;
+};
+
+static struct fs_ids become(uid_t uid, gid_t gid)
+{
+    struct fs_ids old = {.uid = (uid_t)setfsuid(uid), .gid = (gid_t)setfsgid(gid)};
+    return old;
+}
+
+static void restore(struct fs_ids old)
+{
+    setfsuid(old.uid);
+    setfsgid(old.gid);
+}
+
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
 {
     const char *rest;
@@ -169,6 +189,15 @@ int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
         fd = open_as_seen_inside(root_fd, canon, flags);
     if (fd < 0)
         return open_fail(err, e, canon, false);
+    return fd;
+}
+
+int files_open_as(int root_fd, const char *canon, int flags, uid_t uid, gid_t gid,
+                  struct sbx_err *err)
+{
+    struct fs_ids old = become(uid, gid);
+    int fd = files_open(root_fd, canon, flags, err);
+    restore(old);
     return fd;
 }
 
@@ -188,11 +217,13 @@ int files_remove(int root_fd, const char *canon, struct sbx_err *err)
     return 0;
 }
 
-int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length, uint64_t max,
-               char **data, size_t *len, uint64_t *size, struct sbx_err *err)
+int files_read(int root_fd, const char *canon, uid_t uid, gid_t gid, uint64_t offset,
+               uint64_t length, uint64_t max, char **data, size_t *len, uint64_t *size,
+               struct sbx_err *err)
 {
     /* O_NONBLOCK: a FIFO planted by sandbox code must not hang the server. */
-    cleanup_fd int fd = files_open(root_fd, canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, err);
+    cleanup_fd int fd =
+        files_open_as(root_fd, canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, uid, gid, err);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -271,26 +302,6 @@ static int open_parent(int root_fd, const char *canon, bool create, char *base, 
         cur = next;
     }
     return cur;
-}
-
-/* New inodes on the sandbox's tmpfs must belong to an id mapped in its user namespace (a
- * root server's uid 0 is not), and should belong to the sandbox user anyway: create them as
- * that user. The server is single-threaded, so the switch covers nothing else. */
-struct fs_ids {
-    uid_t uid;
-    gid_t gid;
-};
-
-static struct fs_ids become(uid_t uid, gid_t gid)
-{
-    struct fs_ids old = {.uid = (uid_t)setfsuid(uid), .gid = (gid_t)setfsgid(gid)};
-    return old;
-}
-
-static void restore(struct fs_ids old)
-{
-    setfsuid(old.uid);
-    setfsgid(old.gid);
 }
 
 static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err)
@@ -417,6 +428,7 @@ static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         char *path = xasprintf("%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
+        json_t *entry = NULL;
         if (l->seen++ < l->skip) {
             /* passed over, but its subtree is counted the same way */
         } else if (json_array_size(l->entries) >= l->max) {
@@ -430,9 +442,8 @@ static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
              * hidden, it would hide its whole subtree too. */
             char *shown = xstrdup(path);
             bool lossy = utf8_scrub(shown, strlen(shown)) > 0;
-            json_t *entry =
-                json_pack("{s:s, s:s, s:I, s:s}", "path", shown, "type", type_of(st.st_mode),
-                          "size", (json_int_t)st.st_size, "mtime", mtime);
+            entry = json_pack("{s:s, s:s, s:I, s:s}", "path", shown, "type", type_of(st.st_mode),
+                              "size", (json_int_t)st.st_size, "mtime", mtime);
             if (lossy)
                 json_object_set_new(entry, "path_not_utf8", json_true());
             json_array_append_new(l->entries, entry);
@@ -446,17 +457,21 @@ static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
                 list_dir(sub, path, depth + 1, l);
             else if (depth >= MAX_DEPTH)
                 l->truncated = true; /* deeper than listed: said, not hidden */
+            else if (errno == EACCES && entry)
+                json_object_set_new(entry, "unreadable", json_true());
         }
         free(path);
     }
     closedir(d);
 }
 
-int files_list(int root_fd, const char *canon, bool recursive, size_t skip, size_t max_entries,
-               json_t **entries, bool *truncated, struct sbx_err *err)
+int files_list(int root_fd, const char *canon, uid_t uid, gid_t gid, bool recursive, size_t skip,
+               size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err)
 {
+    struct fs_ids old = become(uid, gid);
     int fd = files_open(root_fd, canon, O_RDONLY | O_DIRECTORY, err);
     if (fd < 0) {
+        restore(old);
         if (err->code == ENOTDIR)
             sbx_fail(err, ENOTDIR, "%s is not a directory: use read_file", canon);
         return -1;
@@ -464,6 +479,7 @@ int files_list(int root_fd, const char *canon, bool recursive, size_t skip, size
     struct listing l = {
         .recursive = recursive, .skip = skip, .max = max_entries, .entries = json_array()};
     list_dir(fd, canon, 0, &l);
+    restore(old);
     *entries = l.entries;
     *truncated = l.truncated;
     return 0;

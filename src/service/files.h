@@ -29,14 +29,19 @@ int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_
 
 /* Opens canon (from files_canonical) with flags (O_CLOEXEC added). */
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err);
+/* Same, with the file access rights of uid:gid, the sandbox user's: what it may not read (a
+ * file of mode 000, say), the server does not read for it either. */
+int files_open_as(int root_fd, const char *canon, int flags, uid_t uid, gid_t gid,
+                  struct sbx_err *err);
 
 /* Removes a file (or the symlink itself) at canon; a missing file is not an error. */
 int files_remove(int root_fd, const char *canon, struct sbx_err *err);
 
-/* Reads up to length bytes (0: up to max) from offset of a regular file. *size gets the file
- * size. */
-int files_read(int root_fd, const char *canon, uint64_t offset, uint64_t length, uint64_t max,
-               char **data, size_t *len, uint64_t *size, struct sbx_err *err);
+/* Reads up to length bytes (0: up to max) from offset of a regular file, opened as uid:gid
+ * (see files_open_as). *size gets the file size. */
+int files_read(int root_fd, const char *canon, uid_t uid, gid_t gid, uint64_t offset,
+               uint64_t length, uint64_t max, char **data, size_t *len, uint64_t *size,
+               struct sbx_err *err);
 
 /* Creates or replaces a regular file (parents created, owned by uid:gid like the sandbox
  * user's own files), whole or not at all: a failed write leaves the old content. Refuses to
@@ -46,11 +51,12 @@ int files_write(int root_fd, const char *canon, const void *data, size_t len, ui
 /* Same, returning an open fd for appending (output spill files). */
 int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err);
 
-/* Lists a directory: entries {path, type, size, mtime}. Recursion does not follow symlinks.
- * The first skip entries are passed over, at most max_entries are returned, and *truncated
- * says that more exist (or that a tree is deeper than is listed). */
-int files_list(int root_fd, const char *canon, bool recursive, size_t skip, size_t max_entries,
-               json_t **entries, bool *truncated, struct sbx_err *err);
+/* Lists a directory as uid:gid may (see files_open_as): entries {path, type, size, mtime}, and
+ * "unreadable" on a directory that recursion could not enter. Recursion does not follow
+ * symlinks. The first skip entries are passed over, at most max_entries are returned, and
+ * *truncated says that more exist (or that a tree is deeper than is listed). */
+int files_list(int root_fd, const char *canon, uid_t uid, gid_t gid, bool recursive, size_t skip,
+               size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err);
 
 /* Removes everything inside /workspace (reset_sandbox clear_files), however deep; uid:gid is
  * the sandbox user's. Fails when something could not be removed. */

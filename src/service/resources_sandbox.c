@@ -52,8 +52,7 @@ static int read_file_resource(const char *uri, void *data, json_t **contents, st
     char *buf = NULL;
     size_t len = 0;
     uint64_t size = 0;
-    if (files_read(sandbox_root_fd(sb), canon, 0, 0, RESOURCE_READ_MAX, &buf, &len, &size, err) <
-        0) {
+    if (sandbox_read_file(sb, canon, 0, 0, RESOURCE_READ_MAX, &buf, &len, &size, err) < 0) {
         /* Missing, a directory, or a link out of the sandbox: all look like "not found". */
         err->code = ENOENT;
         return -1;

@@ -73,6 +73,24 @@ int sandbox_root_fd(struct sandbox *sb)
     return sb->jail ? sb->jail->root_fd : -1;
 }
 
+int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err)
+{
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(sb->svc, &uid, &gid);
+    return files_open_as(sandbox_root_fd(sb), canon, flags, uid, gid, err);
+}
+
+int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, uint64_t length,
+                      uint64_t max, char **data, size_t *len, uint64_t *size, struct sbx_err *err)
+{
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(sb->svc, &uid, &gid);
+    return files_read(sandbox_root_fd(sb), canon, uid, gid, offset, length, max, data, len, size,
+                      err);
+}
+
 uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
 {
     struct sbx_err err = {0};

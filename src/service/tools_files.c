@@ -58,8 +58,12 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
     struct sbx_err err = {0};
     json_t *entries = NULL;
     bool truncated = false;
-    if (files_list(sandbox_root_fd(sb), canon, json_is_true(json_object_get(args, "recursive")),
-                   offset, LIST_MAX, &entries, &truncated, &err) < 0) {
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(sb->svc, &uid, &gid);
+    if (files_list(sandbox_root_fd(sb), canon, uid, gid,
+                   json_is_true(json_object_get(args, "recursive")), offset, LIST_MAX, &entries,
+                   &truncated, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
@@ -81,9 +85,10 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
         const json_t *p = json_object_get(v, "path");
         char *quoted =
             strpbrk(json_string_value(p), "\n\r") ? json_dumps(p, JSON_ENCODE_ANY) : NULL;
-        fprintf(out, "\n%-9s %10lld  %s", json_string_value(json_object_get(v, "type")),
+        fprintf(out, "\n%-9s %10lld  %s%s", json_string_value(json_object_get(v, "type")),
                 (long long)json_integer_value(json_object_get(v, "size")),
-                quoted ? quoted : json_string_value(p));
+                quoted ? quoted : json_string_value(p),
+                json_is_true(json_object_get(v, "unreadable")) ? "  [unreadable]" : "");
         free(quoted);
     }
     if (truncated)
@@ -143,8 +148,7 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
     char *buf = NULL;
     size_t len = 0;
     uint64_t size = 0;
-    if (files_read(sandbox_root_fd(sb), canon, offset, length, READ_MAX, &buf, &len, &size, &err) <
-        0) {
+    if (sandbox_read_file(sb, canon, offset, length, READ_MAX, &buf, &len, &size, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }

@@ -78,8 +78,7 @@ static json_t *read_report(struct sandbox *sb, const char *path)
     uint64_t size = 0;
     json_t *installed = NULL;
     if (!path ||
-        files_read(sandbox_root_fd(sb), path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, &err) <
-            0 ||
+        sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, &err) < 0 ||
         packages_parse_report(data, len, &installed, &err) < 0)
         installed = json_array();
     free(data);

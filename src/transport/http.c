@@ -1153,7 +1153,7 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
     struct sbx_err err = {0};
     int fd = files_canonical(path, canon, sizeof(canon), &err) < 0
                  ? -1
-                 : files_open(sandbox_root_fd(sb), canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, &err);
+                 : sandbox_open_file(sb, canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, &err);
     free(path);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -332,6 +332,31 @@ test('reset_sandbox clear_files removes any tree, however deep or locked', async
   await c.close();
 });
 
+test('read_file and list_files see only what the sandbox user may read', async () => {
+  const c = await server();
+  await run(c, "import os\nopen('secret.txt', 'w').write('hidden')\nos.chmod('secret.txt', 0)\nos.makedirs('d/e')\nopen('d/e/f.txt', 'w').write('deep')\nos.chmod('d', 0)");
+  for (const path of ['secret.txt', 'd/e/f.txt']) {
+    const { r, text } = await call(c, 'read_file', { path });
+    assert.equal(r.isError, true, text);
+    assert.match(text, /Permission denied/);
+    assert.doesNotMatch(text, /hidden|deep/);
+  }
+  let { r, sc, text } = await call(c, 'list_files', { path: 'd' });
+  assert.equal(r.isError, true);
+  assert.match(text, /Permission denied/);
+  ({ sc, text } = await call(c, 'list_files', { recursive: true }));
+  assert.deepEqual(sc.entries.filter((e) => e.path.startsWith('/workspace/d')).map((e) => [e.path, e.unreadable]),
+    [['/workspace/d', true]]);
+  assert.match(text, /\/workspace\/d {2}\[unreadable\]/);
+  // (control) the same files once the user may read them again.
+  await run(c, "os.chmod('secret.txt', 0o600)\nos.chmod('d', 0o755)");
+  assert.equal((await call(c, 'read_file', { path: 'secret.txt' })).sc.content, 'hidden');
+  assert.equal((await call(c, 'read_file', { path: 'd/e/f.txt' })).sc.content, 'deep');
+  ({ sc } = await call(c, 'list_files', { path: 'd', recursive: true }));
+  assert.deepEqual(sc.entries.map((e) => [e.path, e.unreadable]), [['/workspace/d/e', undefined], ['/workspace/d/e/f.txt', undefined]]);
+  await c.close();
+});
+
 test('read_file slices of UTF-8 text stay text; a piece of an image is no image', async () => {
   const c = await server();
   await run(c, "open('/workspace/t.md', 'w', encoding='utf-8').write('a' + 'é' * (3 << 20))");
