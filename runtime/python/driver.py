@@ -490,11 +490,17 @@ class Driver:
             if len(images) < self.max_images and len(data) <= self.max_image_bytes:
                 images.append({"mime": "image/png", "data": base64.b64encode(data).decode()})
             else:
+                # A figure that cannot be saved (the user's code put a file where the
+                # directory goes, say) costs only itself: the others still come back.
                 d = os.path.join(self.figures_dir, "figures")
-                os.makedirs(d, exist_ok=True)
                 path = os.path.join(d, "fig-%s-%d.png" % (exec_id, n + 1))
-                with open(path, "wb") as f:
-                    f.write(data)
+                try:
+                    os.makedirs(d, exist_ok=True)
+                    with open(path, "wb") as f:
+                        f.write(data)
+                except OSError as e:
+                    print("figure %s could not be saved: %s" % (num, e), file=sys.stderr)
+                    continue
                 files.append(path)
         plt.close("all")
         if files:

@@ -113,7 +113,7 @@ test('guard lists come from the configuration', async () => {
 
 test('at most 4 figures come back inline; more, and oversized ones, are saved and linked', async () => {
   const c = await server('');
-  const { r, sc } = await call(c, 'run_code', {
+  let { r, sc } = await call(c, 'run_code', {
     code: [
       'import numpy as np, matplotlib.pyplot as plt',
       'for i in range(5):',
@@ -130,5 +130,20 @@ test('at most 4 figures come back inline; more, and oversized ones, are saved an
   assert.equal(links.length, 2, 'the fifth small figure and the big one are linked');
   const read = await c.readResource({ uri: links[links.length - 1].uri });
   assert.equal(read.contents[0].mimeType, 'image/png');
+  // Where the figures would be saved is a file now: those figures are named as lost on
+  // stderr, and the four inline ones still come back.
+  ({ r, sc } = await call(c, 'run_code', {
+    code: [
+      'import shutil',
+      "shutil.rmtree('/workspace/.mcp')",
+      "open('/workspace/.mcp', 'w').write('not a directory')",
+      'for i in range(6):',
+      '    plt.figure(); plt.plot([0, i])',
+    ].join('\n'),
+  }));
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  assert.equal(r.content.filter((x) => x.type === 'image').length, 4);
+  assert.equal(r.content.filter((x) => x.type === 'resource_link').length, 0);
+  assert.equal(sc.stderr.match(/could not be saved: \[Errno 20\] Not a directory/g).length, 2, sc.stderr);
   await c.close();
 });
