@@ -56,6 +56,8 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* Same, for the memory controller alone (on v1; v2 has one group for all). */
+int cgroup_attach_memory(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* v1: move the calling thread alone (not its process) into the group, so that what it clones
  * next is born there, and back out after the clone. A thread that moves itself skips the lock
  * that moving a process takes for writing (cgroup_threadgroup_rwsem, whose RCU grace period cost

@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -994,6 +995,54 @@ int jail_read_cpu_ns(struct jail *j, uint64_t *out)
     if (!j->cg)
         return -ENOTSUP;
     return cgroup_read_cpu_ns(j->cg, out);
+}
+
+int jail_write_charged(struct jail *j, int fd, const void *data, size_t len)
+{
+    if (!j || !j->cg)
+        return write_all(fd, data, len);
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0)
+        return -errno;
+    /* A fork, not a thread or CLONE_VM: a page is charged to the group of its mm's owner. */
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(go[0]);
+        close(go[1]);
+        return -e;
+    }
+    if (pid == 0) {
+        /* Async-signal-safe calls only: the server has other threads. */
+        close(go[1]);
+        char c;
+        if (read(go[0], &c, 1) != 1)
+            _exit(ECANCELED);
+        int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (adj >= 0 && write(adj, "1000", 4) < 0) {
+            /* the write goes on; only the choice of victim is left to the kernel */
+        }
+        _exit(-write_all(fd, data, len));
+    }
+    close(go[0]);
+    /* The move is the server's to make, whatever fs ids its caller took for the file. */
+    uid_t fsuid = (uid_t)setfsuid(geteuid());
+    gid_t fsgid = (gid_t)setfsgid(getegid());
+    struct sbx_err err = {0};
+    int r = cgroup_attach_memory(j->cg, pid, &err) < 0 ? -err.code : 0;
+    setfsuid(fsuid);
+    setfsgid(fsgid);
+    if (r == 0 && write(go[1], "w", 1) != 1)
+        r = -errno;
+    close(go[1]); /* without the go-ahead, the child ends unwritten */
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (r < 0)
+        return r;
+    if (WIFSIGNALED(st))
+        return WTERMSIG(st) == SIGKILL ? -ENOMEM : -EIO;
+    return -WEXITSTATUS(st);
 }
 
 void jail_destroy(struct jail *j)

@@ -341,7 +341,7 @@ int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sb
  * The existing file is opened first, as the in-place write did, so that its type, owner and
  * permissions refuse what they refused before; its mode carries over. */
 static int replace_as_user(int root_fd, const char *canon, const void *data, size_t len, uid_t uid,
-                           gid_t gid, struct sbx_err *err)
+                           gid_t gid, files_writer writer, void *ctx, struct sbx_err *err)
 {
     char base[256];
     cleanup_fd int dir = open_parent(root_fd, canon, true, base, sizeof(base), err);
@@ -369,7 +369,7 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
         files_openat2(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0777, STRICT);
     if (fd < 0)
         return open_fail(err, errno, canon, true);
-    int r = write_all(fd, data, len);
+    int r = writer ? writer(fd, data, len, ctx) : write_all(fd, data, len);
     int e = r < 0 ? -r : 0;
     /* The old file's mode exactly, which the umask would have trimmed. */
     if (!e && existed && fchmod(fd, mode) < 0)
@@ -386,10 +386,10 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
 }
 
 int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
-                struct sbx_err *err)
+                files_writer writer, void *ctx, struct sbx_err *err)
 {
     struct fs_ids old = become(uid, gid);
-    int r = replace_as_user(root_fd, canon, data, len, uid, gid, err);
+    int r = replace_as_user(root_fd, canon, data, len, uid, gid, writer, ctx, err);
     restore(old);
     return r;
 }

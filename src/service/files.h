@@ -43,11 +43,14 @@ int files_read(int root_fd, const char *canon, uid_t uid, gid_t gid, uint64_t of
                uint64_t length, uint64_t max, char **data, size_t *len, uint64_t *size,
                struct sbx_err *err);
 
+/* How files_write puts the bytes into the file it opened: 0 or -errno (write_all when NULL). */
+typedef int (*files_writer)(int fd, const void *data, size_t len, void *ctx);
+
 /* Creates or replaces a regular file (parents created, owned by uid:gid like the sandbox
  * user's own files), whole or not at all: a failed write leaves the old content. Refuses to
  * write through a symlink. */
 int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
-                struct sbx_err *err);
+                files_writer writer, void *ctx, struct sbx_err *err);
 /* Same, returning an open fd for appending (output spill files). */
 int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err);
 

@@ -91,6 +91,33 @@ int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, ui
                       err);
 }
 
+static int write_charged(int fd, const void *data, size_t len, void *jail)
+{
+    return jail_write_charged(jail, fd, data, len);
+}
+
+int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, size_t len,
+                       struct sbx_err *err)
+{
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(sb->svc, &uid, &gid);
+    int root_fd = sandbox_root_fd(sb);
+    if (files_write(root_fd, canon, data, len, uid, gid, write_charged, sb->jail, err) == 0)
+        return 0;
+    if (err->code == ENOMEM && sb->jail) {
+        /* The OOM killer took the writer: that kill belongs to no run. */
+        sb->oom_kills_seen = jail_oom_kills(sb->jail);
+        char files[160];
+        sandbox_memory_in_files(sb, files, sizeof(files));
+        sbx_fail(err, ENOMEM,
+                 "%s: not written: it does not fit in the sandbox's %llu MiB memory limit%s", canon,
+                 (unsigned long long)(sb->profile->memory_bytes >> 20),
+                 files[0] ? files : " (files in /workspace and /tmp are memory)");
+    }
+    return -1;
+}
+
 uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
 {
     struct sbx_err err = {0};

@@ -265,6 +265,9 @@ int sandbox_root_fd(struct sandbox *sb);
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err);
 int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, uint64_t length,
                       uint64_t max, char **data, size_t *len, uint64_t *size, struct sbx_err *err);
+/* files_write in the sandbox, its pages charged to the sandbox's memory (jail_write_charged). */
+int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, size_t len,
+                       struct sbx_err *err);
 /* The bytes used on the file system of dir (/workspace or /tmp), 0 if unknown. */
 uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir);
 /* ", of which files in /workspace and /tmp hold N MiB (...)" when they hold a quarter of the

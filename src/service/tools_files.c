@@ -203,11 +203,8 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
 static void write_bytes(struct mcp_call *call, struct sandbox *sb, const char *canon,
                         const char *data, size_t len)
 {
-    uid_t uid;
-    gid_t gid;
-    sandbox_host_ids(sb->svc, &uid, &gid);
     struct sbx_err err = {0};
-    if (files_write(sandbox_root_fd(sb), canon, data, len, uid, gid, &err) < 0) {
+    if (sandbox_write_file(sb, canon, data, len, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }

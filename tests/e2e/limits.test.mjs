@@ -147,3 +147,44 @@ test('at most 4 figures come back inline; more, and oversized ones, are saved an
   assert.equal(sc.stderr.match(/could not be saved: \[Errno 20\] Not a directory/g).length, 2, sc.stderr);
   await c.close();
 });
+
+test('write_file charges a file to the sandbox\'s memory: one past its limit is refused, and nothing else dies', async () => {
+  const c = await server('[profiles.small]\nmemory = "64M"\n');
+  const id = (await call(c, 'create_sandbox', { profile: 'small' })).sc.sandbox_id;
+  await call(c, 'run_code', { sandbox_id: id, code: 'kept = 42' });
+  const memory = async () => (await call(c, 'get_sandbox_status', { sandbox_id: id })).sc.usage.memory_bytes;
+  const before = await memory();
+  const tenMiB = Buffer.alloc(10 << 20, 0x61).toString('base64');
+  let { r, text } = await call(c, 'write_file', { sandbox_id: id, path: 'f0.bin', content: tenMiB, encoding: 'base64' });
+  assert.ok(!r.isError, text);
+  if (process.getuid() !== 0) {
+    // Rootless there is no memory group: the files are held to the workspace size alone.
+    await c.close();
+    return;
+  }
+  // The sandbox pays for the pages (tmpfs is memory), not the server.
+  assert.ok(await memory() - before >= 10 << 20, `${before} -> ${await memory()}`);
+  let written = 1;
+  for (; written < 10; written++) {
+    ({ r, text } = await call(c, 'write_file', { sandbox_id: id, path: `f${written}.bin`, content: tenMiB, encoding: 'base64' }));
+    if (r.isError)
+      break;
+  }
+  assert.ok(written >= 3 && written < 7, `${written} files of 10 MiB fit in 64 MiB`);
+  assert.match(text, new RegExp(`/workspace/f${written}\\.bin: not written: it does not fit in the sandbox's 64 MiB memory limit, of which files in /workspace and /tmp hold \\d+ MiB`));
+  // Only the writer was taken: the interpreter lives on, and no half-written file is left.
+  let { sc } = await call(c, 'get_sandbox_status', { sandbox_id: id });
+  assert.equal(sc.state, 'ready');
+  assert.equal(sc.interpreter.restarts, 0, JSON.stringify(sc.interpreter));
+  ({ sc } = await call(c, 'list_files', { sandbox_id: id }));
+  assert.deepEqual(sc.entries.map((e) => e.path.slice(11)).filter((p) => p.startsWith('f') || p.startsWith('.mcp-write')).sort(),
+    Array.from({ length: written }, (_, i) => `f${i}.bin`).sort());
+  // (control) once the files are gone, a write fits again, and code runs.
+  ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: id, clear_files: true }));
+  assert.equal(sc.files_cleared, true);
+  ({ r, text } = await call(c, 'write_file', { sandbox_id: id, path: 'again.bin', content: tenMiB, encoding: 'base64' }));
+  assert.ok(!r.isError, text);
+  ({ sc } = await call(c, 'run_code', { sandbox_id: id, code: 'import os\nos.path.getsize("again.bin")' }));
+  assert.equal(sc.result, String(10 << 20));
+  await c.close();
+});
