@@ -500,6 +500,10 @@ class Driver:
                         f.write(data)
                 except OSError as e:
                     print("figure %s could not be saved: %s" % (num, e), file=sys.stderr)
+                    try:
+                        os.unlink(path)  # a part written before the disk filled
+                    except OSError:
+                        pass
                     continue
                 files.append(path)
         plt.close("all")

@@ -486,7 +486,7 @@ static int attach_to(struct sbx_cgroup *cg, int n, pid_t pid, struct sbx_err *er
     for (int c = 0; c < n; c++) {
         int r = write_in(cg->dir[c], "cgroup.procs", v);
         if (r < 0)
-            return sbx_fail_errno(err, -r, "moving the sandbox into %s", cg->dir[c]);
+            return sbx_fail_errno(err, -r, "moving process %d into %s", (int)pid, cg->dir[c]);
     }
     return 0;
 }
@@ -498,8 +498,15 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 
 int cgroup_attach_memory(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
-    /* V1_MEMORY is dir[0], as v2's one directory is; each v1 move costs a fraction of a ms. */
+    if (cg->kind != CGROUP_BACKEND_V1)
+        return sbx_fail(err, ENOTSUP, "on cgroup v2 one group holds every controller");
+    /* V1_MEMORY is dir[0]; each v1 move costs a fraction of a ms. */
     return attach_to(cg, 1, pid, err);
+}
+
+bool cgroup_memory_apart(const struct sbx_cgroup *cg)
+{
+    return cg->kind == CGROUP_BACKEND_V1;
 }
 
 /* Writes "0" (the caller) to each dirs[c]/tasks; on a failure, moves back to back[c] what it
@@ -544,6 +551,22 @@ int cgroup_dirfd(struct sbx_cgroup *cg)
     return open(cg->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* The number after "key " at the start of a line of text (memory.stat, cpu.stat, ...). */
+static int keyed_number(const char *text, const char *key, uint64_t *out)
+{
+    size_t kl = strlen(key);
+    const char *at = text;
+    while (at && !(strncmp(at, key, kl) == 0 && at[kl] == ' ')) {
+        at = strchr(at, '\n');
+        if (at)
+            at++;
+    }
+    if (!at)
+        return -ENOENT;
+    *out = strtoull(at + kl + 1, NULL, 10);
+    return 0;
+}
+
 /* The number in dir/file, or the one after "key " when key is set; *fd opened on first use. */
 static int pread_number(int *fd, const char *dir, const char *file, const char *key, uint64_t *out)
 {
@@ -559,19 +582,9 @@ static int pread_number(int *fd, const char *dir, const char *file, const char *
     if (n <= 0)
         return n < 0 ? -errno : -EIO;
     buf[n] = '\0';
-    const char *at = buf;
-    if (key) {
-        size_t kl = strlen(key);
-        while (at && !(strncmp(at, key, kl) == 0 && at[kl] == ' ')) {
-            at = strchr(at, '\n');
-            if (at)
-                at++;
-        }
-        if (!at)
-            return -ENOENT;
-        at += kl + 1;
-    }
-    *out = strtoull(at, NULL, 10);
+    if (key)
+        return keyed_number(buf, key, out);
+    *out = strtoull(buf, NULL, 10);
     return 0;
 }
 
@@ -609,6 +622,42 @@ int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out)
         return r;
     }
     return pread_number(&cg->cpu_fd, cg->dir[V1_CPUACCT], "cpuacct.usage", NULL, out);
+}
+
+/* dir/file whole (its first size - 1 bytes), NUL-terminated. */
+static int read_text(const char *dir, const char *file, char *buf, size_t size)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, size - 1);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    return 0;
+}
+
+uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg)
+{
+    bool v2 = cg->kind == CGROUP_BACKEND_V2;
+    const char *dir = cg->dir[v2 ? 0 : V1_MEMORY];
+    /* "max" reads as 0, as does a file that cannot be read: no limit that this can tell. */
+    uint64_t limit = read_u64(dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    if (!limit)
+        return UINT64_MAX;
+    /* The page cache of files read (the interpreter's libraries) is given back on demand. */
+    uint64_t used = read_u64(dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    uint64_t inactive = 0, active = 0;
+    char stat[4096];
+    if (read_text(dir, "memory.stat", stat, sizeof(stat)) == 0) {
+        keyed_number(stat, v2 ? "inactive_file" : "total_inactive_file", &inactive);
+        keyed_number(stat, v2 ? "active_file" : "total_active_file", &active);
+    }
+    uint64_t cache = inactive + active;
+    used = used > cache ? used - cache : 0;
+    return used < limit ? limit - used : 0;
 }
 
 uint64_t cgroup_oom_kills(struct sbx_cgroup *cg)

@@ -56,8 +56,13 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
-/* Same, for the memory controller alone (on v1; v2 has one group for all). */
+/* Same, for the memory controller alone: v1 only (ENOTSUP on v2, where one group holds every
+ * controller; cgroup_memory_apart says which). */
 int cgroup_attach_memory(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+bool cgroup_memory_apart(const struct sbx_cgroup *cg);
+/* How many more bytes the group may be charged before its memory limit bites, counting the
+ * page cache of files as free; UINT64_MAX without a limit, or when it cannot tell. */
+uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg);
 /* v1: move the calling thread alone (not its process) into the group, so that what it clones
  * next is born there, and back out after the clone. A thread that moves itself skips the lock
  * that moving a process takes for writing (cgroup_threadgroup_rwsem, whose RCU grace period cost

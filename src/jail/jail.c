@@ -20,7 +20,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -997,20 +996,20 @@ int jail_read_cpu_ns(struct jail *j, uint64_t *out)
     return cgroup_read_cpu_ns(j->cg, out);
 }
 
-int jail_write_charged(struct jail *j, int fd, const void *data, size_t len)
+/* The fork and its wait, for jail_write_charged. */
+static int write_in_memory_group(struct jail *j, int fd, const void *data, size_t len,
+                                 bool *oom_killed, struct sbx_err *err)
 {
-    if (!j || !j->cg)
-        return write_all(fd, data, len);
     int go[2];
     if (pipe2(go, O_CLOEXEC) < 0)
-        return -errno;
+        return sbx_fail_errno(err, errno, "starting the writer");
     /* A fork, not a thread or CLONE_VM: a page is charged to the group of its mm's owner. */
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(go[0]);
         close(go[1]);
-        return -e;
+        return sbx_fail_errno(err, e, "starting the writer");
     }
     if (pid == 0) {
         /* Async-signal-safe calls only: the server has other threads. */
@@ -1018,31 +1017,59 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len)
         char c;
         if (read(go[0], &c, 1) != 1)
             _exit(ECANCELED);
+        /* The OOM killer's pick as much as the interpreter (1000 both: then the larger goes,
+         * and this copy of the server holds the data), so that a write past the limit that the
+         * check before it missed most likely takes itself. */
         int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
         if (adj >= 0 && write(adj, "1000", 4) < 0) {
-            /* the write goes on; only the choice of victim is left to the kernel */
+            /* the write goes on; the kernel picks its victim alone */
         }
         _exit(-write_all(fd, data, len));
     }
     close(go[0]);
-    /* The move is the server's to make, whatever fs ids its caller took for the file. */
-    uid_t fsuid = (uid_t)setfsuid(geteuid());
-    gid_t fsgid = (gid_t)setfsgid(getegid());
-    struct sbx_err err = {0};
-    int r = cgroup_attach_memory(j->cg, pid, &err) < 0 ? -err.code : 0;
-    setfsuid(fsuid);
-    setfsgid(fsgid);
+    int r = cgroup_attach_memory(j->cg, pid, err);
     if (r == 0 && write(go[1], "w", 1) != 1)
-        r = -errno;
+        r = sbx_fail_errno(err, errno, "starting the writer");
     close(go[1]); /* without the go-ahead, the child ends unwritten */
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    pid_t waited;
+    while ((waited = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
         ;
     if (r < 0)
         return r;
-    if (WIFSIGNALED(st))
-        return WTERMSIG(st) == SIGKILL ? -ENOMEM : -EIO;
-    return -WEXITSTATUS(st);
+    if (waited < 0)
+        return sbx_fail_errno(err, errno, "waiting for the writer");
+    if (WIFSIGNALED(st)) {
+        *oom_killed = WTERMSIG(st) == SIGKILL;
+        if (*oom_killed)
+            return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
+        return sbx_fail(err, EIO, "the writer was killed by signal %d", WTERMSIG(st));
+    }
+    if (WEXITSTATUS(st))
+        return sbx_fail(err, WEXITSTATUS(st), "%s", strerror(WEXITSTATUS(st)));
+    return 0;
+}
+
+int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
+                       struct sbx_err *err)
+{
+    *oom_killed = false;
+    /* On cgroup v2 one group holds every controller: the writer would run under the sandbox's
+     * CPU quota, and the server, waiting for it, would stall with it. There the server writes,
+     * and the pages are charged to it. */
+    if (!j || !j->cg || !cgroup_memory_apart(j->cg)) {
+        int r = write_all(fd, data, len);
+        return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
+    }
+    /* Refused before any process is started, when it plainly cannot fit: nothing is killed. */
+    if ((uint64_t)len > cgroup_memory_headroom(j->cg))
+        return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
+    /* The move into the group, and the child's own OOM score, are the server's to set,
+     * whatever fs ids its caller took for the file. */
+    struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
+    int r = write_in_memory_group(j, fd, data, len, oom_killed, err);
+    fs_ids_restore(ids);
+    return r;
 }
 
 void jail_destroy(struct jail *j)

@@ -111,11 +111,12 @@ int jail_read_memory_peak(struct jail *j, uint64_t *out);
 /* The CPU time all of the sandbox's processes have used, in ns; -ENOTSUP without a cgroup. */
 int jail_read_cpu_ns(struct jail *j, uint64_t *out);
 
-/* write_all to fd by a short-lived child in the sandbox's groups, so that the pages the write
- * makes (its tmpfs is memory) are charged to the sandbox, not to the caller; without a cgroup,
- * by the caller. The child is the OOM killer's first choice: a write past the memory limit
- * fails (-ENOMEM) and kills nothing else. 0 or -errno. */
-int jail_write_charged(struct jail *j, int fd, const void *data, size_t len);
+/* write_all to fd, so that the pages the write makes (the sandbox's tmpfs is memory) are
+ * charged to the sandbox: by a short-lived child in its memory group, where cgroup v1 keeps
+ * that group apart; by the caller without a cgroup, or on v2 (see jail.c). A write that does
+ * not fit fails with ENOMEM; *oom_killed says the OOM killer took the child for it. */
+int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
+                       struct sbx_err *err);
 
 /* Kill, reap and remove everything the sandbox held. */
 void jail_destroy(struct jail *j);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -83,6 +84,18 @@ uint64_t wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
+struct fs_ids fs_ids_switch(uid_t uid, gid_t gid)
+{
+    struct fs_ids old = {.uid = (uid_t)setfsuid(uid), .gid = (gid_t)setfsgid(gid)};
+    return old;
+}
+
+void fs_ids_restore(struct fs_ids old)
+{
+    setfsuid(old.uid);
+    setfsgid(old.gid);
 }
 
 int write_all(int fd, const void *buf, size_t len)

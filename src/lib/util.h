@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -72,6 +73,16 @@ uint64_t now_ms(void);
 uint64_t wall_ms(void);
 /* "2026-11-22T12:55:45.864Z" for a wall-clock time in ms (UTC). */
 void format_iso8601_ms(char *buf, size_t size, int64_t ms);
+
+/* The ids that file access checks use (setfsuid, setfsgid). They belong to the calling thread
+ * alone, and a switch away from root drops its override of file permissions as well.
+ * fs_ids_switch returns the ids it replaced, for fs_ids_restore. */
+struct fs_ids {
+    uid_t uid;
+    gid_t gid;
+};
+struct fs_ids fs_ids_switch(uid_t uid, gid_t gid);
+void fs_ids_restore(struct fs_ids old);
 
 /* Write all of buf, retrying on EINTR/partial writes. Returns 0 or -errno. */
 int write_all(int fd, const void *buf, size_t len);

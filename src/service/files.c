@@ -8,7 +8,6 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -156,26 +155,6 @@ static int open_as_seen_inside(int root_fd, const char *canon, int flags)
     return fd;
 }
 
-/* New inodes on the sandbox's tmpfs must belong to an id mapped in its user namespace (a
- * root server's uid 0 is not), and should belong to the sandbox user anyway: create them as
- * that user. The server is single-threaded, so the switch covers nothing else. */
-struct fs_ids {
-    uid_t uid;
-    gid_t gid;
-};
-
-static struct fs_ids become(uid_t uid, gid_t gid)
-{
-    struct fs_ids old = {.uid = (uid_t)setfsuid(uid), .gid = (gid_t)setfsgid(gid)};
-    return old;
-}
-
-static void restore(struct fs_ids old)
-{
-    setfsuid(old.uid);
-    setfsgid(old.gid);
-}
-
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
 {
     const char *rest;
@@ -192,12 +171,16 @@ int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
     return fd;
 }
 
+/* New inodes on the sandbox's tmpfs must belong to an id mapped in its user namespace (a
+ * root server's uid 0 is not), and should belong to the sandbox user anyway; and what the
+ * sandbox user may not read, the server does not read for it. So file access runs with that
+ * user's fs ids, which belong to this thread alone. */
 int files_open_as(int root_fd, const char *canon, int flags, uid_t uid, gid_t gid,
                   struct sbx_err *err)
 {
-    struct fs_ids old = become(uid, gid);
+    struct fs_ids old = fs_ids_switch(uid, gid);
     int fd = files_open(root_fd, canon, flags, err);
-    restore(old);
+    fs_ids_restore(old);
     return fd;
 }
 
@@ -330,9 +313,9 @@ static int create_as_user(int root_fd, const char *canon, uid_t uid, gid_t gid, 
 
 int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err)
 {
-    struct fs_ids old = become(uid, gid);
+    struct fs_ids old = fs_ids_switch(uid, gid);
     int fd = create_as_user(root_fd, canon, uid, gid, err);
-    restore(old);
+    fs_ids_restore(old);
     return fd;
 }
 
@@ -369,8 +352,9 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
         files_openat2(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0777, STRICT);
     if (fd < 0)
         return open_fail(err, errno, canon, true);
-    int r = writer ? writer(fd, data, len, ctx) : write_all(fd, data, len);
-    int e = r < 0 ? -r : 0;
+    struct sbx_err werr = {0};
+    int r = writer ? writer(fd, data, len, ctx, &werr) : write_all(fd, data, len);
+    int e = r == 0 ? 0 : writer ? werr.code : -r;
     /* The old file's mode exactly, which the umask would have trimmed. */
     if (!e && existed && fchmod(fd, mode) < 0)
         e = errno;
@@ -382,15 +366,17 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
     if (e == ENOSPC || e == EFBIG || e == EDQUOT)
         return sbx_fail(err, e, "%s: no space left: the sandbox's %s is full (its size cap)", canon,
                         strncmp(canon, "/tmp/", 5) == 0 ? "/tmp" : "/workspace");
+    if (werr.msg[0])
+        return sbx_fail(err, e, "writing %s: %s", canon, werr.msg);
     return sbx_fail_errno(err, e, "writing %s", canon);
 }
 
 int files_write(int root_fd, const char *canon, const void *data, size_t len, uid_t uid, gid_t gid,
                 files_writer writer, void *ctx, struct sbx_err *err)
 {
-    struct fs_ids old = become(uid, gid);
+    struct fs_ids old = fs_ids_switch(uid, gid);
     int r = replace_as_user(root_fd, canon, data, len, uid, gid, writer, ctx, err);
-    restore(old);
+    fs_ids_restore(old);
     return r;
 }
 
@@ -410,10 +396,12 @@ struct listing {
     size_t skip, max; /* entries passed over first, then taken at most */
     size_t seen;
     json_t *entries;
-    bool truncated; /* more entries than taken, or a tree deeper than MAX_DEPTH */
+    bool truncated;  /* more entries than taken, or a tree deeper than MAX_DEPTH */
+    bool top_denied; /* the directory asked for may be read but not searched */
 };
 
-static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
+/* self: the entry of the directory listed (NULL for the top, or one passed over). */
+static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struct listing *l)
 {
     DIR *d = fdopendir(dfd);
     if (!d) {
@@ -425,8 +413,18 @@ static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            /* A directory that may be read but not searched names entries that cannot be
+             * looked at: none of them can, and the listing says so instead of showing none. */
+            if (errno == EACCES) {
+                if (self)
+                    json_object_set_new(self, "unreadable", json_true());
+                else if (depth == 0)
+                    l->top_denied = true;
+                break;
+            }
             continue;
+        }
         char *path = xasprintf("%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
         json_t *entry = NULL;
         if (l->seen++ < l->skip) {
@@ -454,7 +452,7 @@ static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
                           ? files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT)
                           : -1;
             if (sub >= 0)
-                list_dir(sub, path, depth + 1, l);
+                list_dir(sub, path, depth + 1, entry, l);
             else if (depth >= MAX_DEPTH)
                 l->truncated = true; /* deeper than listed: said, not hidden */
             else if (errno == EACCES && entry)
@@ -468,18 +466,22 @@ static void list_dir(int dfd, const char *prefix, int depth, struct listing *l)
 int files_list(int root_fd, const char *canon, uid_t uid, gid_t gid, bool recursive, size_t skip,
                size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err)
 {
-    struct fs_ids old = become(uid, gid);
+    struct fs_ids old = fs_ids_switch(uid, gid);
     int fd = files_open(root_fd, canon, O_RDONLY | O_DIRECTORY, err);
     if (fd < 0) {
-        restore(old);
+        fs_ids_restore(old);
         if (err->code == ENOTDIR)
             sbx_fail(err, ENOTDIR, "%s is not a directory: use read_file", canon);
         return -1;
     }
     struct listing l = {
         .recursive = recursive, .skip = skip, .max = max_entries, .entries = json_array()};
-    list_dir(fd, canon, 0, &l);
-    restore(old);
+    list_dir(fd, canon, 0, NULL, &l);
+    fs_ids_restore(old);
+    if (l.top_denied) {
+        json_decref(l.entries);
+        return sbx_fail_errno(err, EACCES, "%s", canon);
+    }
     *entries = l.entries;
     *truncated = l.truncated;
     return 0;
@@ -534,9 +536,9 @@ static bool remove_tree(int dfd, int depth, struct clearing *c)
         if (depth >= MAX_DEPTH) {
             char name[32];
             snprintf(name, sizeof(name), ".mcp-clear-%u", c->moved++);
-            struct fs_ids old = become(c->ids.uid, c->ids.gid);
+            struct fs_ids old = fs_ids_switch(c->ids.uid, c->ids.gid);
             renameat(dirfd(d), de->d_name, c->top_fd, name);
-            restore(old);
+            fs_ids_restore(old);
             left = true;
             continue;
         }

@@ -43,8 +43,9 @@ int files_read(int root_fd, const char *canon, uid_t uid, gid_t gid, uint64_t of
                uint64_t length, uint64_t max, char **data, size_t *len, uint64_t *size,
                struct sbx_err *err);
 
-/* How files_write puts the bytes into the file it opened: 0 or -errno (write_all when NULL). */
-typedef int (*files_writer)(int fd, const void *data, size_t len, void *ctx);
+/* How files_write puts the bytes into the file it opened (write_all when NULL): 0, or -1 with
+ * err set (the errno of a failed write, and words for any other failure). */
+typedef int (*files_writer)(int fd, const void *data, size_t len, void *ctx, struct sbx_err *err);
 
 /* Creates or replaces a regular file (parents created, owned by uid:gid like the sandbox
  * user's own files), whole or not at all: a failed write leaves the old content. Refuses to

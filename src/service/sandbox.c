@@ -91,9 +91,25 @@ int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, ui
                       err);
 }
 
-static int write_charged(int fd, const void *data, size_t len, void *jail)
+int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,
+                       size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err)
 {
-    return jail_write_charged(jail, fd, data, len);
+    uid_t uid;
+    gid_t gid;
+    sandbox_host_ids(sb->svc, &uid, &gid);
+    return files_list(sandbox_root_fd(sb), canon, uid, gid, recursive, skip, max_entries, entries,
+                      truncated, err);
+}
+
+struct charged_write {
+    struct jail *jail;
+    bool oom_killed;
+};
+
+static int write_charged(int fd, const void *data, size_t len, void *ctx, struct sbx_err *err)
+{
+    struct charged_write *w = ctx;
+    return jail_write_charged(w->jail, fd, data, len, &w->oom_killed, err);
 }
 
 int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, size_t len,
@@ -103,11 +119,13 @@ int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, 
     gid_t gid;
     sandbox_host_ids(sb->svc, &uid, &gid);
     int root_fd = sandbox_root_fd(sb);
-    if (files_write(root_fd, canon, data, len, uid, gid, write_charged, sb->jail, err) == 0)
+    struct charged_write w = {.jail = sb->jail};
+    if (files_write(root_fd, canon, data, len, uid, gid, write_charged, &w, err) == 0)
         return 0;
-    if (err->code == ENOMEM && sb->jail) {
-        /* The OOM killer took the writer: that kill belongs to no run. */
-        sb->oom_kills_seen = jail_oom_kills(sb->jail);
+    /* The writer's own death is no run's: the next result must not report it. */
+    if (w.oom_killed)
+        sb->oom_kills_seen++;
+    if (err->code == ENOMEM) {
         char files[160];
         sandbox_memory_in_files(sb, files, sizeof(files));
         sbx_fail(err, ENOMEM,
@@ -493,9 +511,17 @@ static void restart_driver(struct sandbox *sb, bool has_room)
                  "reset_sandbox with clear_files deletes them",
                  (unsigned long long)(files_memory_bytes(sb) >> 20),
                  (unsigned long long)(sb->profile->memory_bytes >> 20));
-    else if (++sb->restarts > MAX_QUICK_DEATHS)
-        snprintf(why, sizeof(why), "the Python interpreter keeps dying at startup");
-    else {
+    else if (++sb->restarts > MAX_QUICK_DEATHS) {
+        char files[160];
+        sandbox_memory_in_files(sb, files, sizeof(files));
+        if (files[0])
+            snprintf(why, sizeof(why),
+                     "the Python interpreter keeps dying at startup: out of memory (limit %llu "
+                     "MiB%s)",
+                     (unsigned long long)(sb->profile->memory_bytes >> 20), files);
+        else
+            snprintf(why, sizeof(why), "the Python interpreter keeps dying at startup");
+    } else {
         start_interpreter_again(sb);
         return;
     }

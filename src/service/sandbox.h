@@ -261,8 +261,10 @@ json_t *sandbox_usage_json(struct sandbox *sb);
 const char *sandbox_state_name(enum sandbox_state st);
 /* The sandbox's root directory (for the file tools), or -1 if it has none. */
 int sandbox_root_fd(struct sandbox *sb);
-/* files_open_as and files_read in the sandbox, with its user's access rights. */
+/* files_open_as, files_read and files_list in the sandbox, with its user's access rights. */
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err);
+int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,
+                       size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err);
 int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, uint64_t length,
                       uint64_t max, char **data, size_t *len, uint64_t *size, struct sbx_err *err);
 /* files_write in the sandbox, its pages charged to the sandbox's memory (jail_write_charged). */

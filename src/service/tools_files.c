@@ -58,12 +58,8 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
     struct sbx_err err = {0};
     json_t *entries = NULL;
     bool truncated = false;
-    uid_t uid;
-    gid_t gid;
-    sandbox_host_ids(sb->svc, &uid, &gid);
-    if (files_list(sandbox_root_fd(sb), canon, uid, gid,
-                   json_is_true(json_object_get(args, "recursive")), offset, LIST_MAX, &entries,
-                   &truncated, &err) < 0) {
+    if (sandbox_list_files(sb, canon, json_is_true(json_object_get(args, "recursive")), offset,
+                           LIST_MAX, &entries, &truncated, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }

@@ -555,7 +555,7 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   const raw = (body) => fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
   for (const [body, code, why] of [
     ['[1', -32700, /parse error: .*line 1/],
-    ['{"code": "1", "code": "2"}', -32700, /parse error: duplicate object key/],
+    ['{"code": "print(7)", "code": "2"}', -32700, /parse error: duplicate object key/],
     ['{"code": "1", "timeout_s": 123456789012345678901234567890}', -32700, /parse error: too big integer/],
     ['[1]', -32600, /must be a JSON object of the tool's arguments/]]) {
     r = await raw(body);
@@ -568,7 +568,7 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   r = await raw('{"code": "print(1)\\u0000"}');
   const nul = JSON.stringify(await r.json());
   assert.match(nul, /NUL/, nul);
-  // (control) the same body without the second key runs.
+  // (control) the duplicate's body with its key once runs.
   r = await raw('{"code": "print(7)"}');
   assert.equal((await r.json()).structuredContent.stdout, '7\n');
   // A body must be declared JSON (a text/plain form is what a page may send cross-site).

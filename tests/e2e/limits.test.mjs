@@ -148,22 +148,27 @@ test('at most 4 figures come back inline; more, and oversized ones, are saved an
   await c.close();
 });
 
-test('write_file charges a file to the sandbox\'s memory: one past its limit is refused, and nothing else dies', async () => {
+test('write_file charges a file to the sandbox\'s memory: one past its limit is refused, and nothing else dies', async (t) => {
   const c = await server('[profiles.small]\nmemory = "64M"\n');
   const id = (await call(c, 'create_sandbox', { profile: 'small' })).sc.sandbox_id;
   await call(c, 'run_code', { sandbox_id: id, code: 'kept = 42' });
-  const memory = async () => (await call(c, 'get_sandbox_status', { sandbox_id: id })).sc.usage.memory_bytes;
-  const before = await memory();
+  const status = async () => (await call(c, 'get_sandbox_status', { sandbox_id: id })).sc;
+  const limits = (await status()).isolation.limits;
+  if (limits !== 'cgroup-v1') {
+    // Without a memory group the files are held to the workspace size alone; on cgroup v2 the
+    // server writes them itself (see jail_write_charged).
+    await c.close();
+    t.skip(`the sandbox's limits are ${limits}, not cgroup-v1`);
+    return;
+  }
+  const before = (await status()).usage.memory_bytes;
   const tenMiB = Buffer.alloc(10 << 20, 0x61).toString('base64');
   let { r, text } = await call(c, 'write_file', { sandbox_id: id, path: 'f0.bin', content: tenMiB, encoding: 'base64' });
   assert.ok(!r.isError, text);
-  if (process.getuid() !== 0) {
-    // Rootless there is no memory group: the files are held to the workspace size alone.
-    await c.close();
-    return;
-  }
-  // The sandbox pays for the pages (tmpfs is memory), not the server.
-  assert.ok(await memory() - before >= 10 << 20, `${before} -> ${await memory()}`);
+  // The sandbox pays for the pages (tmpfs is memory), not the server. (Its usage moves by a few
+  // pages on its own, a few reclaimed; charged to the server, it grew by well under 1 MiB.)
+  const after = (await status()).usage.memory_bytes;
+  assert.ok(after - before >= 9 << 20, `${before} -> ${after}`);
   let written = 1;
   for (; written < 10; written++) {
     ({ r, text } = await call(c, 'write_file', { sandbox_id: id, path: `f${written}.bin`, content: tenMiB, encoding: 'base64' }));
@@ -173,7 +178,7 @@ test('write_file charges a file to the sandbox\'s memory: one past its limit is 
   assert.ok(written >= 3 && written < 7, `${written} files of 10 MiB fit in 64 MiB`);
   assert.match(text, new RegExp(`/workspace/f${written}\\.bin: not written: it does not fit in the sandbox's 64 MiB memory limit, of which files in /workspace and /tmp hold \\d+ MiB`));
   // Only the writer was taken: the interpreter lives on, and no half-written file is left.
-  let { sc } = await call(c, 'get_sandbox_status', { sandbox_id: id });
+  let sc = await status();
   assert.equal(sc.state, 'ready');
   assert.equal(sc.interpreter.restarts, 0, JSON.stringify(sc.interpreter));
   ({ sc } = await call(c, 'list_files', { sandbox_id: id }));

@@ -334,7 +334,7 @@ test('reset_sandbox clear_files removes any tree, however deep or locked', async
 
 test('read_file and list_files see only what the sandbox user may read', async () => {
   const c = await server();
-  await run(c, "import os\nopen('secret.txt', 'w').write('hidden')\nos.chmod('secret.txt', 0)\nos.makedirs('d/e')\nopen('d/e/f.txt', 'w').write('deep')\nos.chmod('d', 0)");
+  await run(c, "import os\nopen('secret.txt', 'w').write('hidden')\nos.chmod('secret.txt', 0)\nos.makedirs('d/e')\nopen('d/e/f.txt', 'w').write('deep')\nos.chmod('d', 0)\nos.makedirs('r/s')\nos.chmod('r', 0o444)");
   for (const path of ['secret.txt', 'd/e/f.txt']) {
     const { r, text } = await call(c, 'read_file', { path });
     assert.equal(r.isError, true, text);
@@ -344,16 +344,22 @@ test('read_file and list_files see only what the sandbox user may read', async (
   let { r, sc, text } = await call(c, 'list_files', { path: 'd' });
   assert.equal(r.isError, true);
   assert.match(text, /Permission denied/);
+  // r may be read but not searched: its names cannot be looked at, so it is unreadable too.
+  ({ r, text } = await call(c, 'list_files', { path: 'r' }));
+  assert.equal(r.isError, true);
+  assert.match(text, /\/workspace\/r: Permission denied/);
   ({ sc, text } = await call(c, 'list_files', { recursive: true }));
-  assert.deepEqual(sc.entries.filter((e) => e.path.startsWith('/workspace/d')).map((e) => [e.path, e.unreadable]),
-    [['/workspace/d', true]]);
+  assert.deepEqual(sc.entries.filter((e) => /^\/workspace\/[dr]\b/.test(e.path)).map((e) => [e.path, e.unreadable]).sort(),
+    [['/workspace/d', true], ['/workspace/r', true]]);
   assert.match(text, /\/workspace\/d {2}\[unreadable\]/);
   // (control) the same files once the user may read them again.
-  await run(c, "os.chmod('secret.txt', 0o600)\nos.chmod('d', 0o755)");
+  await run(c, "os.chmod('secret.txt', 0o600)\nos.chmod('d', 0o755)\nos.chmod('r', 0o755)");
   assert.equal((await call(c, 'read_file', { path: 'secret.txt' })).sc.content, 'hidden');
   assert.equal((await call(c, 'read_file', { path: 'd/e/f.txt' })).sc.content, 'deep');
   ({ sc } = await call(c, 'list_files', { path: 'd', recursive: true }));
   assert.deepEqual(sc.entries.map((e) => [e.path, e.unreadable]), [['/workspace/d/e', undefined], ['/workspace/d/e/f.txt', undefined]]);
+  ({ sc } = await call(c, 'list_files', { path: 'r' }));
+  assert.deepEqual(sc.entries.map((e) => e.path), ['/workspace/r/s']);
   await c.close();
 });
 
