@@ -1061,13 +1061,15 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
         int r = write_all(fd, data, len);
         return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
     }
-    /* Refused before any process is started, when it plainly cannot fit: nothing is killed. */
-    if ((uint64_t)len > cgroup_memory_headroom(j->cg))
-        return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
-    /* The move into the group, and the child's own OOM score, are the server's to set,
+    /* The group's files, and the child's own OOM score, are the server's to read and set,
      * whatever fs ids its caller took for the file. */
     struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
-    int r = write_in_memory_group(j, fd, data, len, oom_killed, err);
+    int r;
+    /* Refused before any process is started, when it plainly cannot fit: nothing is killed. */
+    if ((uint64_t)len > cgroup_memory_headroom(j->cg))
+        r = sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
+    else
+        r = write_in_memory_group(j, fd, data, len, oom_killed, err);
     fs_ids_restore(ids);
     return r;
 }

@@ -56,7 +56,7 @@ int files_write(int root_fd, const char *canon, const void *data, size_t len, ui
 int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sbx_err *err);
 
 /* Lists a directory as uid:gid may (see files_open_as): entries {path, type, size, mtime}, and
- * "unreadable" on a directory that recursion could not enter. Recursion does not follow
+ * "unreadable" on a directory in it that the user may not list. Recursion does not follow
  * symlinks. The first skip entries are passed over, at most max_entries are returned, and
  * *truncated says that more exist (or that a tree is deeper than is listed). */
 int files_list(int root_fd, const char *canon, uid_t uid, gid_t gid, bool recursive, size_t skip,

@@ -73,32 +73,34 @@ int sandbox_root_fd(struct sandbox *sb)
     return sb->jail ? sb->jail->root_fd : -1;
 }
 
+/* The sandbox user's ids on the host, for file access as that user. */
+static struct fs_ids user_ids(const struct sandbox *sb)
+{
+    struct fs_ids ids;
+    sandbox_host_ids(sb->svc, &ids.uid, &ids.gid);
+    return ids;
+}
+
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err)
 {
-    uid_t uid;
-    gid_t gid;
-    sandbox_host_ids(sb->svc, &uid, &gid);
-    return files_open_as(sandbox_root_fd(sb), canon, flags, uid, gid, err);
+    struct fs_ids user = user_ids(sb);
+    return files_open_as(sandbox_root_fd(sb), canon, flags, user.uid, user.gid, err);
 }
 
 int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, uint64_t length,
                       uint64_t max, char **data, size_t *len, uint64_t *size, struct sbx_err *err)
 {
-    uid_t uid;
-    gid_t gid;
-    sandbox_host_ids(sb->svc, &uid, &gid);
-    return files_read(sandbox_root_fd(sb), canon, uid, gid, offset, length, max, data, len, size,
-                      err);
+    struct fs_ids user = user_ids(sb);
+    return files_read(sandbox_root_fd(sb), canon, user.uid, user.gid, offset, length, max, data,
+                      len, size, err);
 }
 
 int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,
                        size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err)
 {
-    uid_t uid;
-    gid_t gid;
-    sandbox_host_ids(sb->svc, &uid, &gid);
-    return files_list(sandbox_root_fd(sb), canon, uid, gid, recursive, skip, max_entries, entries,
-                      truncated, err);
+    struct fs_ids user = user_ids(sb);
+    return files_list(sandbox_root_fd(sb), canon, user.uid, user.gid, recursive, skip, max_entries,
+                      entries, truncated, err);
 }
 
 struct charged_write {
@@ -115,12 +117,10 @@ static int write_charged(int fd, const void *data, size_t len, void *ctx, struct
 int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, size_t len,
                        struct sbx_err *err)
 {
-    uid_t uid;
-    gid_t gid;
-    sandbox_host_ids(sb->svc, &uid, &gid);
+    struct fs_ids user = user_ids(sb);
     int root_fd = sandbox_root_fd(sb);
     struct charged_write w = {.jail = sb->jail};
-    if (files_write(root_fd, canon, data, len, uid, gid, write_charged, &w, err) == 0)
+    if (files_write(root_fd, canon, data, len, user.uid, user.gid, write_charged, &w, err) == 0)
         return 0;
     /* The writer's own death is no run's: the next result must not report it. */
     if (w.oom_killed)
