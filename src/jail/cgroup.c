@@ -624,21 +624,6 @@ int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out)
     return pread_number(&cg->cpu_fd, cg->dir[V1_CPUACCT], "cpuacct.usage", NULL, out);
 }
 
-/* dir/file whole (its first size - 1 bytes), NUL-terminated. */
-static int read_text(const char *dir, const char *file, char *buf, size_t size)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, size - 1);
-    if (n < 0)
-        return -errno;
-    buf[n] = '\0';
-    return 0;
-}
-
 uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg)
 {
     bool v2 = cg->kind == CGROUP_BACKEND_V2;
@@ -650,8 +635,9 @@ uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg)
     /* The page cache of files read (the interpreter's libraries) is given back on demand. */
     uint64_t used = read_u64(dir, v2 ? "memory.current" : "memory.usage_in_bytes");
     uint64_t inactive = 0, active = 0;
-    char stat[4096];
-    if (read_text(dir, "memory.stat", stat, sizeof(stat)) == 0) {
+    cleanup_free char *path = xasprintf("%s/memory.stat", dir);
+    cleanup_free char *stat = NULL;
+    if (read_file_max(path, 64 << 10, &stat, NULL) == 0) {
         keyed_number(stat, v2 ? "inactive_file" : "total_inactive_file", &inactive);
         keyed_number(stat, v2 ? "active_file" : "total_active_file", &active);
     }

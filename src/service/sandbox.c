@@ -483,14 +483,14 @@ static void discard_pending(int fd)
 static void start_interpreter_again(struct sandbox *sb);
 
 /* Files in the sandbox's tmpfs may be what fills its memory: then a new interpreter would die
- * at once, and init, raising its OOM score as it starts one, with it (the files too). */
-static bool interpreter_has_room(struct sandbox *sb)
+ * at once, and init, raising its OOM score as it starts one, with it (the files too).
+ * in_files: files_memory_bytes, read once for the run that died and for the restart. */
+static bool interpreter_fits(const struct sandbox *sb, uint64_t in_files)
 {
-    return files_memory_bytes(sb) + INTERPRETER_ROOM <= sb->profile->memory_bytes;
+    return in_files + INTERPRETER_ROOM <= sb->profile->memory_bytes;
 }
 
-/* has_room: interpreter_has_room, as the result of the run that died was told. */
-static void restart_driver(struct sandbox *sb, bool has_room)
+static void restart_driver(struct sandbox *sb, uint64_t in_files)
 {
     channel_decoder_reset(&sb->dec);
     /* Whatever the dead driver left in the channel belongs to no request, and what it did not
@@ -504,12 +504,12 @@ static void restart_driver(struct sandbox *sb, bool has_room)
     sb->reset_restart = false;
     /* Without room, say why, and let a reset, which can delete the files, start one again. */
     char why[sizeof(sb->broken_reason)];
-    if (!has_room)
+    if (!interpreter_fits(sb, in_files))
         snprintf(why, sizeof(why),
                  "no Python interpreter is started while files in /workspace and /tmp hold "
                  "%llu MiB of the sandbox's %llu MiB memory limit: files there are memory; "
                  "reset_sandbox with clear_files deletes them",
-                 (unsigned long long)(files_memory_bytes(sb) >> 20),
+                 (unsigned long long)(in_files >> 20),
                  (unsigned long long)(sb->profile->memory_bytes >> 20));
     else if (++sb->restarts > MAX_QUICK_DEATHS) {
         char files[160];
@@ -577,7 +577,7 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
         }
         log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
         bool was_busy = sb->state == SBX_BUSY;
-        bool has_room = interpreter_has_room(sb);
+        uint64_t in_files = files_memory_bytes(sb);
         if (sb->state == SBX_READY && sb->owner)
             note_idle_death(sb, code, sig);
         if (sb->state != SBX_BROKEN)
@@ -586,12 +586,12 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
             sandbox_drain_output(sb);
             if (sb->closing)
                 return;
-            exec_on_driver_exit(sb, code, sig, has_room);
+            exec_on_driver_exit(sb, code, sig, interpreter_fits(sb, in_files));
             if (sb->closing)
                 return;
         }
         if (sb->state != SBX_BROKEN)
-            restart_driver(sb, has_room);
+            restart_driver(sb, in_files);
     }
 }
 
