@@ -49,6 +49,13 @@ static struct cgroup_state state;
 struct sbx_cgroup {
     enum cgroup_backend_kind kind;
     char *dir[V1__COUNT]; /* v2 uses dir[0] only */
+    /* v2, made with lim.writer and a CPU quota: the processes and cpu.max are in dir[0]/run,
+     * writers in dir[0]/write (made on first use); NULL otherwise, the processes being in
+     * dir[0] itself. */
+    char *run_dir;
+    char *write_dir;
+    bool write_made;
+    bool cpu_quota;
     /* Read around every execution, so kept open and pread (one syscall each); -1 before the
      * first use. */
     int peak_fd; /* memory high-water mark */
@@ -374,6 +381,28 @@ struct limit_row {
     bool optional;
 };
 
+/* v2: where the group's processes live, and its CPU quota with them. */
+static const char *procs_dir(const struct sbx_cgroup *cg)
+{
+    return cg->run_dir ? cg->run_dir : cg->dir[0];
+}
+
+/* v2, lim.writer: the CPU quota goes down to dir[0]/run, where the processes live, so that a
+ * writer in dir[0]/write is held by the group's memory and pids limits but not by its quota
+ * (which the processes may have spent). Only cpu is handed down: memory and pids are counted
+ * and limited in dir[0], for its whole subtree. */
+static int split_v2(struct sbx_cgroup *cg, struct sbx_err *err)
+{
+    int r = write_in(cg->dir[0], "cgroup.subtree_control", "+cpu");
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "enabling cpu in %s", cg->dir[0]);
+    cg->run_dir = xasprintf("%s/run", cg->dir[0]);
+    cg->write_dir = xasprintf("%s/write", cg->dir[0]);
+    if (mkdir(cg->run_dir, 0755) < 0 && errno != EEXIST)
+        return sbx_fail_errno(err, errno, "creating %s", cg->run_dir);
+    return 0;
+}
+
 static int apply_limits(struct sbx_cgroup *cg, const struct cgroup_limits *lim, struct sbx_err *err)
 {
     char v[64];
@@ -405,7 +434,7 @@ static int apply_limits(struct sbx_cgroup *cg, const struct cgroup_limits *lim, 
     }
     if (cg->kind == CGROUP_BACKEND_V2 && lim->cpu_millicpus) {
         snprintf(v, sizeof(v), "%llu 100000", (unsigned long long)quota);
-        int r = write_in(cg->dir[0], "cpu.max", v);
+        int r = write_in(procs_dir(cg), "cpu.max", v);
         if (r < 0)
             return sbx_fail_errno(err, -r, "setting cpu.max");
     }
@@ -469,6 +498,9 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
             goto fail;
         }
     }
+    cg->cpu_quota = lim->cpu_millicpus != 0;
+    if (kind == CGROUP_BACKEND_V2 && lim->writer && cg->cpu_quota && split_v2(cg, err) < 0)
+        goto fail;
     if (apply_limits(cg, lim, err) < 0)
         goto fail;
     *out = cg;
@@ -478,35 +510,42 @@ fail:
     return -1;
 }
 
-/* Moves pid into the first n of the group's directories. */
-static int attach_to(struct sbx_cgroup *cg, int n, pid_t pid, struct sbx_err *err)
+static int attach_in(const char *dir, pid_t pid, struct sbx_err *err)
 {
     char v[32];
     snprintf(v, sizeof(v), "%d", (int)pid);
-    for (int c = 0; c < n; c++) {
-        int r = write_in(cg->dir[c], "cgroup.procs", v);
-        if (r < 0)
-            return sbx_fail_errno(err, -r, "moving process %d into %s", (int)pid, cg->dir[c]);
-    }
-    return 0;
+    int r = write_in(dir, "cgroup.procs", v);
+    return r < 0 ? sbx_fail_errno(err, -r, "moving process %d into %s", (int)pid, dir) : 0;
 }
 
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
-    return attach_to(cg, nctrl(cg->kind), pid, err);
+    if (cg->kind == CGROUP_BACKEND_V2)
+        return attach_in(procs_dir(cg), pid, err);
+    for (int c = 0; c < V1__COUNT; c++)
+        if (attach_in(cg->dir[c], pid, err) < 0)
+            return -1;
+    return 0;
 }
 
-int cgroup_attach_memory(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
+int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
-    if (cg->kind != CGROUP_BACKEND_V1)
-        return sbx_fail(err, ENOTSUP, "on cgroup v2 one group holds every controller");
-    /* V1_MEMORY is dir[0]; each v1 move costs a fraction of a ms. */
-    return attach_to(cg, 1, pid, err);
-}
-
-bool cgroup_memory_apart(const struct sbx_cgroup *cg)
-{
-    return cg->kind == CGROUP_BACKEND_V1;
+    /* v1 keeps each controller apart: the memory hierarchy's group alone; each v1 move costs
+     * a fraction of a ms. */
+    if (cg->kind == CGROUP_BACKEND_V1)
+        return attach_in(cg->dir[V1_MEMORY], pid, err);
+    if (!cg->write_dir) {
+        if (cg->cpu_quota)
+            return sbx_fail(err, ENOTSUP, "the group %s was made without room for a writer",
+                            cg->dir[0]);
+        return attach_in(cg->dir[0], pid, err);
+    }
+    if (!cg->write_made) {
+        if (mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST)
+            return sbx_fail_errno(err, errno, "creating %s", cg->write_dir);
+        cg->write_made = true;
+    }
+    return attach_in(cg->write_dir, pid, err);
 }
 
 /* Writes "0" (the caller) to each dirs[c]/tasks; on a failure, moves back to back[c] what it
@@ -542,13 +581,6 @@ int cgroup_leave_thread(struct sbx_cgroup *cg)
     if (r < 0 && (r = move_thread(state.own, NULL)) < 0)
         state.thread_moves = false;
     return r;
-}
-
-int cgroup_dirfd(struct sbx_cgroup *cg)
-{
-    if (cg->kind != CGROUP_BACKEND_V2)
-        return -1;
-    return open(cg->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 /* The number after "key " at the start of a line of text (memory.stat, cpu.stat, ...). */
@@ -698,13 +730,32 @@ static int kill_listed(const char *dir)
 int cgroup_kill_all(struct sbx_cgroup *cg)
 {
     if (cg->kind == CGROUP_BACKEND_V2) {
+        /* cgroup.kill takes the whole subtree; cgroup.procs lists one group's own. */
         if (write_in(cg->dir[0], "cgroup.kill", "1") == 0)
             return 0;
-        kill_listed(cg->dir[0]);
+        kill_listed(procs_dir(cg));
+        if (cg->write_made)
+            kill_listed(cg->write_dir);
         return 0;
     }
     kill_listed(cg->dir[V1_PIDS]);
     return 0;
+}
+
+/* rmdir dir, killing what is listed in it; killed processes leave asynchronously, so it
+ * retries briefly. 0 once gone (or never made), else -errno. */
+static int remove_group(const char *dir)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EBUSY)
+            return -errno;
+        kill_listed(dir);
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+    }
+    return -EBUSY;
 }
 
 int cgroup_destroy(struct sbx_cgroup *cg)
@@ -716,23 +767,21 @@ int cgroup_destroy(struct sbx_cgroup *cg)
         close(cg->peak_fd);
     if (cg->cpu_fd >= 0)
         close(cg->cpu_fd);
+    /* Children first: a group with a child cannot be removed. */
+    if (cg->write_made)
+        remove_group(cg->write_dir);
+    if (cg->run_dir)
+        remove_group(cg->run_dir);
     for (int c = 0; c < nctrl(cg->kind); c++) {
         if (!cg->dir[c])
             continue;
-        /* Killed processes leave the group asynchronously: retry briefly. */
-        for (int tries = 0; tries < 200; tries++) {
-            if (rmdir(cg->dir[c]) == 0 || errno == ENOENT)
-                break;
-            if (errno != EBUSY) {
-                rc = -errno;
-                break;
-            }
-            kill_listed(cg->dir[c]);
-            struct timespec ts = {0, 500000};
-            nanosleep(&ts, NULL);
-        }
+        int r = remove_group(cg->dir[c]);
+        if (r < 0 && r != -EBUSY)
+            rc = r;
         free(cg->dir[c]);
     }
+    free(cg->run_dir);
+    free(cg->write_dir);
     free(cg);
     return rc;
 }
@@ -745,6 +794,22 @@ void cgroup_cleanup_all(void)
         state.parent_made[c] = false;
     }
     v2_step_back();
+}
+
+/* rmdir path after its subgroups, depth levels deep; only empty groups can go. */
+static int remove_empty_tree(const char *path, int depth)
+{
+    DIR *d = depth > 0 ? opendir(path) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        cleanup_free char *child = xasprintf("%s/%s", path, e->d_name);
+        remove_empty_tree(child, depth - 1);
+    }
+    if (d)
+        closedir(d);
+    return rmdir(path) < 0 ? -errno : 0;
 }
 
 /* Removes the empty groups of an earlier server or `run` that died without cleaning up (a
@@ -778,17 +843,8 @@ int cgroup_sweep_stale(void)
             if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
                 continue;
             cleanup_free char *group = xasprintf("%s/%s", base, e->d_name);
-            DIR *g = opendir(group);
-            struct dirent *ge;
-            while (g && (ge = readdir(g))) {
-                if (ge->d_type != DT_DIR || ge->d_name[0] == '.')
-                    continue;
-                cleanup_free char *child = xasprintf("%s/%s", group, ge->d_name);
-                rmdir(child);
-            }
-            if (g)
-                closedir(g);
-            if (rmdir(group) == 0)
+            /* mcp-sandbox.<pid>/<sandbox>/{run,write}: two levels below. */
+            if (remove_empty_tree(group, 2) == 0)
                 removed++;
         }
         closedir(d);

@@ -20,6 +20,10 @@ struct cgroup_limits {
     uint64_t memory_bytes;  /* memory.max / memory.limit_in_bytes; swap pinned to 0 */
     uint32_t cpu_millicpus; /* cpu.max / cfs_quota_us over a 100 ms period */
     uint32_t pids;          /* pids.max */
+    /* Room for cgroup_attach_writer: on v2 the group's processes then live in a child group,
+     * run, which alone carries cpu.max, so that a writer placed beside it is charged to the
+     * group's memory without waiting on its CPU quota. */
+    bool writer;
 };
 
 struct cgroup_usage {
@@ -56,10 +60,10 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
-/* Same, for the memory controller alone: v1 only (ENOTSUP on v2, where one group holds every
- * controller; cgroup_memory_apart says which). */
-int cgroup_attach_memory(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
-bool cgroup_memory_apart(const struct sbx_cgroup *cg);
+/* Move pid where the group's memory limit counts what it allocates but its CPU quota does not
+ * hold it back: on v1 the memory hierarchy's group alone; on v2 the child group write, made on
+ * first use (a group made without lim.writer: ENOTSUP, unless it has no CPU quota). */
+int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* How many more bytes the group may be charged before its memory limit bites, counting the
  * page cache of files as free; UINT64_MAX without a limit, or when it cannot tell. */
 uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg);
@@ -71,8 +75,6 @@ uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg);
  * -ENOTSUP on v2, where a thread cannot sit apart from its process: use cgroup_attach. */
 int cgroup_enter_thread(struct sbx_cgroup *cg);
 int cgroup_leave_thread(struct sbx_cgroup *cg);
-/* Open an fd of the v2 group directory for clone3(CLONE_INTO_CGROUP), or -1 on v1. */
-int cgroup_dirfd(struct sbx_cgroup *cg);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
 /* How many processes the OOM killer has killed in the group since it was made (one read). */
 uint64_t cgroup_oom_kills(struct sbx_cgroup *cg);

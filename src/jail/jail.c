@@ -446,6 +446,7 @@ static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
             .memory_bytes = spec->profile->memory_bytes,
             .cpu_millicpus = spec->profile->cpu_millicpus,
             .pids = spec->profile->pids,
+            .writer = spec->persistent, /* write_file: jail_write_charged */
         };
         if (cgroup_create(spec->name, &lim, &j->cg, err) < 0)
             return sbx_err_wrap(err, "cgroup limits");
@@ -1027,7 +1028,7 @@ static int write_in_memory_group(struct jail *j, int fd, const void *data, size_
         _exit(-write_all(fd, data, len));
     }
     close(go[0]);
-    int r = cgroup_attach_memory(j->cg, pid, err);
+    int r = cgroup_attach_writer(j->cg, pid, err);
     if (r == 0 && write(go[1], "w", 1) != 1)
         r = sbx_fail_errno(err, errno, "starting the writer");
     close(go[1]); /* without the go-ahead, the child ends unwritten */
@@ -1054,10 +1055,9 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
                        struct sbx_err *err)
 {
     *oom_killed = false;
-    /* On cgroup v2 one group holds every controller: the writer would run under the sandbox's
-     * CPU quota, and the server, waiting for it, would stall with it. There the server writes,
-     * and the pages are charged to it. */
-    if (!j || !j->cg || !cgroup_memory_apart(j->cg)) {
+    /* Without a cgroup there is no group to charge: rlimits bound the sandbox, and tmpfs's
+     * size its files. */
+    if (!j || !j->cg) {
         int r = write_all(fd, data, len);
         return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
     }

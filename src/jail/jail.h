@@ -112,9 +112,10 @@ int jail_read_memory_peak(struct jail *j, uint64_t *out);
 int jail_read_cpu_ns(struct jail *j, uint64_t *out);
 
 /* write_all to fd, so that the pages the write makes (the sandbox's tmpfs is memory) are
- * charged to the sandbox: by a short-lived child in its memory group, where cgroup v1 keeps
- * that group apart; by the caller without a cgroup, or on v2 (see jail.c). A write that does
- * not fit fails with ENOMEM; *oom_killed says the OOM killer took the child for it. */
+ * charged to the sandbox: by a short-lived child placed under the sandbox's memory limit but
+ * not its CPU quota (cgroup_attach_writer); by the caller where the sandbox has no cgroup. A
+ * write that does not fit fails with ENOMEM; *oom_killed says the OOM killer took the child
+ * for it. */
 int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
                        struct sbx_err *err);
 

@@ -4,6 +4,7 @@
  * Built static (like the front end) so that it runs in the VM's busybox initramfs, where the
  * dynamically linked server cannot. Usage: vm-sandboxes OWN_CGROUP_DIR (under /sys/fs/cgroup,
  * the cgroup this process was started alone in). Prints TAP. */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jail/jail.h"
 #include "lib/config.h"
 #include "lib/err.h"
+#include "lib/util.h"
 
 static int n_tests, n_failed;
 
@@ -49,6 +53,126 @@ static bool exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+static long long file_number(const char *path)
+{
+    char buf[64];
+    first_line(path, buf, sizeof(buf));
+    return strtoll(buf, NULL, 10);
+}
+
+/* jail_write_charged of len bytes into the sandbox's /tmp/name, as write_file does (with the
+ * sandbox user's fs ids: root has no id in the sandbox's tmpfs): 0 or -errno. */
+static int charged_write(struct jail *j, const char *name, const char *data, size_t len)
+{
+    char rel[64];
+    snprintf(rel, sizeof(rel), "tmp/%s", name);
+    struct fs_ids ids = fs_ids_switch(65534, 65534);
+    int fd = openat(j->root_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int e = errno;
+    fs_ids_restore(ids);
+    if (fd < 0)
+        return -e;
+    bool oom = false;
+    struct sbx_err err = {0};
+    int r = jail_write_charged(j, fd, data, len, &oom, &err);
+    close(fd);
+    return r < 0 ? -err.code : 0;
+}
+
+static struct jail *start(const struct sbx_config *cfg, const struct sbx_profile *profile,
+                          const char *name, char *script, int stdin_fd)
+{
+    char *sh_argv[] = {"/bin/sh", "-c", script, NULL};
+    struct jail_spec spec = {.profile = profile,
+                             .cfg = cfg,
+                             .argv = sh_argv,
+                             .stdin_fd = stdin_fd,
+                             .stdout_fd = -1,
+                             .stderr_fd = -1,
+                             .name = name,
+                             .persistent = true};
+    struct jail *j = NULL;
+    struct sbx_err err = {0};
+    int r = jail_spawn(&spec, &j, &err);
+    check(r == 0, "server path: persistent sandbox %s starts (%s)", name,
+          r == 0 ? j->limits_backend : err.msg);
+    return r == 0 ? j : NULL;
+}
+
+/* write_file's bytes, written by jail_write_charged into sandbox j (standard profile, named
+ * name), are charged to its memory, and a write past its limit is refused. */
+static void charged_writes(struct jail *j, const char *own, const char *name)
+{
+    int pid = (int)getpid();
+    char group[512], path[600], got[64];
+    snprintf(group, sizeof(group), "%s/mcp-sandbox.%d/%s", own, pid, name);
+    size_t len = 8 << 20;
+    char *data = malloc(len);
+    memset(data, 'x', len); /* touched now, so that the server's own memory moves no more */
+    snprintf(path, sizeof(path), "%s/memory.current", group);
+    char self[600];
+    snprintf(self, sizeof(self), "%s/mcp-sandbox.%d.self/memory.current", own, pid);
+    long long sb0 = file_number(path), srv0 = file_number(self);
+    int r = charged_write(j, "charged", data, len);
+    long long sb = file_number(path) - sb0, srv = file_number(self) - srv0;
+    check(r == 0 && sb >= 7 << 20,
+          "charged write: 8 MiB in the sandbox's /tmp add %lld KiB to its memory.current (r=%d)",
+          sb >> 10, r);
+    check(srv < 2 << 20, "charged write: and %lld KiB to the server's", srv >> 10);
+    free(data);
+    size_t big = (size_t)300 << 20;
+    char *untouched = malloc(big); /* never read: the write is refused before it starts */
+    r = charged_write(j, "too-big", untouched, big);
+    check(r == -ENOMEM, "charged write: 300 MiB into a 256 MiB sandbox is refused (r=%d)", r);
+    free(untouched);
+    /* The quota sits with the processes, not above the writer. */
+    snprintf(path, sizeof(path), "%s/run/cpu.max", group);
+    first_line(path, got, sizeof(got));
+    check(strcmp(got, "50000 100000") == 0, "charged write: the processes' group has cpu.max (%s)",
+          got);
+    snprintf(path, sizeof(path), "%s/cpu.max", group);
+    first_line(path, got, sizeof(got));
+    check(strcmp(got, "max 100000") == 0, "charged write: the sandbox's group above has none (%s)",
+          got);
+    snprintf(path, sizeof(path), "%s/write/cgroup.procs", group);
+    first_line(path, got, sizeof(got));
+    check(exists(path) && got[0] == '\0', "charged write: the writer's group is left empty");
+}
+
+/* A sandbox that has spent its CPU quota does not hold up a write into it. */
+static void writes_past_a_spent_quota(const struct sbx_config *cfg, const char *own)
+{
+    struct sbx_profile tight = *config_profile(cfg, "standard");
+    tight.cpu_millicpus = 10; /* 1 ms per 100 ms, the least cpu.max takes */
+    struct jail *j = start(cfg, &tight, "sb-spin", "while :; do :; done", -1);
+    if (!j)
+        return;
+    struct timespec settle = {0, 300 * 1000000};
+    nanosleep(&settle, NULL);
+    char data[256 << 10];
+    memset(data, 'y', sizeof(data));
+    int r = 0;
+    uint64_t t0 = now_ms();
+    for (int i = 0; i < 5 && r == 0; i++)
+        r = charged_write(j, "spin", data, sizeof(data));
+    uint64_t ms = now_ms() - t0;
+    char path[600], stat[4096];
+    snprintf(path, sizeof(path), "%s/mcp-sandbox.%d/sb-spin/run/cpu.stat", own, (int)getpid());
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+    stat[n] = '\0';
+    if (f)
+        fclose(f);
+    const char *nt = strstr(stat, "nr_throttled ");
+    long long throttled = nt ? strtoll(nt + 13, NULL, 10) : 0;
+    check(throttled > 0, "spent quota: (control) the spinning sandbox is throttled (%lld times)",
+          throttled);
+    check(r == 0 && ms < 1500,
+          "spent quota: 5 charged writes into it take %llu ms, not a quota period each (r=%d)",
+          (unsigned long long)ms, r);
+    jail_destroy(j);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -71,27 +195,15 @@ int main(int argc, char **argv)
         if (pipe2(p, O_CLOEXEC) < 0)
             return 1;
         feed[i] = p[1];
-        char *sh_argv[] = {"/bin/sh", "-c", "read x; exit 0", NULL};
-        struct jail_spec spec = {.profile = config_profile(&cfg, "standard"),
-                                 .cfg = &cfg,
-                                 .argv = sh_argv,
-                                 .stdin_fd = p[0],
-                                 .stdout_fd = -1,
-                                 .stderr_fd = -1,
-                                 .name = names[i],
-                                 .persistent = true};
-        struct sbx_err err = {0};
-        int r = jail_spawn(&spec, &jails[i], &err);
+        jails[i] = start(&cfg, config_profile(&cfg, "standard"), names[i], "read x; exit 0", p[0]);
         close(p[0]);
-        check(r == 0, "server path: persistent sandbox %s starts (%s)", names[i],
-              r == 0 ? jails[i]->limits_backend : err.msg);
-        if (r < 0)
+        if (!jails[i])
             continue;
         check(strcmp(jails[i]->limits_backend, "cgroup-v2") == 0,
               "server path: %s has cgroup-v2 limits", names[i]);
         snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)jails[i]->pid);
         first_line(path, got, sizeof(got));
-        snprintf(want, sizeof(want), "0::%s/mcp-sandbox.%d/%s", own_rel, pid, names[i]);
+        snprintf(want, sizeof(want), "0::%s/mcp-sandbox.%d/%s/run", own_rel, pid, names[i]);
         check(strcmp(got, want) == 0, "server path: %s's init is in %s (got %s)", names[i], want,
               got);
     }
@@ -119,7 +231,35 @@ int main(int argc, char **argv)
               (unsigned long long)u.cpu_ns);
     }
 
-    /* One torn down while the others live: its group goes, theirs stay. */
+    if (jails[0])
+        charged_writes(jails[0], own, names[0]);
+    writes_past_a_spent_quota(&cfg, own);
+    snprintf(path, sizeof(path), "%s/mcp-sandbox.%d/sb-spin", own, pid);
+    check(!exists(path), "spent quota: its group, run and write are removed with it");
+
+    /* What a server that died uncleanly left, two levels deep, is swept; a live pid's stays. */
+    static const char *const stale[] = {"mcp-sandbox.999999", "sb-x", "run"};
+    static const char *const live[] = {"mcp-sandbox.1", "sb-y", "run"};
+    char stale_dir[600] = "", live_dir[600] = "";
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s", i ? stale_dir : own, stale[i]);
+        snprintf(stale_dir, sizeof(stale_dir), "%s", path);
+        mkdir(stale_dir, 0755);
+        snprintf(path, sizeof(path), "%s/%s", i ? live_dir : own, live[i]);
+        snprintf(live_dir, sizeof(live_dir), "%s", path);
+        mkdir(live_dir, 0755);
+    }
+    int swept = jail_sweep_stale();
+    snprintf(path, sizeof(path), "%s/mcp-sandbox.999999", own);
+    check(swept == 1 && !exists(path), "sweep: a dead server's group and its subgroups go (%d)",
+          swept);
+    check(exists(live_dir), "sweep: (control) pid 1's groups stay");
+    for (int i = 2; i >= 0; i--) {
+        rmdir(live_dir);
+        *strrchr(live_dir, '/') = '\0';
+    }
+
+    /* One torn down while the others live: its group goes (with run and write), theirs stay. */
     if (jails[0]) {
         jail_destroy(jails[0]);
         jails[0] = NULL;

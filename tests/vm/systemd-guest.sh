@@ -68,6 +68,12 @@ serve_session() {
         "$(cat "$group/memory.max" 2>&1)"
     r=$(tool 4 run_code "{\"sandbox_id\":\"$id\",\"code\":\"b = bytearray(16 << 20); len(b)\"}")
     expect "serve ($who): (control) 16 MiB fits under the limit" '"result":"16777216"' "$r"
+    local before grew
+    before=$(cat "$group/memory.current")
+    r=$(tool 8 write_file "{\"sandbox_id\":\"$id\",\"path\":\"big.txt\",\"content\":\"$(head -c 4194304 /dev/zero | tr '\0' a)\"}")
+    grew=$(( $(cat "$group/memory.current") - before ))
+    expect "serve ($who): write_file's 4 MiB are charged to the sandbox's group (+$((grew >> 10)) KiB)" \
+        '^yes$' "$(printf '%s' "$r" | grep -q '"size":4194304' && [ $grew -ge $((3 << 20)) ] && echo yes)"
     r=$(tool 5 run_code "{\"sandbox_id\":\"$id\",\"code\":\"b = bytearray(400 << 20)\"}")
     expect "serve ($who): 400 MiB is stopped by the cgroup's OOM kill, and said so" \
         'killed: out of memory \(limit 256 MiB\)' "$r"
