@@ -49,13 +49,10 @@ static struct cgroup_state state;
 struct sbx_cgroup {
     enum cgroup_backend_kind kind;
     char *dir[V1__COUNT]; /* v2 uses dir[0] only */
-    /* v2, made with lim.writer and a CPU quota: the processes and cpu.max are in dir[0]/run,
-     * writers in dir[0]/write (made on first use); NULL otherwise, the processes being in
-     * dir[0] itself. */
+    /* v2, made with lim.writer: the processes and cpu.max are in dir[0]/run, writers in
+     * dir[0]/write (made on first use); NULL otherwise, the processes being in dir[0]. */
     char *run_dir;
     char *write_dir;
-    bool write_made;
-    bool cpu_quota;
     /* Read around every execution, so kept open and pread (one syscall each); -1 before the
      * first use. */
     int peak_fd; /* memory high-water mark */
@@ -391,7 +388,7 @@ static const char *procs_dir(const struct sbx_cgroup *cg)
  * writer in dir[0]/write is held by the group's memory and pids limits but not by its quota
  * (which the processes may have spent). Only cpu is handed down: memory and pids are counted
  * and limited in dir[0], for its whole subtree. */
-static int split_v2(struct sbx_cgroup *cg, struct sbx_err *err)
+static int make_run_group(struct sbx_cgroup *cg, struct sbx_err *err)
 {
     int r = write_in(cg->dir[0], "cgroup.subtree_control", "+cpu");
     if (r < 0)
@@ -498,8 +495,7 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
             goto fail;
         }
     }
-    cg->cpu_quota = lim->cpu_millicpus != 0;
-    if (kind == CGROUP_BACKEND_V2 && lim->writer && cg->cpu_quota && split_v2(cg, err) < 0)
+    if (kind == CGROUP_BACKEND_V2 && lim->writer && make_run_group(cg, err) < 0)
         goto fail;
     if (apply_limits(cg, lim, err) < 0)
         goto fail;
@@ -534,17 +530,11 @@ int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
      * a fraction of a ms. */
     if (cg->kind == CGROUP_BACKEND_V1)
         return attach_in(cg->dir[V1_MEMORY], pid, err);
-    if (!cg->write_dir) {
-        if (cg->cpu_quota)
-            return sbx_fail(err, ENOTSUP, "the group %s was made without room for a writer",
-                            cg->dir[0]);
-        return attach_in(cg->dir[0], pid, err);
-    }
-    if (!cg->write_made) {
-        if (mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST)
-            return sbx_fail_errno(err, errno, "creating %s", cg->write_dir);
-        cg->write_made = true;
-    }
+    if (!cg->write_dir)
+        return sbx_fail(err, ENOTSUP, "the group %s was made without room for a writer",
+                        cg->dir[0]);
+    if (mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST)
+        return sbx_fail_errno(err, errno, "creating %s", cg->write_dir);
     return attach_in(cg->write_dir, pid, err);
 }
 
@@ -648,8 +638,9 @@ int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out)
 int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out)
 {
     if (cg->kind == CGROUP_BACKEND_V2) {
+        /* The processes' own: a writer's (in write, beside them) is no run's. */
         uint64_t us = 0;
-        int r = pread_number(&cg->cpu_fd, cg->dir[0], "cpu.stat", "usage_usec", &us);
+        int r = pread_number(&cg->cpu_fd, procs_dir(cg), "cpu.stat", "usage_usec", &us);
         *out = us * 1000;
         return r;
     }
@@ -734,7 +725,7 @@ int cgroup_kill_all(struct sbx_cgroup *cg)
         if (write_in(cg->dir[0], "cgroup.kill", "1") == 0)
             return 0;
         kill_listed(procs_dir(cg));
-        if (cg->write_made)
+        if (cg->write_dir)
             kill_listed(cg->write_dir);
         return 0;
     }
@@ -768,20 +759,17 @@ int cgroup_destroy(struct sbx_cgroup *cg)
     if (cg->cpu_fd >= 0)
         close(cg->cpu_fd);
     /* Children first: a group with a child cannot be removed. */
-    if (cg->write_made)
-        remove_group(cg->write_dir);
-    if (cg->run_dir)
-        remove_group(cg->run_dir);
-    for (int c = 0; c < nctrl(cg->kind); c++) {
-        if (!cg->dir[c])
+    char *dirs[2 + V1__COUNT] = {cg->write_dir, cg->run_dir};
+    for (int c = 0; c < nctrl(cg->kind); c++)
+        dirs[2 + c] = cg->dir[c];
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        if (!dirs[i])
             continue;
-        int r = remove_group(cg->dir[c]);
+        int r = remove_group(dirs[i]);
         if (r < 0 && r != -EBUSY)
             rc = r;
-        free(cg->dir[c]);
+        free(dirs[i]);
     }
-    free(cg->run_dir);
-    free(cg->write_dir);
     free(cg);
     return rc;
 }

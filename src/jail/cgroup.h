@@ -62,7 +62,7 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* Move pid where the group's memory limit counts what it allocates but its CPU quota does not
  * hold it back: on v1 the memory hierarchy's group alone; on v2 the child group write, made on
- * first use (a group made without lim.writer: ENOTSUP, unless it has no CPU quota). */
+ * first use (ENOTSUP for a group made without lim.writer). */
 int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* How many more bytes the group may be charged before its memory limit bites, counting the
  * page cache of files as free; UINT64_MAX without a limit, or when it cannot tell. */
