@@ -540,9 +540,9 @@ int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 
 /* Writes "0" (the caller) to each dirs[c]/tasks; on a failure, moves back to back[c] what it
  * had moved. */
-static int move_thread(char *const *dirs, char *const *back)
+static int move_thread(char *const *dirs, char *const *back, int n)
 {
-    for (int c = 0; c < V1__COUNT; c++) {
+    for (int c = 0; c < n; c++) {
         int r = write_in(dirs[c], "tasks", "0");
         if (r < 0) {
             while (back && c-- > 0)
@@ -553,22 +553,30 @@ static int move_thread(char *const *dirs, char *const *back)
     return 0;
 }
 
-int cgroup_enter_thread(struct sbx_cgroup *cg)
+/* The controllers a thread steps into: all, or for a writer the memory one alone (V1_MEMORY is
+ * the first). */
+static int thread_ctrls(bool writer)
+{
+    return writer ? V1_MEMORY + 1 : V1__COUNT;
+}
+
+int cgroup_enter_thread(struct sbx_cgroup *cg, bool writer)
 {
     if (cg->kind != CGROUP_BACKEND_V1 || !state.thread_moves)
         return -ENOTSUP;
-    int r = move_thread(cg->dir, state.own);
+    int r = move_thread(cg->dir, state.own, thread_ctrls(writer));
     if (r < 0)
         state.thread_moves = false; /* the slow way from now on: it cannot strand a thread */
     return r;
 }
 
-int cgroup_leave_thread(struct sbx_cgroup *cg)
+int cgroup_leave_thread(struct sbx_cgroup *cg, bool writer)
 {
     if (cg->kind != CGROUP_BACKEND_V1)
         return -ENOTSUP;
-    int r = move_thread(state.own, NULL);
-    if (r < 0 && (r = move_thread(state.own, NULL)) < 0)
+    int n = thread_ctrls(writer);
+    int r = move_thread(state.own, NULL, n);
+    if (r < 0 && (r = move_thread(state.own, NULL, n)) < 0)
         state.thread_moves = false;
     return r;
 }

@@ -72,9 +72,10 @@ uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg);
  * that moving a process takes for writing (cgroup_threadgroup_rwsem, whose RCU grace period cost
  * ~0.8 ms here, and which stalls every fork and exit on the machine meanwhile). While inside,
  * the thread's CPU time counts to the group, and so could a page its process faults in.
- * -ENOTSUP on v2, where a thread cannot sit apart from its process: use cgroup_attach. */
-int cgroup_enter_thread(struct sbx_cgroup *cg);
-int cgroup_leave_thread(struct sbx_cgroup *cg);
+ * writer: the memory group alone, where cgroup_attach_writer would put a process. -ENOTSUP on
+ * v2, where a thread cannot sit apart from its process: use cgroup_attach(_writer). */
+int cgroup_enter_thread(struct sbx_cgroup *cg, bool writer);
+int cgroup_leave_thread(struct sbx_cgroup *cg, bool writer);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);
 /* How many processes the OOM killer has killed in the group since it was made (one read). */
 uint64_t cgroup_oom_kills(struct sbx_cgroup *cg);

@@ -16,6 +16,7 @@
 #include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -480,7 +481,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     uint64_t t0 = now_ns();
     /* On cgroup v1 the clone is born in its group: this thread steps in for the clone and
      * out again. Otherwise (v2) the child is moved once it exists. */
-    bool born_inside = j->cg && cgroup_enter_thread(j->cg) == 0;
+    bool born_inside = j->cg && cgroup_enter_thread(j->cg, false) == 0;
     j->pid = clone_sandbox(&st->plan, st->shared_stack, &j->pidfd);
     if (j->pid == 0)
         child_main(&st->plan); /* never returns; a shared-memory child starts in child_entry */
@@ -489,7 +490,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
      * nothing here may write errno but a call that fails (and then the sandbox is refused). */
     /* Left inside, this thread would count against the sandbox's pids and keep its group
      * from being removed. */
-    int left = born_inside ? cgroup_leave_thread(j->cg) : 0;
+    int left = born_inside ? cgroup_leave_thread(j->cg, false) : 0;
     if (left < 0)
         return sbx_fail_errno(err, -left, "leaving the sandbox's cgroup after the clone");
     if (j->pid < 0) {
@@ -997,21 +998,24 @@ int jail_read_cpu_ns(struct jail *j, uint64_t *out)
     return cgroup_read_cpu_ns(j->cg, out);
 }
 
-/* The fork and its wait, for jail_write_charged. */
-static int write_in_memory_group(struct jail *j, int fd, const void *data, size_t len,
-                                 bool *oom_killed, struct sbx_err *err)
+/* What a writer child runs once it is placed; returns its exit status (an errno, or 0). */
+typedef int (*writer_body)(const void *arg);
+
+/* Forks a writer: a copy of the caller placed by cgroup_attach_writer before body runs. A
+ * fork, not a thread or CLONE_VM: a page is charged to the group of its mm's owner. Returns
+ * its pid, or -1 with nothing left running. */
+static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, struct sbx_err *err)
 {
     int go[2];
     if (pipe2(go, O_CLOEXEC) < 0)
         return sbx_fail_errno(err, errno, "starting the writer");
-    /* A fork, not a thread or CLONE_VM: a page is charged to the group of its mm's owner. */
+    /* The group's files, and the child's own OOM score, are the server's to write, whatever
+     * fs ids its caller took for the file; the child inherits them. */
+    struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
+    /* On v1 the child is born in the group: moving a process takes a lock whose RCU grace
+     * period lasted 17-28 ms here with 64 sandboxes busy (see spawn_launch). */
+    bool born_inside = cgroup_enter_thread(j->cg, true) == 0;
     pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(go[0]);
-        close(go[1]);
-        return sbx_fail_errno(err, e, "starting the writer");
-    }
     if (pid == 0) {
         /* Async-signal-safe calls only: the server has other threads. */
         close(go[1]);
@@ -1025,21 +1029,44 @@ static int write_in_memory_group(struct jail *j, int fd, const void *data, size_
         if (adj >= 0 && write(adj, "1000", 4) < 0) {
             /* the write goes on; the kernel picks its victim alone */
         }
-        _exit(-write_all(fd, data, len));
+        /* Where its CPU time is the server's (v1), it yields to the server: a flood's writers
+         * would otherwise slow every other call. */
+        setpriority(PRIO_PROCESS, 0, 19);
+        _exit(body(arg));
+    }
+    int left = born_inside ? cgroup_leave_thread(j->cg, true) : 0;
+    if (pid > 0 && left < 0) {
+        /* This thread is still counted in the sandbox's memory: said, as spawn_launch does. */
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        pid = -1;
+        errno = -left;
+    }
+    if (pid < 0) {
+        int e = errno;
+        fs_ids_restore(ids);
+        close(go[0]);
+        close(go[1]);
+        return sbx_fail_errno(err, e, "starting the writer");
     }
     close(go[0]);
-    int r = cgroup_attach_writer(j->cg, pid, err);
+    int r = born_inside ? 0 : cgroup_attach_writer(j->cg, pid, err);
+    fs_ids_restore(ids);
     if (r == 0 && write(go[1], "w", 1) != 1)
         r = sbx_fail_errno(err, errno, "starting the writer");
     close(go[1]); /* without the go-ahead, the child ends unwritten */
-    int st = 0;
-    pid_t waited;
-    while ((waited = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    if (r < 0)
-        return r;
-    if (waited < 0)
-        return sbx_fail_errno(err, errno, "waiting for the writer");
+    if (r < 0) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return -1;
+    }
+    return pid;
+}
+
+/* A writer's wait status as a result: ENOMEM when the OOM killer took it. */
+static int writer_result(int st, bool *oom_killed, struct sbx_err *err)
+{
     if (WIFSIGNALED(st)) {
         *oom_killed = WTERMSIG(st) == SIGKILL;
         if (*oom_killed)
@@ -1049,6 +1076,18 @@ static int write_in_memory_group(struct jail *j, int fd, const void *data, size_
     if (WEXITSTATUS(st))
         return sbx_fail(err, WEXITSTATUS(st), "%s", strerror(WEXITSTATUS(st)));
     return 0;
+}
+
+struct whole_write {
+    int fd;
+    const void *data;
+    size_t len;
+};
+
+static int write_whole(const void *arg)
+{
+    const struct whole_write *w = arg;
+    return -write_all(w->fd, w->data, w->len);
 }
 
 int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
@@ -1061,17 +1100,120 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
         int r = write_all(fd, data, len);
         return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
     }
-    /* The group's files, and the child's own OOM score, are the server's to read and set,
-     * whatever fs ids its caller took for the file. */
-    struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
-    int r;
     /* Refused before any process is started, when it plainly cannot fit: nothing is killed. */
-    if ((uint64_t)len > cgroup_memory_headroom(j->cg))
-        r = sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
-    else
-        r = write_in_memory_group(j, fd, data, len, oom_killed, err);
+    struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
+    uint64_t headroom = cgroup_memory_headroom(j->cg);
     fs_ids_restore(ids);
-    return r;
+    if ((uint64_t)len > headroom)
+        return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
+    struct whole_write w = {fd, data, len};
+    pid_t pid = fork_writer(j, write_whole, &w, err);
+    if (pid < 0)
+        return -1;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return sbx_fail_errno(err, errno, "waiting for the writer");
+    return writer_result(st, oom_killed, err);
+}
+
+struct stream_copy {
+    int in, out;
+};
+
+/* Copies the pipe into the file until the pipe's end. It closes every other fd first: it may
+ * live as long as a run, and must not hold the server's sockets and pipes open meanwhile. */
+static int copy_stream(const void *arg)
+{
+    const struct stream_copy *c = arg;
+    if (dup2(c->in, 0) < 0 || dup2(c->out, 1) < 0)
+        return errno;
+    close_range(2, ~0U, 0);
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(0, buf, sizeof(buf));
+        if (n == 0)
+            return 0;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        int r = write_all(1, buf, (size_t)n);
+        if (r < 0)
+            return -r;
+    }
+}
+
+int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err)
+{
+    w->pid = -1;
+    w->pipe_fd = w->pidfd = -1;
+    if (!j || !j->cg)
+        return sbx_fail(err, ENOTSUP, "the sandbox has no cgroup to charge");
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_fail_errno(err, errno, "starting the writer");
+    /* Read ends that are above the three standard fds, so the child's dup2 cannot clobber one
+     * with the other. */
+    int in = fcntl(p[0], F_DUPFD_CLOEXEC, 3), out = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(p[0]);
+    struct stream_copy c = {in, out};
+    pid_t pid = in < 0 || out < 0 ? sbx_fail_errno(err, errno, "starting the writer")
+                                  : fork_writer(j, copy_stream, &c, err);
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    if (pid > 0 && pidfd < 0) {
+        sbx_fail_errno(err, errno, "watching the writer");
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        pid = -1;
+    }
+    if (pid < 0) {
+        close(p[1]);
+        return -1;
+    }
+    /* A pipe as large as an unprivileged caller may make; a full one is the caller's cue to
+     * hold back the output it copies (the write end is non-blocking). */
+    fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    w->pid = pid;
+    w->pidfd = pidfd;
+    w->pipe_fd = p[1];
+    return 0;
+}
+
+int jail_writer_end(struct jail_writer *w, int timeout_ms, bool *oom_killed, struct sbx_err *err)
+{
+    *oom_killed = false;
+    if (w->pipe_fd >= 0)
+        close(w->pipe_fd);
+    w->pipe_fd = -1;
+    if (w->pid <= 0)
+        return 0;
+    struct pollfd pfd = {.fd = w->pidfd, .events = POLLIN};
+    int n;
+    while ((n = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR)
+        ;
+    bool late = n == 0;
+    if (late)
+        syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+    int st = 0;
+    pid_t got;
+    while ((got = waitpid(w->pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    close(w->pidfd);
+    w->pidfd = -1;
+    w->pid = -1;
+    if (late)
+        return sbx_fail(err, ETIMEDOUT, "the writer did not finish within %d ms", timeout_ms);
+    if (got < 0)
+        return sbx_fail_errno(err, errno, "waiting for the writer");
+    return writer_result(st, oom_killed, err);
 }
 
 void jail_destroy(struct jail *j)

@@ -119,6 +119,20 @@ int jail_read_cpu_ns(struct jail *j, uint64_t *out);
 int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
                        struct sbx_err *err);
 
+/* The same for a stream (output saved as it arrives): a child placed as jail_write_charged's
+ * copies into fd what arrives on pipe_fd (non-blocking: EAGAIN says the writer is behind)
+ * until pipe_fd is closed. ENOTSUP where the sandbox has no cgroup: then write fd directly. */
+struct jail_writer {
+    pid_t pid;
+    int pidfd;
+    int pipe_fd;
+};
+int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err);
+/* Closes pipe_fd and waits up to timeout_ms for the writer to copy the rest, then kills it.
+ * 0 once all was written; ENOMEM (*oom_killed) when the OOM killer took it, ETIMEDOUT, or
+ * the write's own error. */
+int jail_writer_end(struct jail_writer *w, int timeout_ms, bool *oom_killed, struct sbx_err *err);
+
 /* Kill, reap and remove everything the sandbox held. */
 void jail_destroy(struct jail *j);
 

@@ -11,6 +11,7 @@
 #include "tools_common.h"
 #include "util.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,54 @@
 #define INTERRUPT_GRACE_MS   2000 /* the driver gives a bash child 1 s before killing it */
 #define PROGRESS_INTERVAL_MS 250
 #define SPILL_MAX            (64ull << 20)
+#define SPILL_WAIT_MS        2000
+
+/* Ends stream idx's output file: what is pending goes to the writer (waiting for room at most
+ * SPILL_WAIT_MS in all, as does the writer's finish), the writer is reaped, and the stream is
+ * read again. The writer has at most a pipe's worth left, so the wait is short unless the
+ * sandbox's memory is at its limit. */
+static void spill_end(struct exec *e, int idx)
+{
+    struct sandbox *sb = e->sb;
+    uint64_t deadline = now_ms() + SPILL_WAIT_MS;
+    struct jail_writer *w = &e->spill_writer[idx];
+    if (e->spill_w[idx]) {
+        ev_unwatch(e->spill_w[idx]);
+        e->spill_w[idx] = NULL;
+        sandbox_hold_output(sb, idx + 1, false);
+    }
+    size_t off = 0;
+    while (off < e->spill_pending_len[idx] && !e->spill_failed[idx]) {
+        ssize_t n =
+            write(e->spill_fd[idx], e->spill_pending[idx] + off, e->spill_pending_len[idx] - off);
+        uint64_t now = now_ms();
+        if (n > 0) {
+            off += (size_t)n;
+        } else if (n < 0 && errno == EAGAIN && now < deadline) {
+            struct pollfd p = {.fd = e->spill_fd[idx], .events = POLLOUT};
+            poll(&p, 1, (int)(deadline - now));
+        } else if (!(n < 0 && errno == EINTR)) {
+            e->spill_failed[idx] = true;
+        }
+    }
+    free(e->spill_pending[idx]);
+    e->spill_pending[idx] = NULL;
+    e->spill_pending_len[idx] = 0;
+    if (w->pid > 0) {
+        uint64_t now = now_ms();
+        bool oom = false;
+        struct sbx_err err = {0};
+        e->spill_fd[idx] = -1; /* the writer's pipe: jail_writer_end closes it */
+        if (jail_writer_end(w, now < deadline ? (int)(deadline - now) : 0, &oom, &err) < 0)
+            e->spill_failed[idx] = true;
+        /* The writer's own death is no process of the run's. */
+        if (oom)
+            sb->oom_kills_seen++;
+    } else if (e->spill_fd[idx] >= 0) {
+        close(e->spill_fd[idx]);
+        e->spill_fd[idx] = -1;
+    }
+}
 
 void exec_free(struct exec *e)
 {
@@ -31,8 +80,7 @@ void exec_free(struct exec *e)
     if (e->progress_timer)
         ev_timer_cancel(e->progress_timer);
     for (int i = 0; i < 2; i++)
-        if (e->spill_fd[i] >= 0)
-            close(e->spill_fd[i]);
+        spill_end(e, i);
     outbuf_free(&e->out);
     outbuf_free(&e->err);
     json_decref(e->outcome.frame);
@@ -83,11 +131,9 @@ static void finish(struct sandbox *sb, struct exec *e)
         sb->state = SBX_READY;
     sb->executions++;
     sb->last_used_ms = (int64_t)wall_ms();
+    /* Before the result: it names the files, which must then be whole. */
     for (int i = 0; i < 2; i++)
-        if (e->spill_fd[i] >= 0) {
-            close(e->spill_fd[i]);
-            e->spill_fd[i] = -1;
-        }
+        spill_end(e, i);
     if (e->done)
         e->done(e);
     exec_free(e);
@@ -168,7 +214,10 @@ static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *langua
     e->code = xstrdup(code);
     e->cwd = cwd ? xstrdup(cwd) : NULL;
     e->timeout_ms = timeout_ms;
-    e->spill_fd[0] = e->spill_fd[1] = -1;
+    for (int i = 0; i < 2; i++) {
+        e->spill_fd[i] = -1;
+        e->spill_writer[i] = (struct jail_writer){.pid = -1, .pidfd = -1, .pipe_fd = -1};
+    }
     e->done = done;
     e->done_data = data;
     outbuf_init(&e->out, cfg->output_cap_bytes);
@@ -284,6 +333,67 @@ static void keep_spill(struct sandbox *sb, const char *path)
     snprintf(slot, sizeof(sb->spill_kept[0]), "%s", path);
 }
 
+static void on_spill_room(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
+/* Keeps what the writer's pipe did not take, and holds the stream until it has room: the
+ * sandbox then waits on its own output, and the server on nothing. */
+static void spill_hold(struct exec *e, int idx, const char *data, size_t len)
+{
+    struct sandbox *sb = e->sb;
+    e->spill_pending[idx] = xrealloc(e->spill_pending[idx], e->spill_pending_len[idx] + len);
+    memcpy(e->spill_pending[idx] + e->spill_pending_len[idx], data, len);
+    e->spill_pending_len[idx] += len;
+    if (e->spill_w[idx])
+        return;
+    struct sbx_err err = {0};
+    e->spill_w[idx] = ev_watch(sb->svc->loop, e->spill_fd[idx], EPOLLOUT, on_spill_room, e, &err);
+    if (e->spill_w[idx])
+        sandbox_hold_output(sb, idx + 1, true);
+    else
+        e->spill_failed[idx] = true;
+}
+
+/* Writes to the stream's file (or its writer's pipe) what it takes now. */
+static void spill_put(struct exec *e, int idx, const char *data, size_t len)
+{
+    if (e->spill_pending_len[idx]) {
+        spill_hold(e, idx, data, len); /* after what waits, never before it */
+        return;
+    }
+    while (len) {
+        ssize_t n = write(e->spill_fd[idx], data, len);
+        if (n > 0) {
+            data += n;
+            len -= (size_t)n;
+        } else if (n < 0 && errno == EAGAIN) {
+            spill_hold(e, idx, data, len);
+            return;
+        } else if (!(n < 0 && errno == EINTR)) {
+            /* the workspace is full, or the writer is gone: head and tail still come back */
+            e->spill_failed[idx] = true;
+            return;
+        }
+    }
+}
+
+static void on_spill_room(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)fd;
+    (void)events;
+    struct exec *e = data;
+    int idx = fd == e->spill_fd[0] ? 0 : 1;
+    char *pending = e->spill_pending[idx];
+    size_t len = e->spill_pending_len[idx];
+    e->spill_pending[idx] = NULL;
+    e->spill_pending_len[idx] = 0;
+    ev_unwatch(e->spill_w[idx]);
+    e->spill_w[idx] = NULL;
+    sandbox_hold_output(e->sb, idx + 1, false);
+    spill_put(e, idx, pending, len); /* holds again if the pipe is still short of room */
+    free(pending);
+}
+
 /* Appends to a stream's file what its share of the workspace still takes; past that the stream
  * is only marked as cut. */
 static void spill_write(struct exec *e, int idx, const char *data, size_t len)
@@ -294,8 +404,8 @@ static void spill_write(struct exec *e, int idx, const char *data, size_t len)
         n = e->spilled[idx] < cap ? (size_t)(cap - e->spilled[idx]) : 0;
         e->spill_capped[idx] = true;
     }
-    if (n && write_all(e->spill_fd[idx], data, n) < 0)
-        e->spill_failed[idx] = true; /* the workspace is full: head and tail still come back */
+    if (n)
+        spill_put(e, idx, data, n);
     e->spilled[idx] += n;
 }
 
@@ -315,8 +425,20 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
         gid_t gid;
         sandbox_host_ids(sb->svc, &uid, &gid);
         struct sbx_err err = {0};
-        e->spill_fd[idx] = files_create(sandbox_root_fd(sb), e->spill_path[idx], uid, gid, &err);
-        if (e->spill_fd[idx] < 0) {
+        int fd = files_create(sandbox_root_fd(sb), e->spill_path[idx], uid, gid, &err);
+        if (fd < 0) {
+            e->spill_failed[idx] = true;
+            return;
+        }
+        /* Its pages are the sandbox's memory: a writer in its group makes them. */
+        struct jail_writer *w = &e->spill_writer[idx];
+        if (jail_writer_start(sb->jail, fd, w, &err) == 0) {
+            close(fd);
+            e->spill_fd[idx] = w->pipe_fd;
+        } else if (err.code == ENOTSUP) {
+            e->spill_fd[idx] = fd; /* no group to charge */
+        } else {
+            close(fd);
             e->spill_failed[idx] = true;
             return;
         }

@@ -457,6 +457,13 @@ void sandbox_drain_output(struct sandbox *sb)
     }
 }
 
+void sandbox_hold_output(struct sandbox *sb, int stream, bool hold)
+{
+    struct ev_watch *w = stream == 1 ? sb->out_w : sb->err_w;
+    if (w)
+        ev_watch_modify(w, hold ? 0 : EPOLLIN);
+}
+
 static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
 {
     (void)loop;

@@ -5,6 +5,7 @@
 #define SBX_SANDBOX_H
 
 #include "channel.h"
+#include "jail/jail.h"
 #include "config.h"
 #include "err.h"
 #include "outbuf.h"
@@ -88,7 +89,15 @@ struct exec {
     uint64_t cpu_start_ns; /* the sandbox cgroup's CPU time at the start */
     bool cpu_start_known;
     struct outbuf out, err;
-    int spill_fd[2]; /* full output files in the workspace once a stream overflows, or -1 */
+    /* Full output files in the workspace once a stream overflows: spill_fd is the pipe to
+     * the writer that copies into the file, charged to the sandbox (jail_writer_start), or
+     * the file itself where the sandbox has no cgroup; -1 before. */
+    int spill_fd[2];
+    struct jail_writer spill_writer[2];
+    /* What the writer's full pipe did not take yet; the stream is held meanwhile. */
+    char *spill_pending[2];
+    size_t spill_pending_len[2];
+    struct ev_watch *spill_w[2]; /* the pipe, while something is pending */
     char spill_path[2][96];
     uint64_t spilled[2];
     bool spill_capped[2]; /* the stream went on past what its file takes */
@@ -251,6 +260,9 @@ bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail);
 void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid);
 /* Reads whatever the pipes hold into the running execution (after its result frame). */
 void sandbox_drain_output(struct sandbox *sb);
+/* Stops (hold) or resumes reading a stream (1 stdout, 2 stderr) of the sandbox: while held,
+ * what its processes write waits in the pipe, and they block once it is full. */
+void sandbox_hold_output(struct sandbox *sb, int stream, bool hold);
 /* Sends a request frame that is not an execution (refresh_imports). */
 int sandbox_send(struct sandbox *sb, json_t *frame);
 

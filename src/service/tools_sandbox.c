@@ -331,8 +331,15 @@ static json_t *exec_result(struct exec *e, bool *is_error)
                     CHANNEL_MAX_FILES, CHANNEL_SCAN_FILES);
     for (int i = 0; i < 2; i++) {
         const char *stream = i ? "stderr" : "stdout";
-        if (!e->spill_path[i][0] || e->spill_failed[i])
+        if (!e->spill_path[i][0])
             continue;
+        if (e->spill_failed[i]) {
+            text_printf(&text,
+                        "[%s was cut to its head and tail; it could not be saved whole to %s: "
+                        "the workspace or the sandbox's memory is full]",
+                        stream, e->spill_path[i]);
+            continue;
+        }
         bool mib = e->spilled[i] >= 1u << 20;
         if (e->spill_capped[i])
             text_printf(&text, "[%s was cut to its head and tail; its first %llu %s are in %s]",

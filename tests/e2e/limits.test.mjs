@@ -148,6 +148,42 @@ test('at most 4 figures come back inline; more, and oversized ones, are saved an
   await c.close();
 });
 
+test('saved output is charged to the sandbox\'s memory: a file that does not fit is cut, and the sandbox goes on', async (t) => {
+  // 32 MiB: the interpreter and a 32 MiB output file (a sixteenth of 512 MiB) do not fit.
+  const c = await server('[profiles.small]\nmemory = "32M"\n');
+  const status = async (id) => (await call(c, 'get_sandbox_status', { sandbox_id: id })).sc;
+  const big = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const limits = (await status(big)).isolation.limits;
+  if (!limits.startsWith('cgroup-')) {
+    await c.close();
+    t.skip(`the sandbox's limits are ${limits}, not a cgroup`);
+    return;
+  }
+  // Standard (256 MiB): 20 MB of output is saved whole, and the sandbox pays for its pages.
+  await call(c, 'execute_command', { sandbox_id: big, command: 'true' });
+  const before = (await status(big)).usage.memory_bytes;
+  let { sc, text } = await call(c, 'execute_command', { sandbox_id: big, command: "head -c 20000000 /dev/zero | tr '\\0' x" });
+  assert.match(text, /the whole stdout is in \/workspace\/\.mcp\/output\//, text.slice(-400));
+  const path = text.match(/(\/workspace\/\.mcp\/output\/\S+)\]/)[1];
+  const file = await call(c, 'read_file', { sandbox_id: big, path, offset: 19999990 });
+  assert.equal(file.sc.size, 20000000);
+  assert.equal(file.sc.content, 'xxxxxxxxxx');
+  const after = (await status(big)).usage.memory_bytes;
+  assert.ok(after - before >= 18 << 20, `${before} -> ${after}`);
+  // 32 MiB: the file stops where the limit does, not at its 32 MiB share.
+  const small = (await call(c, 'create_sandbox', { profile: 'small' })).sc.sandbox_id;
+  ({ sc, text } = await call(c, 'execute_command', { sandbox_id: small, command: "head -c 60000000 /dev/zero | tr '\\0' x" }));
+  const listed = await call(c, 'list_files', { sandbox_id: small, path: '/workspace/.mcp/output' });
+  const sizes = listed.sc.entries.map((e) => e.size);
+  assert.ok(sizes.length <= 1 && sizes.every((n) => n < 32 << 20), `${sizes} ${text.slice(-300)}`);
+  assert.doesNotMatch(text, /its first 32 MiB are in/);
+  // (control) the sandbox goes on: after a reset that clears the files, a command runs.
+  ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: small, clear_files: true }));
+  ({ sc } = await call(c, 'execute_command', { sandbox_id: small, command: 'echo ok' }));
+  assert.equal(sc.stdout, 'ok\n');
+  await c.close();
+});
+
 test('write_file charges a file to the sandbox\'s memory: one past its limit is refused, and nothing else dies', async (t) => {
   const c = await server('[profiles.small]\nmemory = "64M"\n');
   const id = (await call(c, 'create_sandbox', { profile: 'small' })).sc.sandbox_id;
