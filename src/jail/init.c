@@ -23,7 +23,7 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-static void close_from(unsigned int first)
+void jail_close_from(unsigned int first)
 {
     if (syscall(SYS_close_range, first, ~0U, 0) == 0)
         return;
@@ -68,7 +68,7 @@ static int place_fds(const struct jail_child_plan *plan)
             return -errno;
     if (dup3(tmp[n], (int)n, O_CLOEXEC) < 0)
         return -errno;
-    close_from((unsigned int)n + 1);
+    jail_close_from((unsigned int)n + 1);
     return (int)n;
 }
 
@@ -93,7 +93,7 @@ void jail_keep_only_fds(int *keep, size_t n)
         close_gap(lo, keep[i] - 1);
         lo = keep[i] + 1;
     }
-    close_from((unsigned int)lo);
+    jail_close_from((unsigned int)lo);
 }
 
 /* Init keeps only its status socket and (persistent) the copies of the workload's fds. */

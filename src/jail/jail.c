@@ -1128,7 +1128,7 @@ static int copy_stream(const void *arg)
     const struct stream_copy *c = arg;
     if (dup2(c->in, 0) < 0 || dup2(c->out, 1) < 0)
         return errno;
-    close_range(2, ~0U, 0);
+    jail_close_from(2);
     char buf[65536];
     for (;;) {
         ssize_t n = read(0, buf, sizeof(buf));
@@ -1154,8 +1154,8 @@ int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return sbx_fail_errno(err, errno, "starting the writer");
-    /* Read ends that are above the three standard fds, so the child's dup2 cannot clobber one
-     * with the other. */
+    /* Both above the three standard fds, so that the child's first dup2 cannot clobber the
+     * second's source. */
     int in = fcntl(p[0], F_DUPFD_CLOEXEC, 3), out = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     close(p[0]);
     struct stream_copy c = {in, out};
@@ -1167,7 +1167,11 @@ int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_
         close(out);
     int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
     if (pid > 0 && pidfd < 0) {
-        sbx_fail_errno(err, errno, "watching the writer");
+        /* Before Linux 5.3 there is no pidfd to wait on with a timeout: the caller writes. */
+        if (errno == ENOSYS)
+            sbx_fail(err, ENOTSUP, "no pidfd_open (Linux 5.3)");
+        else
+            sbx_fail_errno(err, errno, "watching the writer");
         kill(pid, SIGKILL);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
@@ -1177,9 +1181,12 @@ int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_
         close(p[1]);
         return -1;
     }
-    /* A pipe as large as an unprivileged caller may make; a full one is the caller's cue to
-     * hold back the output it copies (the write end is non-blocking). */
-    fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+    /* A full pipe is the caller's cue to hold back the output it copies (the write end is
+     * non-blocking): the larger, the fewer holds. Root only: past fs.pipe-user-pages-soft a
+     * user's new pipes, the sandboxes' too, get 2 pages each, and root alone is exempt. */
+    if (geteuid() == 0 && fcntl(p[1], F_SETPIPE_SZ, 1 << 20) < 0) {
+        /* the default 64 KiB: more holds, nothing lost */
+    }
     fcntl(p[1], F_SETFL, O_NONBLOCK);
     w->pid = pid;
     w->pidfd = pidfd;

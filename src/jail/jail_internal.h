@@ -92,6 +92,8 @@ void jail_run_init(const struct jail_child_plan *plan) __attribute__((noreturn))
 
 /* init.c: close every fd but these (keep is sorted in place; -1 entries are ignored). */
 void jail_keep_only_fds(int *keep, size_t n);
+/* init.c: close every fd from first up (close_range; before Linux 5.9 one by one below 1024). */
+void jail_close_from(unsigned int first);
 
 /* init.c: send fd over a unix socket with a one-byte tag the receiver checks. Returns 0 or
  * -errno. */

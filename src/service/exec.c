@@ -20,16 +20,16 @@
 #define INTERRUPT_GRACE_MS   2000 /* the driver gives a bash child 1 s before killing it */
 #define PROGRESS_INTERVAL_MS 250
 #define SPILL_MAX            (64ull << 20)
-#define SPILL_WAIT_MS        2000
+/* How long the end of a run may wait for its output files' writers, in all. */
+#define SPILL_WAIT_MS 250
 
-/* Ends stream idx's output file: what is pending goes to the writer (waiting for room at most
- * SPILL_WAIT_MS in all, as does the writer's finish), the writer is reaped, and the stream is
- * read again. The writer has at most a pipe's worth left, so the wait is short unless the
- * sandbox's memory is at its limit. */
-static void spill_end(struct exec *e, int idx)
+/* Ends stream idx's output file by deadline (ms): what is pending goes to the writer, the
+ * writer is reaped (killed if late: the file is then said to be incomplete), and the stream
+ * is read again. The loop waits here, but briefly: the writer has at most a pipe's worth left
+ * (measured: up to 24 ms with 64 sandboxes flooding), unless the sandbox's memory is full. */
+static void spill_end(struct exec *e, int idx, uint64_t deadline)
 {
     struct sandbox *sb = e->sb;
-    uint64_t deadline = now_ms() + SPILL_WAIT_MS;
     struct jail_writer *w = &e->spill_writer[idx];
     if (e->spill_w[idx]) {
         ev_unwatch(e->spill_w[idx]);
@@ -69,6 +69,14 @@ static void spill_end(struct exec *e, int idx)
     }
 }
 
+/* Ends both output files, before a result that names them is built. */
+static void spill_end_all(struct exec *e)
+{
+    uint64_t deadline = now_ms() + SPILL_WAIT_MS;
+    for (int i = 0; i < 2; i++)
+        spill_end(e, i, deadline);
+}
+
 void exec_free(struct exec *e)
 {
     if (!e)
@@ -79,8 +87,7 @@ void exec_free(struct exec *e)
         ev_timer_cancel(e->grace);
     if (e->progress_timer)
         ev_timer_cancel(e->progress_timer);
-    for (int i = 0; i < 2; i++)
-        spill_end(e, i);
+    spill_end_all(e); /* a no-op once finish or exec_fail_all has ended them */
     outbuf_free(&e->out);
     outbuf_free(&e->err);
     json_decref(e->outcome.frame);
@@ -131,9 +138,7 @@ static void finish(struct sandbox *sb, struct exec *e)
         sb->state = SBX_READY;
     sb->executions++;
     sb->last_used_ms = (int64_t)wall_ms();
-    /* Before the result: it names the files, which must then be whole. */
-    for (int i = 0; i < 2; i++)
-        spill_end(e, i);
+    spill_end_all(e);
     if (e->done)
         e->done(e);
     exec_free(e);
@@ -436,9 +441,10 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
             close(fd);
             e->spill_fd[idx] = w->pipe_fd;
         } else if (err.code == ENOTSUP) {
-            e->spill_fd[idx] = fd; /* no group to charge */
+            e->spill_fd[idx] = fd; /* no group to charge, or no pidfd to wait on */
         } else {
             close(fd);
+            files_remove(sandbox_root_fd(sb), e->spill_path[idx], &err);
             e->spill_failed[idx] = true;
             return;
         }
@@ -516,6 +522,7 @@ void exec_fail_all(struct sandbox *sb, const char *reason)
         struct exec *e = list;
         list = e->next;
         snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
+        spill_end_all(e);
         if (e->done)
             e->done(e);
         exec_free(e);
