@@ -120,8 +120,9 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
                        struct sbx_err *err);
 
 /* The same for a stream (output saved as it arrives): a child placed as jail_write_charged's
- * copies into fd what arrives on pipe_fd (non-blocking: EAGAIN says the writer is behind)
- * until pipe_fd is closed. ENOTSUP where the sandbox has no cgroup: then write fd directly. */
+ * execs /bin/cat to copy into fd what arrives on pipe_fd (non-blocking: EAGAIN says the writer
+ * is behind) until pipe_fd is closed. ENOTSUP where the sandbox has no cgroup (or the kernel
+ * no pidfd_open): then write fd directly. */
 struct jail_writer {
     pid_t pid;
     int pidfd;
