@@ -5,9 +5,9 @@
 #define SBX_SANDBOX_H
 
 #include "channel.h"
-#include "jail/jail.h"
 #include "config.h"
 #include "err.h"
+#include "jail/jail.h"
 #include "outbuf.h"
 #include "strmap.h"
 

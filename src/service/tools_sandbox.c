@@ -335,8 +335,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             continue;
         if (e->spill_failed[i]) {
             text_printf(&text,
-                        "[%s was cut to its head and tail; it could not be saved whole to %s: "
-                        "the workspace or the sandbox's memory is full]",
+                        "[%s was cut to its head and tail; saving it whole to %s failed: the "
+                        "workspace or the sandbox's memory is full, or the copy fell behind]",
                         stream, e->spill_path[i]);
             continue;
         }
