@@ -526,8 +526,9 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 
 int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
-    /* v1 keeps each controller apart: the memory hierarchy's group alone; each v1 move costs
-     * a fraction of a ms. */
+    /* v1 keeps each controller apart: the memory hierarchy's group alone. (A process move
+     * takes a lock that waits for an RCU grace period: fork_writer, in jail.c, has the child
+     * born there instead where it can.) */
     if (cg->kind == CGROUP_BACKEND_V1)
         return attach_in(cg->dir[V1_MEMORY], pid, err);
     if (!cg->write_dir)

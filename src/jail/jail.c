@@ -1001,9 +1001,18 @@ int jail_read_cpu_ns(struct jail *j, uint64_t *out)
 /* What a writer child runs once it is placed; returns its exit status (an errno, or 0). */
 typedef int (*writer_body)(const void *arg);
 
-/* Forks a writer: a copy of the caller placed by cgroup_attach_writer before body runs. A
- * fork, not a thread or CLONE_VM: a page is charged to the group of its mm's owner. Returns
- * its pid, or -1 with nothing left running. */
+/* Kills a writer that will not be waited for otherwise, and reaps it. */
+static void stop_writer(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* Forks a writer: a copy of the caller placed in the sandbox's memory group (born there on v1,
+ * moved by cgroup_attach_writer otherwise) before body runs. A fork, not a thread or CLONE_VM:
+ * a page is charged to the group of its mm's owner. Returns its pid, or -1 with nothing left
+ * running. */
 static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, struct sbx_err *err)
 {
     int go[2];
@@ -1037,9 +1046,7 @@ static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, stru
     int left = born_inside ? cgroup_leave_thread(j->cg, true) : 0;
     if (pid > 0 && left < 0) {
         /* This thread is still counted in the sandbox's memory: said, as spawn_launch does. */
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        stop_writer(pid);
         pid = -1;
         errno = -left;
     }
@@ -1057,8 +1064,7 @@ static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, stru
         r = sbx_fail_errno(err, errno, "starting the writer");
     close(go[1]); /* without the go-ahead, the child ends unwritten */
     if (r < 0) {
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        stop_writer(pid);
         return -1;
     }
     return pid;
@@ -1164,9 +1170,7 @@ int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_
             sbx_fail(err, ENOTSUP, "no pidfd_open (Linux 5.3)");
         else
             sbx_fail_errno(err, errno, "watching the writer");
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        stop_writer(pid);
         pid = -1;
     }
     if (pid < 0) {
