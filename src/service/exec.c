@@ -20,13 +20,15 @@
 #define INTERRUPT_GRACE_MS   2000 /* the driver gives a bash child 1 s before killing it */
 #define PROGRESS_INTERVAL_MS 250
 #define SPILL_MAX            (64ull << 20)
-/* How long the end of a run may wait for its output files' writers, in all. */
+/* How long a run's result may wait for its output files' writers: the loop serves everyone
+ * else meanwhile (64 sandboxes flooding at once kept writers busy for up to 107 ms). */
+#define SETTLE_WAIT_MS 10000
+/* How long a run that fails (its sandbox closed or reset) may block the loop for them. */
 #define SPILL_WAIT_MS 250
 
-/* Ends stream idx's output file by deadline (ms): what is pending goes to the writer, the
- * writer is reaped (killed if late: the file is then said to be incomplete), and the stream
- * is read again. The loop waits here, but briefly: the writer has at most a pipe's worth left
- * (measured: up to 24 ms with 64 sandboxes flooding), unless the sandbox's memory is full. */
+/* Ends stream idx's output file by deadline (ms), blocking: what is pending goes to the
+ * writer, the writer is reaped (killed if late: the file is then said to be incomplete), and
+ * the stream is read again. A no-op once the file has ended. */
 static void spill_end(struct exec *e, int idx, uint64_t deadline)
 {
     struct sandbox *sb = e->sb;
@@ -35,6 +37,10 @@ static void spill_end(struct exec *e, int idx, uint64_t deadline)
         ev_unwatch(e->spill_w[idx]);
         e->spill_w[idx] = NULL;
         sandbox_hold_output(sb, idx + 1, false);
+    }
+    if (e->writer_w[idx]) {
+        ev_unwatch(e->writer_w[idx]);
+        e->writer_w[idx] = NULL;
     }
     size_t off = 0;
     while (off < e->spill_pending_len[idx] && !e->spill_failed[idx]) {
@@ -70,9 +76,13 @@ static void spill_end(struct exec *e, int idx, uint64_t deadline)
 }
 
 /* Ends both output files, before a result that names them is built. */
-static void spill_end_all(struct exec *e)
+static void spill_end_all(struct exec *e, uint64_t wait_ms)
 {
-    uint64_t deadline = now_ms() + SPILL_WAIT_MS;
+    if (e->settle_timer) {
+        ev_timer_cancel(e->settle_timer);
+        e->settle_timer = NULL;
+    }
+    uint64_t deadline = now_ms() + wait_ms;
     for (int i = 0; i < 2; i++)
         spill_end(e, i, deadline);
 }
@@ -87,7 +97,7 @@ void exec_free(struct exec *e)
         ev_timer_cancel(e->grace);
     if (e->progress_timer)
         ev_timer_cancel(e->progress_timer);
-    spill_end_all(e); /* a no-op once finish or exec_fail_all has ended them */
+    spill_end_all(e, SPILL_WAIT_MS); /* a no-op once the run has settled */
     outbuf_free(&e->out);
     outbuf_free(&e->err);
     json_decref(e->outcome.frame);
@@ -130,20 +140,98 @@ static void account_cpu(struct sandbox *sb, struct exec *e)
             (uint64_t)json_integer_value(json_object_get(e->outcome.frame, "cpu_ns"));
 }
 
-static void finish(struct sandbox *sb, struct exec *e)
+/* The run's files are complete (or said not to be): its result goes out, and the next run
+ * starts. */
+static void settled(struct sandbox *sb, struct exec *e)
 {
-    account_cpu(sb, e);
     unlink_exec(sb, e);
     if (sb->state == SBX_BUSY)
         sb->state = SBX_READY;
     sb->executions++;
     sb->last_used_ms = (int64_t)wall_ms();
-    spill_end_all(e);
+    spill_end_all(e, SPILL_WAIT_MS); /* a no-op but after a failed run */
     if (e->done)
         e->done(e);
     exec_free(e);
     if (!sb->closing)
         exec_start_next(sb);
+}
+
+static bool spill_ended(const struct exec *e, int idx)
+{
+    return e->spill_fd[idx] < 0 && e->spill_writer[idx].pid <= 0;
+}
+
+static void settle_if_done(struct exec *e)
+{
+    if (e->settling && spill_ended(e, 0) && spill_ended(e, 1))
+        settled(e->sb, e);
+}
+
+static void on_writer_exit(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)loop;
+    (void)events;
+    struct exec *e = data;
+    int idx = fd == e->spill_writer[0].pidfd ? 0 : 1;
+    ev_unwatch(e->writer_w[idx]);
+    e->writer_w[idx] = NULL;
+    spill_end(e, idx, 0); /* it has exited: this reaps it, and says how it went */
+    settle_if_done(e);
+}
+
+/* Once what was pending has gone to stream idx's writer: its input ends, and its exit is
+ * waited for without blocking the loop. */
+static void spill_close_input(struct exec *e, int idx)
+{
+    struct jail_writer *w = &e->spill_writer[idx];
+    if ((e->spill_pending_len[idx] && !e->spill_failed[idx]) || e->spill_fd[idx] < 0)
+        return;
+    if (w->pid <= 0) {
+        close(e->spill_fd[idx]); /* the file itself, where the sandbox has no cgroup */
+        e->spill_fd[idx] = -1;
+        return;
+    }
+    struct sbx_err err = {0};
+    e->writer_w[idx] = ev_watch(e->sb->svc->loop, w->pidfd, EPOLLIN, on_writer_exit, e, &err);
+    if (!e->writer_w[idx]) {
+        spill_end(e, idx, now_ms() + SPILL_WAIT_MS); /* then the loop waits, as it once did */
+        return;
+    }
+    close(w->pipe_fd); /* cat copies the rest, then exits */
+    w->pipe_fd = e->spill_fd[idx] = -1;
+}
+
+static void on_settle_timeout(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct exec *e = data;
+    e->settle_timer = NULL;
+    spill_end_all(e, 0); /* the writers left are killed: their files are said to be cut */
+    settled(e->sb, e);
+}
+
+static void finish(struct sandbox *sb, struct exec *e)
+{
+    account_cpu(sb, e);
+    if (e->deadline)
+        ev_timer_cancel(e->deadline);
+    if (e->grace)
+        ev_timer_cancel(e->grace);
+    if (e->progress_timer)
+        ev_timer_cancel(e->progress_timer);
+    e->deadline = e->grace = e->progress_timer = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (e->spill_w[i])
+            sandbox_hold_output(sb, i + 1, false); /* the run has ended: nothing more is kept */
+        spill_close_input(e, i);
+    }
+    if (spill_ended(e, 0) && spill_ended(e, 1)) {
+        settled(sb, e);
+        return;
+    }
+    e->settling = true;
+    e->settle_timer = ev_timer_add(sb->svc->loop, SETTLE_WAIT_MS, on_settle_timeout, e);
 }
 
 static void on_grace(struct ev_loop *loop, void *data)
@@ -182,6 +270,8 @@ static void on_cancel(struct mcp_call *call, void *data)
     struct sandbox *sb = e->sb;
     e->call = NULL;
     e->outcome.cancelled = true;
+    if (e->settling)
+        return; /* it has run: only its files are being finished */
     if (sb->state == SBX_BUSY && sb->queue == e) {
         interrupt(e); /* it finishes (and is recorded) without a response */
         return;
@@ -263,7 +353,9 @@ int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *lan
 
 void exec_start_next(struct sandbox *sb)
 {
-    if (sb->closing || sb->state != SBX_READY || !sb->queue)
+    /* A settling run is at the head until its result is out (a restarted interpreter may be
+     * ready before that). */
+    if (sb->closing || sb->state != SBX_READY || !sb->queue || sb->queue->settling)
         return;
     struct exec *e = sb->queue;
     sb->state = SBX_BUSY;
@@ -339,6 +431,8 @@ static void keep_spill(struct sandbox *sb, const char *path)
 }
 
 static void on_spill_room(struct ev_loop *loop, int fd, uint32_t events, void *data);
+static void spill_close_input(struct exec *e, int idx);
+static void settle_if_done(struct exec *e);
 
 /* Keeps what the writer's pipe did not take, and holds the stream until it has room: the
  * sandbox then waits on its own output, and the server on nothing. */
@@ -352,10 +446,10 @@ static void spill_hold(struct exec *e, int idx, const char *data, size_t len)
         return;
     struct sbx_err err = {0};
     e->spill_w[idx] = ev_watch(sb->svc->loop, e->spill_fd[idx], EPOLLOUT, on_spill_room, e, &err);
-    if (e->spill_w[idx])
-        sandbox_hold_output(sb, idx + 1, true);
-    else
+    if (!e->spill_w[idx])
         e->spill_failed[idx] = true;
+    else if (!e->settling) /* once it has ended, the sandbox's output is nobody's */
+        sandbox_hold_output(sb, idx + 1, true);
 }
 
 /* Writes to the stream's file (or its writer's pipe) what it takes now. */
@@ -397,6 +491,10 @@ static void on_spill_room(struct ev_loop *loop, int fd, uint32_t events, void *d
     sandbox_hold_output(e->sb, idx + 1, false);
     spill_put(e, idx, pending, len); /* holds again if the pipe is still short of room */
     free(pending);
+    if (e->settling) {
+        spill_close_input(e, idx);
+        settle_if_done(e);
+    }
 }
 
 /* Appends to a stream's file what its share of the workspace still takes; past that the stream
@@ -461,7 +559,7 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
 
 void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len)
 {
-    if (sb->state != SBX_BUSY || !sb->queue) {
+    if (sb->state != SBX_BUSY || !sb->queue || sb->queue->settling) {
         /* Background processes printing between executions: nobody asked for it. */
         return;
     }
@@ -486,7 +584,8 @@ void exec_on_frame(struct sandbox *sb, json_t *frame)
     const char *op = json_string_value(json_object_get(frame, "op"));
     json_int_t id = json_integer_value(json_object_get(frame, "id"));
     struct exec *e = sb->queue;
-    if (op && strcmp(op, "result") == 0 && sb->state == SBX_BUSY && e && (uint64_t)id == e->seq) {
+    if (op && strcmp(op, "result") == 0 && sb->state == SBX_BUSY && e && !e->settling &&
+        (uint64_t)id == e->seq) {
         e->outcome.frame = json_incref(frame);
         sandbox_drain_output(sb);
         if (!sb->closing && sb->queue == e)
@@ -501,8 +600,8 @@ void exec_on_frame(struct sandbox *sb, json_t *frame)
 void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, bool restarting)
 {
     struct exec *e = sb->queue;
-    if (!e)
-        return;
+    if (!e || e->settling)
+        return; /* a settling run had ended before: the interpreter's restart is another matter */
     e->outcome.driver_died = true;
     e->outcome.interpreter_restarted = restarting;
     e->outcome.exit_code = exit_code;
@@ -521,8 +620,9 @@ void exec_fail_all(struct sandbox *sb, const char *reason)
     while (list) {
         struct exec *e = list;
         list = e->next;
-        snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
-        spill_end_all(e);
+        if (!e->settling) /* else it had ended, and its outcome stands */
+            snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
+        spill_end_all(e, SPILL_WAIT_MS);
         if (e->done)
             e->done(e);
         exec_free(e);

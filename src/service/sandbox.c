@@ -583,9 +583,11 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
             return;
         }
         log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
-        bool was_busy = sb->state == SBX_BUSY;
+        /* A run whose files are still being saved had ended: the interpreter died after it. */
+        bool settling = sb->queue && sb->queue->settling;
+        bool was_busy = sb->state == SBX_BUSY && !settling;
         uint64_t in_files = files_memory_bytes(sb);
-        if (sb->state == SBX_READY && sb->owner)
+        if ((sb->state == SBX_READY || settling) && sb->owner)
             note_idle_death(sb, code, sig);
         if (sb->state != SBX_BROKEN)
             sb->state = SBX_RESTARTING;
@@ -1159,7 +1161,8 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
         return sbx_fail(err, EIO, "%s", sb->broken_reason);
     /* What was running or waiting loses the interpreter's state, and its result says so. */
     for (struct exec *e = sb->queue; e; e = e->next)
-        e->outcome.interpreter_restarted = true;
+        if (!e->settling) /* it had ended before the reset */
+            e->outcome.interpreter_restarted = true;
     exec_fail_all(sb, "the sandbox was reset");
     if (jail_workload_kill(sb->jail) < 0)
         return sbx_fail(err, EIO, "could not stop the interpreter");

@@ -97,7 +97,8 @@ struct exec {
     /* What the writer's full pipe did not take yet; the stream is held meanwhile. */
     char *spill_pending[2];
     size_t spill_pending_len[2];
-    struct ev_watch *spill_w[2]; /* the pipe, while something is pending */
+    struct ev_watch *spill_w[2];  /* the pipe, while something is pending */
+    struct ev_watch *writer_w[2]; /* the writer's pidfd, while the run settles */
     char spill_path[2][96];
     uint64_t spilled[2];
     bool spill_capped[2]; /* the stream went on past what its file takes */
@@ -111,6 +112,10 @@ struct exec {
     size_t recent_len;
     bool interrupting;
     bool spill_failed[2];
+    /* The run has ended, and its result waits for the output files' writers to finish; the
+     * sandbox stays busy meanwhile, and the loop serves everyone else. */
+    bool settling;
+    struct ev_timer *settle_timer;
     struct exec_outcome outcome;
     exec_done_fn done;
     void *done_data;

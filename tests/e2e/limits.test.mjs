@@ -2,7 +2,8 @@
 // end over stdio with the official SDK and real sandboxes.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync, readFileSync, readdirSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, cleanup } from './helpers.mjs';
@@ -184,6 +185,98 @@ test('saved output is charged to the sandbox\'s memory: a file that does not fit
   ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: small, clear_files: true }));
   ({ sc } = await call(c, 'execute_command', { sandbox_id: small, command: 'echo ok' }));
   assert.equal(sc.stdout, 'ok\n');
+  await c.close();
+});
+
+// The writer that saves a stream is the server's child, /bin/cat (jail_writer_start).
+function writerOf(serverPid) {
+  for (const tid of readdirSync(`/proc/${serverPid}/task`)) {
+    let kids = '';
+    try { kids = readFileSync(`/proc/${serverPid}/task/${tid}/children`, 'utf8'); } catch { continue; }
+    for (const pid of kids.split(' ').filter(Boolean)) {
+      try {
+        if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'cat')
+          return Number(pid);
+      } catch { /* gone */ }
+    }
+  }
+  return 0;
+}
+
+const rssKiB = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
+
+test('a writer that falls behind: the stream waits for it, the result waits for the file, and nothing is lost or blocks others', async (t) => {
+  const { client: c, transport } = await connect(['--state-dir', join(dir, 'state')]);
+  const server = transport.pid;
+  const busy = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const limits = (await call(c, 'get_sandbox_status', { sandbox_id: busy })).sc.isolation.limits;
+  if (!limits.startsWith('cgroup-')) {
+    await c.close();
+    t.skip(`the sandbox's limits are ${limits}, not a cgroup: the server writes the file itself`);
+    return;
+  }
+  await call(c, 'run_code', { sandbox_id: other, code: 'x = 1' });
+  const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+  const stopWriter = async () => {
+    let pid = 0;
+    for (let i = 0; i < 500 && !pid; i++) {
+      pid = writerOf(server);
+      if (!pid) await sleep(10);
+    }
+    assert.ok(pid, 'the stream has a writer');
+    process.kill(pid, 'SIGSTOP');
+    return pid;
+  };
+  // The other sandbox is served while this one waits, in well under a second.
+  const servedMeanwhile = async () => {
+    const t0 = Date.now();
+    const { sc } = await call(c, 'run_code', { sandbox_id: other, code: 'x + 1' });
+    assert.equal(sc.result, '2');
+    return Date.now() - t0;
+  };
+  const check = async (text, expected) => {
+    assert.match(text, /the whole stdout is in \/workspace\/\.mcp\/output\//, text.slice(-400));
+    const path = text.match(/(\/workspace\/\.mcp\/output\/\S+)\]/)[1];
+    const { sc } = await call(c, 'execute_command', { sandbox_id: busy, command: `stat -c %s ${path}; sha256sum < ${path}` });
+    const [size, sum] = sc.stdout.split('\n');
+    assert.equal(Number(size), expected.length);
+    assert.equal(sum.split(' ')[0], createHash('sha256').update(expected).digest('hex'));
+  };
+
+  // 1. Held: 23 MB arrive while the writer is stopped. Its pipe fills, the server keeps what
+  // one read brought and stops reading the sandbox's stdout, so seq waits; nothing piles up in
+  // the server. Once the writer goes on, every byte lands, in order.
+  let seq = '';
+  for (let i = 1; i <= 3000000; i++) seq += `${i}\n`;
+  const head = 'a'.repeat(300000);
+  let done = false;
+  const flood = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 300000 /dev/zero | tr '\\0' a; sleep 1.5; seq 1 3000000` })
+    .finally(() => { done = true; });
+  let writer = await stopWriter();
+  const rss0 = rssKiB(server);
+  await sleep(3000);
+  assert.equal(done, false, 'the run waits for its writer');
+  const grew = rssKiB(server) - rss0;
+  assert.ok(grew < 8 << 10, `the server grew by ${grew} KiB while the writer was stopped`);
+  let ms = await servedMeanwhile();
+  assert.ok(ms < 1000, `another sandbox waited ${ms} ms`);
+  process.kill(writer, 'SIGCONT');
+  await check((await flood).text, head + seq);
+
+  // 2. Settling: the run ends with its last 500 kB still in the stopped writer's pipe. Its
+  // result waits for the file (the loop does not), then names it whole.
+  done = false;
+  const tail = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 300000 /dev/zero | tr '\\0' a; sleep 1.5; head -c 500000 /dev/zero | tr '\\0' b` })
+    .finally(() => { done = true; });
+  writer = await stopWriter();
+  await sleep(2500);
+  assert.equal(done, false, 'the result waits for the file');
+  assert.equal((await call(c, 'get_sandbox_status', { sandbox_id: busy })).sc.state, 'busy');
+  ms = await servedMeanwhile();
+  assert.ok(ms < 1000, `another sandbox waited ${ms} ms`);
+  process.kill(writer, 'SIGCONT');
+  await check((await tail).text, head + 'b'.repeat(500000));
   await c.close();
 });
 
