@@ -20,10 +20,13 @@
 #define INTERRUPT_GRACE_MS   2000 /* the driver gives a bash child 1 s before killing it */
 #define PROGRESS_INTERVAL_MS 250
 #define SPILL_MAX            (64ull << 20)
-/* How long a run's result may wait for its output files' writers: the loop serves everyone
- * else meanwhile (64 sandboxes flooding at once kept writers busy for up to 107 ms). */
+/* How long a run's result may wait for its output files' writers, which have at most a pipe's
+ * worth left: ample, since the loop serves everyone else meanwhile (writers under a flood of 64
+ * sandboxes took up to 107 ms), and bounded, so that a writer stopped for good costs one
+ * file, not the sandbox. */
 #define SETTLE_WAIT_MS 10000
-/* How long a run that fails (its sandbox closed or reset) may block the loop for them. */
+/* How long the loop may block for them where it cannot wait asynchronously: a run that fails
+ * (its sandbox broken, closed or reset), or a pidfd that could not be watched. */
 #define SPILL_WAIT_MS 250
 
 /* Ends stream idx's output file by deadline (ms), blocking: what is pending goes to the
@@ -140,6 +143,25 @@ static void account_cpu(struct sandbox *sb, struct exec *e)
             (uint64_t)json_integer_value(json_object_get(e->outcome.frame, "cpu_ns"));
 }
 
+double exec_duration_ms(const struct exec *e)
+{
+    if (!e->started_ns)
+        return 0;
+    return (double)((e->ended_ns ? e->ended_ns : now_ns()) - e->started_ns) / 1e6;
+}
+
+/* The result goes out. An interpreter that died while the run settled died after it: the
+ * result after this one says so. */
+static void send_result(struct sandbox *sb, struct exec *e)
+{
+    if (e->done)
+        e->done(e);
+    if (sb->death_after_run.pending) {
+        sb->idle_death = sb->death_after_run;
+        sb->death_after_run.pending = false;
+    }
+}
+
 /* The run's files are complete (or said not to be): its result goes out, and the next run
  * starts. */
 static void settled(struct sandbox *sb, struct exec *e)
@@ -149,9 +171,8 @@ static void settled(struct sandbox *sb, struct exec *e)
         sb->state = SBX_READY;
     sb->executions++;
     sb->last_used_ms = (int64_t)wall_ms();
-    spill_end_all(e, SPILL_WAIT_MS); /* a no-op but after a failed run */
-    if (e->done)
-        e->done(e);
+    spill_end_all(e, SPILL_WAIT_MS); /* the files have ended: this cancels the settle timer */
+    send_result(sb, e);
     exec_free(e);
     if (!sb->closing)
         exec_start_next(sb);
@@ -213,6 +234,7 @@ static void on_settle_timeout(struct ev_loop *loop, void *data)
 
 static void finish(struct sandbox *sb, struct exec *e)
 {
+    e->ended_ns = now_ns();
     account_cpu(sb, e);
     if (e->deadline)
         ev_timer_cancel(e->deadline);
@@ -623,8 +645,7 @@ void exec_fail_all(struct sandbox *sb, const char *reason)
         if (!e->settling) /* else it had ended, and its outcome stands */
             snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
         spill_end_all(e, SPILL_WAIT_MS);
-        if (e->done)
-            e->done(e);
+        send_result(sb, e);
         exec_free(e);
     }
 }

@@ -551,10 +551,11 @@ static void start_interpreter_again(struct sandbox *sb)
 
 /* A ready interpreter held the state of the owner's earlier cells (a pooled one held nobody's):
  * the next result says it is gone, and why. */
-static void note_idle_death(struct sandbox *sb, int exit_code, int term_signal)
+static void note_idle_death(struct sandbox *sb, struct idle_death *into, int exit_code,
+                            int term_signal)
 {
     uint64_t kills = jail_oom_kills(sb->jail);
-    sb->idle_death = (struct idle_death){
+    *into = (struct idle_death){
         .pending = true,
         .exit_code = exit_code,
         .term_signal = term_signal,
@@ -588,7 +589,7 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
         bool was_busy = sb->state == SBX_BUSY && !settling;
         uint64_t in_files = files_memory_bytes(sb);
         if ((sb->state == SBX_READY || settling) && sb->owner)
-            note_idle_death(sb, code, sig);
+            note_idle_death(sb, settling ? &sb->death_after_run : &sb->idle_death, code, sig);
         if (sb->state != SBX_BROKEN)
             sb->state = SBX_RESTARTING;
         if (was_busy) {
@@ -1168,7 +1169,8 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
         return sbx_fail(err, EIO, "could not stop the interpreter");
     sb->restarts = 0;
     sb->restarts_total = 0;
-    sb->idle_death.pending = false; /* the reset's own result says the interpreter restarted */
+    /* the reset's own result says the interpreter restarted */
+    sb->idle_death.pending = sb->death_after_run.pending = false;
     sb->state = SBX_RESTARTING;
     if (!revive) {
         /* The status record of the killed workload triggers the restart (on_status). */

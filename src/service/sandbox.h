@@ -34,7 +34,7 @@ struct sandbox_service;
 enum sandbox_state {
     SBX_STARTING = 0, /* jail up, driver not ready yet */
     SBX_READY,        /* idle, driver ready */
-    SBX_BUSY,         /* an execution runs */
+    SBX_BUSY,         /* an execution runs, or its result waits for its files (settling) */
     SBX_RESTARTING,   /* the driver died or was killed; a fresh one is on its way */
     SBX_BROKEN,       /* the sandbox ended (only close is left), or its interpreter cannot
                          start (broken_revivable: a reset may start one) */
@@ -72,7 +72,7 @@ struct exec;
 /* Called once when an execution ends; e->call is NULL if the client cancelled it. */
 typedef void (*exec_done_fn)(struct exec *e);
 
-/* One execution waiting in or running at the head of a sandbox's queue. */
+/* One execution waiting in, or running or settling at the head of, a sandbox's queue. */
 struct exec {
     struct sandbox *sb;
     struct mcp_call *call; /* NULL once the client cancelled: the run still finishes */
@@ -85,6 +85,7 @@ struct exec {
     json_t *env;  /* with argv: its whole environment (an object), or NULL */
     uint32_t timeout_ms;
     uint64_t started_ns;
+    uint64_t ended_ns; /* when the run ended, before its files settled; 0 until then */
     int64_t started_wall_ms;
     uint64_t cpu_start_ns; /* the sandbox cgroup's CPU time at the start */
     bool cpu_start_known;
@@ -149,11 +150,13 @@ struct sandbox {
     bool reset_restart;      /* the next restart is a reset's, not a death's */
     /* The interpreter died while ready, for the next result to say. */
     struct idle_death idle_death;
+    /* It died while the last run settled: after that run, so the result after it says so. */
+    struct idle_death death_after_run;
     bool pooled;
     bool is_default; /* the owner's default sandbox */
     bool closing;
     bool channel_poisoned;           /* a bad frame came: drop channel bytes until the restart */
-    struct exec *queue, *queue_tail; /* head is running when state is SBX_BUSY */
+    struct exec *queue, *queue_tail; /* head runs, or settles, when state is SBX_BUSY */
     size_t queue_len;
     struct ev_timer *start_timer; /* the driver must be ready in time */
     json_t *packages;             /* [{name, version}] installed in this sandbox */
@@ -301,6 +304,8 @@ void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len
 void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, bool restarting);
 void exec_fail_all(struct sandbox *sb, const char *reason);
 void exec_free(struct exec *e);
+/* From the run's start to its end (not to its files' settling); 0 if it never started. */
+double exec_duration_ms(const struct exec *e);
 
 /* Registers every sandbox tool and resource with the protocol layer. */
 int tools_sandbox_register(struct sandbox_service *svc, struct sbx_err *err);

@@ -92,7 +92,7 @@ static void on_install_done(struct exec *e)
     struct sandbox *sb = e->sb;
     struct sandbox_service *svc = sb->svc;
     const struct exec_outcome *o = &e->outcome;
-    double duration_ms = e->started_ns ? (double)(now_ns() - e->started_ns) / 1e6 : 0;
+    double duration_ms = exec_duration_ms(e);
     char *all = NULL;
     size_t all_len = 0;
     json_t *output = pip_output(e, &all, &all_len);
@@ -108,9 +108,11 @@ static void on_install_done(struct exec *e)
         struct sbx_err err = {0};
         if (svc->history && history_set_packages(svc->history, sb->id, sb->packages, &err) < 0)
             log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
-        /* The running interpreter sees the new packages without a restart. */
-        sandbox_send(
-            sb, json_pack("{s:s, s:I}", "op", "refresh_imports", "id", (json_int_t)++sb->next_seq));
+        /* The running interpreter sees the new packages without a restart. (A sandbox that
+         * broke or closed while the install's files were saved has none to tell.) */
+        if (!sb->closing && sb->state != SBX_BROKEN)
+            sandbox_send(sb, json_pack("{s:s, s:I}", "op", "refresh_imports", "id",
+                                       (json_int_t)++sb->next_seq));
     } else {
         installed = json_array();
         struct sbx_err ignored = {0};

@@ -204,9 +204,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     struct sandbox *sb = e->sb;
     const struct exec_outcome *o = &e->outcome;
     const json_t *f = o->frame;
-    double duration_ms = (double)(now_ns() - e->started_ns) / 1e6;
-    if (!e->started_ns)
-        duration_ms = 0;
+    double duration_ms = exec_duration_ms(e);
     /* The cgroup's high-water mark covers every process of the sandbox when there is one. */
     uint64_t cpu_ns = o->cpu_ns;
     uint64_t peak = 0;

@@ -206,7 +206,11 @@ function writerOf(serverPid) {
 const rssKiB = (pid) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]);
 
 test('a writer that falls behind: the stream waits for it, the result waits for the file, and nothing is lost or blocks others', async (t) => {
-  const { client: c, transport } = await connect(['--state-dir', join(dir, 'state')]);
+  // A 4 KiB cap: a few kB start the file, and what follows fits a writer's pipe (64 KiB, or
+  // 1 MiB as root) unless it is a flood.
+  const cfg = join(dir, 'config-writer.toml');
+  writeFileSync(cfg, '[isolation]\noutput_cap_bytes = 4096\n');
+  const { client: c, transport } = await connect(['--config', cfg, '--state-dir', join(dir, 'state')]);
   const server = transport.pid;
   const busy = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
   const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
@@ -216,8 +220,9 @@ test('a writer that falls behind: the stream waits for it, the result waits for 
     t.skip(`the sandbox's limits are ${limits}, not a cgroup: the server writes the file itself`);
     return;
   }
+  await call(c, 'run_code', { sandbox_id: busy, code: 'kept = 7' });
   await call(c, 'run_code', { sandbox_id: other, code: 'x = 1' });
-  const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+  const stopped = new Set();
   const stopWriter = async () => {
     let pid = 0;
     for (let i = 0; i < 500 && !pid; i++) {
@@ -226,14 +231,17 @@ test('a writer that falls behind: the stream waits for it, the result waits for 
     }
     assert.ok(pid, 'the stream has a writer');
     process.kill(pid, 'SIGSTOP');
+    stopped.add(pid);
     return pid;
   };
+  const resume = (pid) => { stopped.delete(pid); process.kill(pid, 'SIGCONT'); };
   // The other sandbox is served while this one waits, in well under a second.
   const servedMeanwhile = async () => {
     const t0 = Date.now();
     const { sc } = await call(c, 'run_code', { sandbox_id: other, code: 'x + 1' });
     assert.equal(sc.result, '2');
-    return Date.now() - t0;
+    const ms = Date.now() - t0;
+    assert.ok(ms < 1000, `another sandbox waited ${ms} ms`);
   };
   const check = async (text, expected) => {
     assert.match(text, /the whole stdout is in \/workspace\/\.mcp\/output\//, text.slice(-400));
@@ -243,41 +251,57 @@ test('a writer that falls behind: the stream waits for it, the result waits for 
     assert.equal(Number(size), expected.length);
     assert.equal(sum.split(' ')[0], createHash('sha256').update(expected).digest('hex'));
   };
+  const head = 'a'.repeat(10000);
+  try {
+    // 1. Held: 23 MB arrive while the writer is stopped. Its pipe fills, the server keeps what
+    // one read brought and stops reading the sandbox's stdout, so seq waits; nothing piles up
+    // in the server. Once the writer goes on, every byte lands, in order.
+    let seq = '';
+    for (let i = 1; i <= 3000000; i++) seq += `${i}\n`;
+    let done = false;
+    const flood = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 10000 /dev/zero | tr '\\0' a; sleep 1.5; seq 1 3000000` })
+      .finally(() => { done = true; });
+    let writer = await stopWriter();
+    const rss0 = rssKiB(server);
+    await sleep(3000);
+    assert.equal(done, false, 'the run waits for its writer');
+    const grew = rssKiB(server) - rss0;
+    assert.ok(grew < 8 << 10, `the server grew by ${grew} KiB while the writer was stopped`);
+    await servedMeanwhile();
+    resume(writer);
+    await check((await flood).text, head + seq);
 
-  // 1. Held: 23 MB arrive while the writer is stopped. Its pipe fills, the server keeps what
-  // one read brought and stops reading the sandbox's stdout, so seq waits; nothing piles up in
-  // the server. Once the writer goes on, every byte lands, in order.
-  let seq = '';
-  for (let i = 1; i <= 3000000; i++) seq += `${i}\n`;
-  const head = 'a'.repeat(300000);
-  let done = false;
-  const flood = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 300000 /dev/zero | tr '\\0' a; sleep 1.5; seq 1 3000000` })
-    .finally(() => { done = true; });
-  let writer = await stopWriter();
-  const rss0 = rssKiB(server);
-  await sleep(3000);
-  assert.equal(done, false, 'the run waits for its writer');
-  const grew = rssKiB(server) - rss0;
-  assert.ok(grew < 8 << 10, `the server grew by ${grew} KiB while the writer was stopped`);
-  let ms = await servedMeanwhile();
-  assert.ok(ms < 1000, `another sandbox waited ${ms} ms`);
-  process.kill(writer, 'SIGCONT');
-  await check((await flood).text, head + seq);
+    // 2. Settling: the run ends with its last 20 kB in the stopped writer's pipe. Its result
+    // waits for the file (the loop does not), then names it whole; its duration is the run's.
+    done = false;
+    const t0 = Date.now();
+    const tail = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 10000 /dev/zero | tr '\\0' a; sleep 1.5; head -c 20000 /dev/zero | tr '\\0' b` })
+      .finally(() => { done = true; });
+    writer = await stopWriter();
+    await sleep(3500);
+    assert.equal(done, false, 'the result waits for the file');
+    assert.equal((await call(c, 'get_sandbox_status', { sandbox_id: busy })).sc.state, 'busy');
+    await servedMeanwhile();
+    const waited = Date.now() - t0;
+    resume(writer);
+    const ended = await tail;
+    assert.ok(ended.sc.duration_ms < waited - 1000, `duration ${ended.sc.duration_ms} ms, answered after ${waited} ms`);
+    await check(ended.text, head + 'b'.repeat(20000));
 
-  // 2. Settling: the run ends with its last 500 kB still in the stopped writer's pipe. Its
-  // result waits for the file (the loop does not), then names it whole.
-  done = false;
-  const tail = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 300000 /dev/zero | tr '\\0' a; sleep 1.5; head -c 500000 /dev/zero | tr '\\0' b` })
-    .finally(() => { done = true; });
-  writer = await stopWriter();
-  await sleep(2500);
-  assert.equal(done, false, 'the result waits for the file');
-  assert.equal((await call(c, 'get_sandbox_status', { sandbox_id: busy })).sc.state, 'busy');
-  ms = await servedMeanwhile();
-  assert.ok(ms < 1000, `another sandbox waited ${ms} ms`);
-  process.kill(writer, 'SIGCONT');
-  await check((await tail).text, head + 'b'.repeat(500000));
-  await c.close();
+    // 3. The interpreter dies while the run settles: after the run, so the next result, not
+    // this one, says that the state is gone.
+    const killed = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 10000 /dev/zero | tr '\\0' a; sleep 1.5; (sleep 1; kill -9 $PPID) >/dev/null 2>&1 &` });
+    writer = await stopWriter();
+    await sleep(4000);
+    resume(writer);
+    const { text } = await killed;
+    assert.doesNotMatch(text, /before this run/, text.slice(0, 400));
+    const next = await call(c, 'run_code', { sandbox_id: busy, code: 'kept' });
+    assert.match(next.text, /before this run, while the sandbox was idle, the interpreter was killed by signal 9/, next.text.slice(0, 400));
+  } finally {
+    for (const pid of stopped) process.kill(pid, 'SIGCONT');
+    await c.close();
+  }
 });
 
 test('write_file charges a file to the sandbox\'s memory: one past its limit is refused, and nothing else dies', async (t) => {
