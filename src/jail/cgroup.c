@@ -539,6 +539,16 @@ int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
     return attach_in(cg->write_dir, pid, err);
 }
 
+int cgroup_open_writer_group(struct sbx_cgroup *cg)
+{
+    if (cg->kind != CGROUP_BACKEND_V2 || !cg->write_dir)
+        return -ENOTSUP;
+    if (mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    int fd = open(cg->write_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
 /* Writes "0" (the caller) to each dirs[c]/tasks; on a failure, moves back to back[c] what it
  * had moved. */
 static int move_thread(char *const *dirs, char *const *back, int n)

@@ -64,6 +64,9 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
  * hold it back: on v1 the memory hierarchy's group alone; on v2 the child group write, made on
  * first use (ENOTSUP for a group made without lim.writer). */
 int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* v2: the writer's group, made on first use, as a directory fd for clone3's CLONE_INTO_CGROUP:
+ * a child born there spares the move. -ENOTSUP on v1 or without lim.writer. */
+int cgroup_open_writer_group(struct sbx_cgroup *cg);
 /* How many more bytes the group may be charged before its memory limit bites, counting the
  * page cache of files as free; UINT64_MAX without a limit, or when it cannot tell. */
 uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg);

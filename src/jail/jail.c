@@ -1009,10 +1009,21 @@ static void stop_writer(pid_t pid)
         ;
 }
 
-/* Forks a writer: a copy of the caller placed in the sandbox's memory group (born there on v1,
- * moved by cgroup_attach_writer otherwise) before body runs. A fork, not a thread or CLONE_VM:
- * a page is charged to the group of its mm's owner. Returns its pid, or -1 with nothing left
- * running. */
+/* A fork born in the cgroup that group_fd names (clone3's CLONE_INTO_CGROUP, Linux 5.7). */
+static pid_t fork_into_group(int group_fd)
+{
+    struct clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = (uint64_t)group_fd;
+    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+}
+
+/* Forks a writer: a copy of the caller placed in the sandbox's memory group (born there where
+ * it can be, moved by cgroup_attach_writer otherwise) before body runs. A fork, not a thread
+ * or CLONE_VM: a page is charged to the group of its mm's owner. Returns its pid, or -1 with
+ * nothing left running. */
 static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, struct sbx_err *err)
 {
     int go[2];
@@ -1021,10 +1032,19 @@ static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, stru
     /* The group's files, and the child's own OOM score, are the server's to write, whatever
      * fs ids its caller took for the file; the child inherits them. */
     struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
-    /* On v1 the child is born in the group: moving a process takes a lock whose RCU grace
-     * period lasted 17-28 ms here with 64 sandboxes busy (see spawn_launch). */
-    bool born_inside = cgroup_enter_thread(j->cg, true) == 0;
-    pid_t pid = fork();
+    /* The child is born in the group: moving a process takes a lock whose RCU grace period
+     * lasted 17-28 ms here with 64 sandboxes busy (see spawn_launch). On v1 this thread steps
+     * into the memory group for the fork; on v2 the fork names its group. */
+    bool stepped_in = cgroup_enter_thread(j->cg, true) == 0;
+    int group_fd = stepped_in ? -1 : cgroup_open_writer_group(j->cg);
+    pid_t pid = -1;
+    if (group_fd >= 0) {
+        pid = fork_into_group(group_fd); /* fails before 5.7: then fork, and move */
+        close(group_fd);
+    }
+    bool born_inside = stepped_in || pid >= 0;
+    if (pid < 0)
+        pid = fork();
     if (pid == 0) {
         /* Async-signal-safe calls only: the server has other threads. */
         close(go[1]);
@@ -1043,7 +1063,7 @@ static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, stru
         setpriority(PRIO_PROCESS, 0, 19);
         _exit(body(arg));
     }
-    int left = born_inside ? cgroup_leave_thread(j->cg, true) : 0;
+    int left = stepped_in ? cgroup_leave_thread(j->cg, true) : 0;
     if (pid > 0 && left < 0) {
         /* This thread is still counted in the sandbox's memory: said, as spawn_launch does. */
         stop_writer(pid);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <stdint.h>
@@ -171,11 +172,16 @@ static void streamed_writes(struct jail *j, const char *own, const char *name)
     memset(chunk, 'z', sizeof(chunk));
     size_t sent = 0, total = 6 << 20;
     int waits = 0;
+    /* Stopped until its pipe is full, the writer is behind at least once (it kept up with the
+     * caller in one run here, which then never waited). */
+    kill(w.pid, SIGSTOP);
     while (sent < total) {
         ssize_t n = write(w.pipe_fd, chunk, sizeof(chunk) - sent % sizeof(chunk));
         if (n > 0) {
             sent += (size_t)n;
         } else if (n < 0 && errno == EAGAIN) {
+            if (!waits)
+                kill(w.pid, SIGCONT);
             struct pollfd p = {.fd = w.pipe_fd, .events = POLLOUT};
             poll(&p, 1, 1000);
             waits++;
@@ -190,13 +196,84 @@ static void streamed_writes(struct jail *j, const char *own, const char *name)
     int got = fstatat(j->root_fd, "tmp/streamed", &st, 0);
     fs_ids_restore(ids);
     long long sb = file_number(path) - sb0, srv = file_number(self) - srv0;
-    /* More than the pipe holds, so the writer was behind at times: the caller waited. */
+    /* More than the pipe holds, and the writer was behind: the caller waited. */
     check(r == 0 && sent == total && got == 0 && st.st_size == (off_t)total && waits > 0,
           "streamed write: 6 MiB through the pipe are in the file (%lld B, %d waits for room)",
           got == 0 ? (long long)st.st_size : -1LL, waits);
     check(sb >= 5 << 20 && srv < 2 << 20,
           "streamed write: %lld KiB are charged to the sandbox, %lld KiB to the server", sb >> 10,
           srv >> 10);
+}
+
+/* Writes what to tracefs's file name under /sys/kernel/tracing; 0 or -errno. */
+static int tracing(const char *name, const char *what)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/sys/kernel/tracing/%s", name);
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, what, strlen(what));
+    int e = n < 0 ? errno : 0;
+    close(fd);
+    return -e;
+}
+
+/* The process moves traced since the trace was last cleared, -1 if it cannot be read. */
+static int traced_moves(void)
+{
+    FILE *f = fopen("/sys/kernel/tracing/trace", "re");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        if (line[0] != '#' && strstr(line, "cgroup_attach_task"))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* A writer is born in its group (clone3's CLONE_INTO_CGROUP): moving a process takes a lock
+ * that waits for an RCU grace period. The kernel's cgroup_attach_task event counts moves. */
+static void writers_born_in_group(struct jail *j, const char *own, const char *name)
+{
+    if (!exists("/sys/kernel/tracing/trace"))
+        mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL);
+    int r = tracing("events/cgroup/cgroup_attach_task/enable", "1");
+    check(r == 0, "born in the group: tracing process moves (%s)", strerror(-r));
+    if (r < 0)
+        return;
+    tracing("trace", "");
+    int before = traced_moves();
+    char data[4096];
+    memset(data, 'z', sizeof(data));
+    int w = 0;
+    for (int i = 0; i < 10 && w == 0; i++)
+        w = charged_write(j, "born", data, sizeof(data));
+    int moves = traced_moves() - before;
+    check(w == 0 && before == 0 && moves == 0,
+          "born in the group: 10 charged writes move %d processes (w=%d)", moves, w);
+    before += moves;
+    /* (control) a process moved into the same group is seen moving. */
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    char path[600], v[16];
+    snprintf(path, sizeof(path), "%s/mcp-sandbox.%d/%s/write/cgroup.procs", own, (int)getpid(),
+             name);
+    snprintf(v, sizeof(v), "%d", (int)child);
+    FILE *f = fopen(path, "we");
+    bool moved = f && fputs(v, f) >= 0;
+    moved = f && fclose(f) == 0 && moved;
+    moves = traced_moves() - before;
+    check(moved && moves == 1, "born in the group: (control) a process moved there shows (%d)",
+          moves);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    tracing("events/cgroup/cgroup_attach_task/enable", "0");
 }
 
 /* A sandbox that has spent its CPU quota does not hold up a write into it. */
@@ -295,6 +372,7 @@ int main(int argc, char **argv)
     if (jails[0]) {
         charged_writes(jails[0], own, names[0]);
         streamed_writes(jails[0], own, names[0]);
+        writers_born_in_group(jails[0], own, names[0]);
     }
     writes_past_a_spent_quota(&cfg, own);
     snprintf(path, sizeof(path), "%s/mcp-sandbox.%d/sb-spin", own, pid);
