@@ -90,16 +90,22 @@ static void spill_end_all(struct exec *e, uint64_t wait_ms)
         spill_end(e, i, deadline);
 }
 
+/* The timers of a running execution: its timeout, the grace after an interrupt, progress. */
+static void cancel_run_timers(struct exec *e)
+{
+    struct ev_timer **timers[] = {&e->deadline, &e->grace, &e->progress_timer};
+    for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
+        if (*timers[i])
+            ev_timer_cancel(*timers[i]);
+        *timers[i] = NULL;
+    }
+}
+
 void exec_free(struct exec *e)
 {
     if (!e)
         return;
-    if (e->deadline)
-        ev_timer_cancel(e->deadline);
-    if (e->grace)
-        ev_timer_cancel(e->grace);
-    if (e->progress_timer)
-        ev_timer_cancel(e->progress_timer);
+    cancel_run_timers(e);
     spill_end_all(e, SPILL_WAIT_MS); /* a no-op once the run has settled */
     outbuf_free(&e->out);
     outbuf_free(&e->err);
@@ -236,13 +242,7 @@ static void finish(struct sandbox *sb, struct exec *e)
 {
     e->ended_ns = now_ns();
     account_cpu(sb, e);
-    if (e->deadline)
-        ev_timer_cancel(e->deadline);
-    if (e->grace)
-        ev_timer_cancel(e->grace);
-    if (e->progress_timer)
-        ev_timer_cancel(e->progress_timer);
-    e->deadline = e->grace = e->progress_timer = NULL;
+    cancel_run_timers(e); /* a settling run is over: no timeout, interrupt or progress */
     for (int i = 0; i < 2; i++) {
         if (e->spill_w[i])
             sandbox_hold_output(sb, i + 1, false); /* the run has ended: nothing more is kept */
