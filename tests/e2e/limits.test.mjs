@@ -298,6 +298,18 @@ test('a writer that falls behind: the stream waits for it, the result waits for 
     assert.doesNotMatch(text, /before this run/, text.slice(0, 400));
     const next = await call(c, 'run_code', { sandbox_id: busy, code: 'kept' });
     assert.match(next.text, /before this run, while the sandbox was idle, the interpreter was killed by signal 9/, next.text.slice(0, 400));
+
+    // 4. The sandbox is closed while a run settles: the server kills the stopped writer, the
+    // run's result comes back saying its file is cut, and the server goes on.
+    const closing = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 10000 /dev/zero | tr '\\0' a; sleep 1.5; echo end` });
+    writer = await stopWriter();
+    await sleep(2500);
+    const closed = await call(c, 'close_sandbox', { sandbox_id: busy });
+    stopped.delete(writer); /* killed and reaped by the server: its pid is no longer ours */
+    assert.ok(!closed.r.isError, closed.text);
+    const last = await closing;
+    assert.match(last.text, /saving it whole to \/workspace\/\.mcp\/output\/\S+ failed/, last.text.slice(-400));
+    await servedMeanwhile();
   } finally {
     for (const pid of stopped) process.kill(pid, 'SIGCONT');
     await c.close();
