@@ -524,6 +524,12 @@ int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
     return 0;
 }
 
+/* v2: the writers' group, made on first use; 0 or -errno. */
+static int make_write_group(const struct sbx_cgroup *cg)
+{
+    return mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
 int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
     /* v1 keeps each controller apart: the memory hierarchy's group alone. (A process move
@@ -534,8 +540,9 @@ int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
     if (!cg->write_dir)
         return sbx_fail(err, ENOTSUP, "the group %s was made without room for a writer",
                         cg->dir[0]);
-    if (mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST)
-        return sbx_fail_errno(err, errno, "creating %s", cg->write_dir);
+    int r = make_write_group(cg);
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "creating %s", cg->write_dir);
     return attach_in(cg->write_dir, pid, err);
 }
 
@@ -543,8 +550,9 @@ int cgroup_open_writer_group(struct sbx_cgroup *cg)
 {
     if (cg->kind != CGROUP_BACKEND_V2 || !cg->write_dir)
         return -ENOTSUP;
-    if (mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST)
-        return -errno;
+    int r = make_write_group(cg);
+    if (r < 0)
+        return r;
     int fd = open(cg->write_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
 }
