@@ -184,14 +184,18 @@ static void settled(struct sandbox *sb, struct exec *e)
         exec_start_next(sb);
 }
 
-static bool spill_ended(const struct exec *e, int idx)
+/* Both output files have ended: no fd to write, no writer to wait for. */
+static bool spills_ended(const struct exec *e)
 {
-    return e->spill_fd[idx] < 0 && e->spill_writer[idx].pid <= 0;
+    for (int i = 0; i < 2; i++)
+        if (e->spill_fd[i] >= 0 || e->spill_writer[i].pid > 0)
+            return false;
+    return true;
 }
 
 static void settle_if_done(struct exec *e)
 {
-    if (e->settling && spill_ended(e, 0) && spill_ended(e, 1))
+    if (e->settling && spills_ended(e))
         settled(e->sb, e);
 }
 
@@ -248,7 +252,7 @@ static void finish(struct sandbox *sb, struct exec *e)
             sandbox_hold_output(sb, i + 1, false); /* the run has ended: nothing more is kept */
         spill_close_input(e, i);
     }
-    if (spill_ended(e, 0) && spill_ended(e, 1)) {
+    if (spills_ended(e)) {
         settled(sb, e);
         return;
     }
