@@ -5,6 +5,7 @@
 
 #include "util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -12,6 +13,8 @@
 #include <string.h>
 #include <signal.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/signalfd.h>
@@ -322,32 +325,77 @@ serve_persistent(struct jail_child_plan *plan, pid_t child, int status_fd, const
     }
 }
 
-/* /proc/1/cmdline is readable by everyone, dumpable or not: a fork of the server would show the
- * server's command line (its host paths and flags) to the sandbox. Init's private copy of it
- * is overwritten. The bounds are fields 48 and 49 of /proc/self/stat, after the name (which
- * may hold spaces and parentheses, hence the last ')'). */
-static void hide_command_line(void)
+/* Fields field and field + 1 of /proc/self/stat, numbered as in proc(5); the scan starts after
+ * the name, which may hold spaces and parentheses, hence the last ')'. */
+static bool stat_pair(int field, unsigned long *a, unsigned long *b)
 {
-    static const char name[] = "mcp-sandbox-init";
     char buf[1024];
     int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return false;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0)
-        return;
+        return false;
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
-    /* A space precedes each field from the third on: stop at the one before arg_start. */
-    for (int field = 3; p && field <= 48; field++)
+    /* A space precedes each field from the third on: stop at the one before field. */
+    for (int f = 3; p && f <= field; f++)
         p = strchr(p + 1, ' ');
+    return p && sscanf(p, "%lu %lu", a, b) == 2;
+}
+
+/* /proc/1/cmdline is readable by everyone, dumpable or not: a fork of the server would show the
+ * server's command line (its host paths and flags) to the sandbox. Init's private copy of it
+ * (fields 48 and 49 of /proc/self/stat bound it) is overwritten. */
+static void hide_command_line(void)
+{
+    static const char name[] = "mcp-sandbox-init";
     unsigned long start = 0, end = 0;
-    if (!p || sscanf(p, "%lu %lu", &start, &end) != 2 || end <= start)
+    if (!stat_pair(48, &start, &end) || end <= start)
         return;
     size_t len = end - start;
     memset((void *)start, 0, len);
     memcpy((void *)start, name, len > sizeof(name) ? sizeof(name) : len - 1);
+}
+
+/* A restart execs the workload again from init's plan: its command line, in the server's heap
+ * until now, is copied beside it. False if it does not fit. */
+static bool keep_command_line(struct jail_child_plan *plan)
+{
+    static char store[32 * 1024];
+    static char *argv[256];
+    size_t used = 0, n = 0;
+    for (; plan->argv[n]; n++) {
+        size_t len = strlen(plan->argv[n]) + 1;
+        if (n + 1 >= sizeof(argv) / sizeof(argv[0]) || len > sizeof(store) - used)
+            return false;
+        argv[n] = memcpy(store + used, plan->argv[n], len);
+        used += len;
+    }
+    argv[n] = NULL;
+    plan->argv = argv;
+    return true;
+}
+
+/* A forked init is a copy of the server's memory, and its heap is the bulk of that: every page
+ * the server has changed since the fork is one that init alone goes on holding (3.1 of one
+ * init's 3.2 MiB of private memory, measured), and with it the server's data of that moment,
+ * other sandboxes' code and output among them. What init does from here on (poll, reap, send
+ * its root, start the workload again from its own copy of the plan) touches no heap, so the
+ * heap is given back. Not when the thread's own storage lies there (never seen): init needs it. */
+static void release_heap(void)
+{
+    unsigned long start_brk = 0, arg_start = 0;
+    if (!stat_pair(47, &start_brk, &arg_start))
+        return;
+    unsigned long page = (unsigned long)getpagesize();
+    unsigned long lo = start_brk & ~(page - 1);
+    unsigned long hi = ((unsigned long)syscall(SYS_brk, 0) + page - 1) & ~(page - 1);
+    unsigned long tls = (unsigned long)&errno;
+    if (hi <= lo || (tls >= lo && tls < hi))
+        return;
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 void jail_run_init(const struct jail_child_plan *const_plan)
@@ -389,6 +437,8 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         static int kept_pass[16];
         again = *const_plan;
         plan = &again;
+        if (!keep_command_line(&again))
+            jail_child_fail(const_plan, STEP_KEEP_COMMAND, E2BIG);
         int next = status_fd + 1;
         for (int i = 0; i < 3; i++)
             if (again.stdio[i] >= 0)
@@ -405,6 +455,8 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     close_all_but(status_fd, plan);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!const_plan->env_to_wipe)
+        release_heap();
 
     if (plan) {
         send_root_fd(status_fd);

@@ -49,6 +49,7 @@ static const char *const step_names[] = {
     [STEP_LANDLOCK] = "Landlock",
     [STEP_SECCOMP] = "seccomp",
     [STEP_FORK] = "starting the workload",
+    [STEP_KEEP_COMMAND] = "keeping the command line for a restart",
     [STEP_FDS] = "handing in file descriptors",
     [STEP_EXEC] = "exec",
 };

@@ -27,6 +27,7 @@ enum jail_step {
     STEP_LANDLOCK,
     STEP_SECCOMP,
     STEP_FORK,
+    STEP_KEEP_COMMAND,
     STEP_FDS,
     STEP_EXEC,
 };

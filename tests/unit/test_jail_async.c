@@ -8,6 +8,9 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -100,6 +103,116 @@ static void a_setup_that_fails_says_why_at_its_end(void **state)
     jail_destroy(j);
 }
 
+/* The [heap] line of /proc/<pid>/maps: its bounds, false if there is none. */
+static bool heap_bounds(pid_t pid, unsigned long *lo, unsigned long *hi)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, "[heap]") && sscanf(line, "%lx-%lx", lo, hi) == 2;
+    fclose(f);
+    return found;
+}
+
+/* The kB of the [heap] mapping that are in memory, from /proc/<pid>/smaps; -1 if none. */
+static long heap_rss_kb(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    bool in_heap = false;
+    long kb = -1;
+    unsigned long a, b;
+    while (kb < 0 && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2) /* a mapping's first line */
+            in_heap = strstr(line, "[heap]") != NULL;
+        else if (in_heap && strncmp(line, "Rss:", 4) == 0)
+            kb = strtol(line + 4, NULL, 10);
+    }
+    fclose(f);
+    return kb;
+}
+
+/* A forked init is a copy of the caller's memory: it gives the heap back once it is set up
+ * (what the server had there, other sandboxes' code and output among it, is not left in
+ * every sandbox's init), and still starts its workload again from its own copy of the
+ * command line. As root, the test reads init's memory. */
+static void a_forked_init_gives_back_the_callers_heap_and_still_restarts(void **state)
+{
+    (void)state;
+    char *mark = malloc(64);
+    assert_non_null(mark);
+    snprintf(mark, 64, "heap-mark-%d-%s", (int)getpid(), "0123456789");
+    unsigned long lo = 0, hi = 0;
+    /* Under ASan malloc takes no memory from the heap: the mark is then not looked for. */
+    bool mark_in_heap =
+        heap_bounds(getpid(), &lo, &hi) && (unsigned long)mark >= lo && (unsigned long)mark < hi;
+    /* The command line is in the heap too, as the server's may be. */
+    char *argv[] = {strdup("/bin/sh"), strdup("-c"), strdup("echo started; read x; exit 3"), NULL};
+    int in[2], out[2];
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    struct jail_spec spec = {.profile = config_profile(&cfg, "standard"),
+                             .cfg = &cfg,
+                             .argv = argv,
+                             .stdin_fd = in[0],
+                             .stdout_fd = out[1],
+                             .stderr_fd = -1,
+                             .persistent = true};
+    struct jail *j = NULL;
+    struct sbx_err err = {0};
+    if (jail_spawn(&spec, &j, &err) < 0)
+        fail_msg("spawn failed: %s", err.msg);
+    close(in[0]);
+    close(out[1]);
+    char buf[64] = "";
+    assert_int_equal(read(out[0], buf, sizeof(buf) - 1), 8);
+    assert_string_equal(buf, "started\n");
+
+    /* By now init has given its heap back (it does so before it serves the status socket,
+     * whose root fd jail_spawn waited for). */
+    /* None of it is in memory (-1: no heap at all, as under ASan, which does not use it). */
+    assert_true(heap_rss_kb(j->pid) <= 0);
+    unsigned long ilo = 0, ihi = 0;
+    if (mark_in_heap && heap_bounds(j->pid, &ilo, &ihi)) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/mem", (int)j->pid);
+        int mem = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(mem >= 0);
+        size_t len = ihi - ilo;
+        char *copy = malloc(len);
+        assert_non_null(copy);
+        assert_int_equal(pread(mem, copy, len, (off_t)ilo), (ssize_t)len);
+        close(mem);
+        assert_null(memmem(copy, len, mark, strlen(mark)));
+        free(copy);
+    }
+
+    /* The workload ends (its stdin closes) and starts again from init's copy of argv. */
+    close(in[1]);
+    struct pollfd p = {.fd = j->status_fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    int code = -1, sig = -1;
+    assert_int_equal(jail_workload_status(j, &code, &sig), 1);
+    assert_int_equal(code, 3);
+    for (int i = 0; i < 3; i++)
+        free(argv[i]);
+    memset(mark, 0, 64);
+    free(mark);
+    assert_int_equal(jail_workload_restart(j), 0);
+    memset(buf, 0, sizeof(buf));
+    p = (struct pollfd){.fd = out[0], .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    assert_int_equal(read(out[0], buf, sizeof(buf) - 1), 8);
+    assert_string_equal(buf, "started\n");
+    close(out[0]);
+    jail_destroy(j);
+}
+
 int main(void)
 {
     config_init_defaults(&cfg);
@@ -107,6 +220,7 @@ int main(void)
         cmocka_unit_test(a_setup_that_ends_in_the_exec_hands_over_the_sandbox),
         cmocka_unit_test(the_setup_time_ends_at_the_exec_not_when_the_caller_looks),
         cmocka_unit_test(a_setup_that_fails_says_why_at_its_end),
+        cmocka_unit_test(a_forked_init_gives_back_the_callers_heap_and_still_restarts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     jail_shutdown();
