@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -359,35 +360,48 @@ static void hide_command_line(void)
     memcpy((void *)start, name, len > sizeof(name) ? sizeof(name) : len - 1);
 }
 
-/* A restart execs the workload again from init's plan: its command line, in the server's heap
- * until now, is copied beside it. False if it does not fit. */
-static bool keep_command_line(struct jail_child_plan *plan)
+/* Init's plan for restarts (see jail_run_init): what it points to is made init's own, since
+ * the heap is given back and the caller's stack frame is no business of init's. The command
+ * line fits: spawn_prepare refused a longer one. */
+static void keep_plan(struct jail_child_plan *again, const struct jail_child_plan *from)
 {
-    static char store[32 * 1024];
-    static char *argv[256];
+    static char store[INIT_ARGV_BYTES];
+    static char *argv[INIT_ARGV_MAX];
     size_t used = 0, n = 0;
-    for (; plan->argv[n]; n++) {
-        size_t len = strlen(plan->argv[n]) + 1;
-        if (n + 1 >= sizeof(argv) / sizeof(argv[0]) || len > sizeof(store) - used)
-            return false;
-        argv[n] = memcpy(store + used, plan->argv[n], len);
+    for (; from->argv[n] && n + 1 < INIT_ARGV_MAX; n++) {
+        size_t len = strlen(from->argv[n]) + 1;
+        if (len > sizeof(store) - used)
+            break;
+        argv[n] = memcpy(store + used, from->argv[n], len);
         used += len;
     }
     argv[n] = NULL;
-    plan->argv = argv;
-    return true;
+    again->argv = argv;
+    /* The environment's own strings were copied with the plan; the base ones are constants. */
+    uintptr_t store_at = (uintptr_t)from->env_store;
+    for (size_t i = 0; again->envp[i]; i++) {
+        uintptr_t at = (uintptr_t)from->envp[i];
+        if (at >= store_at && at < store_at + sizeof(from->env_store))
+            again->envp[i] = again->env_store + (at - store_at);
+    }
+    again->profile = NULL;
+    again->seccomp = NULL;
+    again->env_to_wipe = NULL;
 }
 
 /* A forked init is a copy of the server's memory, and its heap is the bulk of that: every page
- * the server has changed since the fork is one that init alone goes on holding (3.1 of one
- * init's 3.2 MiB of private memory, measured), and with it the server's data of that moment,
- * other sandboxes' code and output among them. What init does from here on (poll, reap, send
- * its root, start the workload again from its own copy of the plan) touches no heap, so the
- * heap is given back. Not when the thread's own storage lies there (never seen): init needs it. */
+ * the server changes after the fork is one that init alone goes on holding, and with it the
+ * server's data of that moment, other sandboxes' code and output among them (with 100
+ * sandboxes, 3.1 of the newest init's 3.2 MiB of private memory was heap). What init does
+ * from here on (poll, reap, send its root, start the workload again from its own copy of the
+ * plan) touches no heap, so the heap is given back; what glibc maps apart from it (large
+ * blocks, other threads' arenas) and the stacks stay. Not when the thread's own storage lies
+ * there, as it does in a static-pie program: the stack protector's canary is in it. */
 static void release_heap(void)
 {
+    extern char _end[]; /* the end of the program's own data: the heap begins above */
     unsigned long start_brk = 0, arg_start = 0;
-    if (!stat_pair(47, &start_brk, &arg_start))
+    if (!stat_pair(47, &start_brk, &arg_start) || start_brk < (unsigned long)_end)
         return;
     unsigned long page = (unsigned long)getpagesize();
     unsigned long lo = start_brk & ~(page - 1);
@@ -416,7 +430,7 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     for (char **e = env; e && *e; e++)
         memset(*e, 0, strlen(*e));
     /* Sharing `run`'s memory, the command line is run's own, still in use (and the user's). */
-    if (!const_plan->env_to_wipe)
+    if (!const_plan->shares_memory)
         hide_command_line();
     prctl(PR_SET_DUMPABLE, 0);
     pid_t child = start_workload(const_plan);
@@ -436,9 +450,8 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         static struct jail_child_plan again;
         static int kept_pass[16];
         again = *const_plan;
+        keep_plan(&again, const_plan);
         plan = &again;
-        if (!keep_command_line(&again))
-            jail_child_fail(const_plan, STEP_KEEP_COMMAND, E2BIG);
         int next = status_fd + 1;
         for (int i = 0; i < 3; i++)
             if (again.stdio[i] >= 0)
@@ -455,7 +468,7 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     close_all_but(status_fd, plan);
     /* Set after the uid change, which clears it: the sandbox dies with the server. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (!const_plan->env_to_wipe)
+    if (!const_plan->shares_memory)
         release_heap();
 
     if (plan) {

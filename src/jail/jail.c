@@ -49,7 +49,6 @@ static const char *const step_names[] = {
     [STEP_LANDLOCK] = "Landlock",
     [STEP_SECCOMP] = "seccomp",
     [STEP_FORK] = "starting the workload",
-    [STEP_KEEP_COMMAND] = "keeping the command line for a restart",
     [STEP_FDS] = "handing in file descriptors",
     [STEP_EXEC] = "exec",
 };
@@ -413,6 +412,15 @@ static int give_stdio_pipes(const struct jail_child_plan *plan, uid_t host_uid, 
     return 0;
 }
 
+/* Whether init's copy of argv (see jail_run_init) can hold it. */
+static bool argv_fits_init(char *const *argv)
+{
+    size_t n = 0, bytes = 0;
+    for (; argv[n]; n++)
+        bytes += strlen(argv[n]) + 1;
+    return n < INIT_ARGV_MAX && bytes <= INIT_ARGV_BYTES;
+}
+
 static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
 {
     const struct jail_spec *spec = st->spec;
@@ -424,6 +432,11 @@ static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
     if (build_plan(spec, plan) < 0)
         return sbx_fail(err, E2BIG, "the sandbox's environment does not fit (%zu bytes at most)",
                         sizeof(plan->env_store));
+    if (spec->persistent && !argv_fits_init(spec->argv))
+        return sbx_fail(err, E2BIG,
+                        "the command line does not fit a persistent sandbox (%d arguments and "
+                        "%d bytes at most)",
+                        INIT_ARGV_MAX - 1, INIT_ARGV_BYTES);
 
     if (seccomp_filter_available(&sub) == 0) {
         plan->seccomp = seccomp_program();
@@ -765,6 +778,7 @@ static int spawn_sharing_memory(struct spawn_state *st, struct sbx_err *err)
     s->from_spawner = from[0];
     int rc = spawn_prepare(st, err);
     st->plan.env_to_wipe = environment_to_wipe();
+    st->plan.shares_memory = true;
     char byte;
     ssize_t n = 0;
     if (rc == 0 && write(s->to_spawner, "l", 1) != 1)

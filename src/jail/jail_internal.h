@@ -27,7 +27,6 @@ enum jail_step {
     STEP_LANDLOCK,
     STEP_SECCOMP,
     STEP_FORK,
-    STEP_KEEP_COMMAND,
     STEP_FDS,
     STEP_EXEC,
 };
@@ -70,6 +69,9 @@ struct jail_child_plan {
     /* The caller's environment as /proc/<init>/environ would show it; init wipes it. NULL:
      * init's own (a copy, when init is a fork). */
     char **env_to_wipe;
+    /* Init shares the caller's memory (jail_spec.share_memory) instead of being a copy of it:
+     * it then neither rewrites the command line nor gives the heap back, both the caller's. */
+    bool shares_memory;
     char workspace_opts[96];
     char tmp_opts[96];
     char shm_opts[96];
@@ -88,7 +90,14 @@ int jail_setup_rootfs(const struct jail_child_plan *plan, enum jail_step *step);
 /* caps.c: drop every capability (bounding, ambient, inheritable, permitted, effective). */
 int jail_drop_caps(int cap_last);
 
-/* init.c: pid 1 of the sandbox; forks the workload and reaps. Never returns. */
+/* What a persistent init keeps of the command line to start the workload again (argv's
+ * pointers, NULL included, and its strings); a longer one is refused before the clone. */
+#define INIT_ARGV_MAX   256
+#define INIT_ARGV_BYTES (32 * 1024)
+
+/* init.c: pid 1 of the sandbox; forks the workload and reaps. Never returns. A forked init
+ * gives the caller's heap back once set up: from then on nothing init runs may allocate (a
+ * malloc would find the heap zeroed) or read what plan pointed to there. */
 void jail_run_init(const struct jail_child_plan *plan) __attribute__((noreturn));
 
 /* init.c: close every fd but these (keep is sorted in place; -1 entries are ignored). */
