@@ -25,8 +25,8 @@
  * sandboxes took up to 107 ms), and bounded, so that a writer stopped for good costs one
  * file, not the sandbox. */
 #define SETTLE_WAIT_MS 10000
-/* How long the loop may block for them where it cannot wait asynchronously: a run that fails
- * (its sandbox broken, closed or reset), or a pidfd that could not be watched. */
+/* How long the loop may block for them where it cannot wait asynchronously: a pidfd that could
+ * not be watched. */
 #define SPILL_WAIT_MS 250
 
 /* Ends stream idx's output file by deadline (ms), blocking: what is pending goes to the
@@ -648,7 +648,10 @@ void exec_fail_all(struct sandbox *sb, const char *reason)
         list = e->next;
         if (!e->settling) /* else it had ended, and its outcome stands */
             snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
-        spill_end_all(e, SPILL_WAIT_MS);
+        /* Its files end now, cut if their writers are not done: the sandbox is going (closed,
+         * broken) or its processes are being killed (reset), and the loop must not wait for a
+         * writer that may be stopped for good while everyone else waits too. */
+        spill_end_all(e, 0);
         send_result(sb, e);
         exec_free(e);
     }

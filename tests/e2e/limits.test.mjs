@@ -299,13 +299,18 @@ test('a writer that falls behind: the stream waits for it, the result waits for 
     const next = await call(c, 'run_code', { sandbox_id: busy, code: 'kept' });
     assert.match(next.text, /before this run, while the sandbox was idle, the interpreter was killed by signal 9/, next.text.slice(0, 400));
 
-    // 4. The sandbox is closed while a run settles: the server kills the stopped writer, the
-    // run's result comes back saying its file is cut, and the server goes on.
+    // 4. The sandbox is closed while a run settles: the server kills the stopped writer at once
+    // (it used to wait 250 ms for it, holding everyone else), the run's result comes back
+    // saying its file is cut, and the server goes on.
     const closing = call(c, 'execute_command', { sandbox_id: busy, command: `head -c 10000 /dev/zero | tr '\\0' a; sleep 1.5; echo end` });
     writer = await stopWriter();
     await sleep(2500);
+    const closeT0 = Date.now();
     const closed = await call(c, 'close_sandbox', { sandbox_id: busy });
+    const closeMs = Date.now() - closeT0;
     stopped.delete(writer); /* killed and reaped by the server: its pid is no longer ours */
+    t.diagnostic(`close_sandbox during the settle took ${closeMs} ms`);
+    assert.ok(closeMs < 200, `close_sandbox took ${closeMs} ms: did it wait for the stopped writer?`);
     assert.ok(!closed.r.isError, closed.text);
     const last = await closing;
     assert.match(last.text, /saving it whole to \/workspace\/\.mcp\/output\/\S+ failed/, last.text.slice(-400));
