@@ -159,7 +159,7 @@ static void a_forked_init_gives_back_the_callers_heap_and_still_restarts(void **
     /* Under ASan malloc takes no memory from the heap: the mark is then not looked for. */
     bool mark_in_heap =
         heap_bounds(getpid(), &lo, &hi) && (unsigned long)mark >= lo && (unsigned long)mark < hi;
-    /* The command line is in the heap too, as the server's may be. */
+    /* The command line is in the heap too, as a caller's may be. */
     char *argv[] = {strdup("/bin/sh"), strdup("-c"), strdup("echo started; read x; exit 3"), NULL};
     int in[2], out[2];
     assert_int_equal(pipe2(in, O_CLOEXEC), 0);
@@ -176,8 +176,8 @@ static void a_forked_init_gives_back_the_callers_heap_and_still_restarts(void **
     assert_string_equal(buf, "started\n");
 
     /* By now init has given its heap back (it does so before it serves the status socket,
-     * whose root fd jail_spawn waited for). */
-    /* None of it is in memory (-1: no heap at all, as under ASan, which does not use it). */
+     * whose root fd jail_spawn waited for): none of it is in memory (-1: no heap at all, as
+     * under ASan, whose malloc does not use it). */
     assert_true(heap_rss_kb(j->pid) <= 0);
     unsigned long ilo = 0, ihi = 0;
     if (mark_in_heap && heap_bounds(j->pid, &ilo, &ihi)) {
