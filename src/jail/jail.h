@@ -129,11 +129,10 @@ struct jail_writer {
     int pipe_fd;
 };
 int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err);
-/* A caller that must not block may close pipe_fd itself (and set it to -1), wait for pidfd to
- * become readable, and then call jail_writer_end to reap the writer at once. */
 /* Closes pipe_fd and waits up to timeout_ms for the writer to copy the rest, then kills it.
  * 0 once all was written; ENOMEM (*oom_killed) when the OOM killer took it, ETIMEDOUT, or
- * the write's own error. */
+ * the write's own error. A caller that must not block may close pipe_fd itself (and set it
+ * to -1), wait for pidfd to become readable, and then call this to reap the writer at once. */
 int jail_writer_end(struct jail_writer *w, int timeout_ms, bool *oom_killed, struct sbx_err *err);
 
 /* Kill, reap and remove everything the sandbox held. */

@@ -106,7 +106,8 @@ void exec_free(struct exec *e)
     if (!e)
         return;
     cancel_run_timers(e);
-    spill_end_all(e, SPILL_WAIT_MS); /* a no-op once the run has settled */
+    /* Cancels the settle timer; for the files a no-op once the run has settled. */
+    spill_end_all(e, SPILL_WAIT_MS);
     outbuf_free(&e->out);
     outbuf_free(&e->err);
     json_decref(e->outcome.frame);
@@ -177,9 +178,8 @@ static void settled(struct sandbox *sb, struct exec *e)
         sb->state = SBX_READY;
     sb->executions++;
     sb->last_used_ms = (int64_t)wall_ms();
-    spill_end_all(e, SPILL_WAIT_MS); /* the files have ended: this cancels the settle timer */
     send_result(sb, e);
-    exec_free(e);
+    exec_free(e); /* the files have ended: this cancels the settle timer */
     if (!sb->closing)
         exec_start_next(sb);
 }
