@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -29,8 +30,8 @@ struct cgroup_state {
     /* v1: the group this process is in, per controller, where a thread returns to. */
     char *own[V1__COUNT];
     /* v1: threads may step into a sandbox's groups (cgroup_enter_thread): they can step back,
-     * each own/tasks being writable. */
-    bool thread_moves;
+     * each own/tasks being writable. Threads spawning at once may both find that not. */
+    atomic_bool thread_moves;
     bool parent_made[V1__COUNT];
     /* v2, when this process sits alone in a delegated cgroup whose children get no
      * controllers yet (a unit with Delegate=yes, `systemd-run --scope -p Delegate=yes`): the

@@ -421,7 +421,7 @@ static bool argv_fits_init(char *const *argv)
     return n < INIT_ARGV_MAX && bytes <= INIT_ARGV_BYTES;
 }
 
-static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
+static int prepare_locked(struct spawn_state *st, struct sbx_err *err)
 {
     const struct jail_spec *spec = st->spec;
     bool degraded_ok = spec->cfg->allow_degraded;
@@ -483,6 +483,17 @@ static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
     plan->err_fd = st->err_pipe[1];
     plan->status_fd = st->status_pipe[1];
     return 0;
+}
+
+/* Spawns may begin on two threads at once (the server's loop and its spawner): the probes'
+ * caches and the server's own cgroups are made on first use, here. */
+static int spawn_prepare(struct spawn_state *st, struct sbx_err *err)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    int rc = prepare_locked(st, err);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 /* The clone, the id maps and the cgroup move: the child is then on its way to the exec. */

@@ -64,6 +64,7 @@ void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
 
 static void settle_setup(struct sandbox *sb);
 static void pause_refill(struct sandbox_service *svc);
+static void schedule_refill(struct sandbox_service *svc);
 
 int sandbox_root_fd(struct sandbox *sb)
 {
@@ -678,6 +679,8 @@ static void release_sandbox(struct sandbox *sb)
     sb->proxy = NULL;
     retire_jail(sb->svc, sb->jail);
     sb->jail = NULL;
+    for (int i = 0; i < 3; i++)
+        cleanup_closep(&sb->child_fds[i]);
     cleanup_closep(&sb->chan_fd);
     cleanup_closep(&sb->req_fd);
     cleanup_closep(&sb->req_rfd);
@@ -743,14 +746,67 @@ static void on_setup_done(struct ev_loop *loop, int fd, uint32_t events, void *d
     settle_setup(data);
 }
 
+/* The jail exists: the child has its ends of the pipes, the loop watches ours, and the driver
+ * is on its way. On failure the caller releases the sandbox, jail included. */
+static int attach_jail(struct sandbox *sb, struct jail *j, struct sbx_err *err)
+{
+    struct sandbox_service *svc = sb->svc;
+    sb->jail = j;
+    for (int i = 0; i < 3; i++)
+        cleanup_closep(&sb->child_fds[i]);
+    sb->chan_w = ev_watch(svc->loop, sb->chan_fd, EPOLLIN, on_channel, sb, err);
+    sb->out_w = sb->chan_w ? ev_watch(svc->loop, sb->out_fd, EPOLLIN, on_output, sb, err) : NULL;
+    sb->err_w = sb->out_w ? ev_watch(svc->loop, sb->err_fd, EPOLLIN, on_output, sb, err) : NULL;
+    sb->setup_w =
+        sb->err_w ? ev_watch(svc->loop, j->setup_fd, EPOLLIN, on_setup_done, sb, err) : NULL;
+    if (!sb->setup_w)
+        return -1;
+    if (start_driver(sb) < 0)
+        return sbx_fail(err, EPIPE, "the sandbox's interpreter did not accept its configuration");
+    sb->start_timer = ev_timer_add(svc->loop, svc->ready_timeout_ms, on_ready_timeout, sb);
+    return 0;
+}
+
+/* On the spawner's thread: it touches sb->spec, sb->spawned and sb->spawn_err only. */
+static void begin_jail(struct spawn_job *job)
+{
+    struct sandbox *sb = job->data;
+    if (jail_spawn_begin(&sb->spec, &sb->spawned, &sb->spawn_err) < 0)
+        sb->spawned = NULL;
+}
+
+/* The spawner began a pooled sandbox's jail, or could not. */
+static void on_spawned(struct spawn_job *job)
+{
+    struct sandbox *sb = job->data;
+    struct sandbox_service *svc = sb->svc;
+    sb->spawning = false;
+    svc->refill_spawning = false;
+    struct sbx_err why = sb->spawn_err;
+    int r = sb->spawned ? attach_jail(sb, sb->spawned, &why) : -1;
+    sb->spawned = NULL;
+    if (sb->closing)
+        return; /* close_because waited for this, and ends what there is */
+    if (r == 0) {
+        schedule_refill(svc);
+        return;
+    }
+    log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", why.msg, NULL);
+    pause_refill(svc);
+    sandbox_close(sb, NULL);
+}
+
+/* A sandbox with its pipes, its jail begun and its driver sent; in_background (the warm pool),
+ * the spawner begins the jail and the sandbox stays spawning until on_spawned. */
 static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
-                 const char *network, struct sandbox **out, struct sbx_err *err)
+                 const char *network, bool in_background, struct sandbox **out, struct sbx_err *err)
 {
     int chan[2] = {-1, -1}, req[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
     struct sandbox *sb = xcalloc(1, sizeof(*sb));
     sb->svc = svc;
     sb->profile = profile;
     sb->chan_fd = sb->req_fd = sb->req_rfd = sb->out_fd = sb->err_fd = -1;
+    sb->child_fds[0] = sb->child_fds[1] = sb->child_fds[2] = -1;
     snprintf(sb->network, sizeof(sb->network), "%s", network);
     new_id(sb->id, sizeof(sb->id));
     sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
@@ -761,53 +817,57 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     if (pipe2(chan, O_CLOEXEC) < 0 || pipe2(req, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0 ||
         pipe2(errp, O_CLOEXEC) < 0) {
         sbx_fail_errno(err, errno, "creating the sandbox's channels");
+        for (int i = 0; i < 2; i++) {
+            cleanup_closep(&chan[i]);
+            cleanup_closep(&req[i]);
+            cleanup_closep(&outp[i]);
+            cleanup_closep(&errp[i]);
+        }
         goto fail;
     }
-    char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)runtime_python_bootstrap(), NULL};
-    int pass[] = {req[0], chan[1]}; /* fd 3: requests in, fd 4: frames out */
-    bool packages = strcmp(network, "packages") == 0;
-    struct jail_spec spec = {
-        .profile = profile,
-        .cfg = svc->cfg,
-        .argv = argv,
-        .extra_env = packages ? svc->packages_env : NULL,
-        .stdin_fd = -1,
-        .stdout_fd = outp[1],
-        .stderr_fd = errp[1],
-        .pass_fds = pass,
-        .n_pass_fds = 2,
-        .name = sb->id,
-        .persistent = true,
-        .proxy_port = packages ? EGRESS_PROXY_PORT : 0,
-    };
-    if (jail_spawn_begin(&spec, &sb->jail, err) < 0)
-        goto fail;
-    cleanup_closep(&chan[1]);
-    cleanup_closep(&outp[1]);
-    cleanup_closep(&errp[1]);
-    sb->chan_fd = steal_fd(&chan[0]);
-    sb->req_fd = steal_fd(&req[1]);
-    sb->req_rfd = steal_fd(&req[0]); /* kept only to clear it for a restarted driver */
-    sb->out_fd = steal_fd(&outp[0]);
-    sb->err_fd = steal_fd(&errp[0]);
+    sb->chan_fd = chan[0];
+    sb->child_fds[0] = chan[1];
+    sb->req_fd = req[1];
+    sb->req_rfd = req[0]; /* the driver's fd 3; kept only to clear it for a restarted driver */
+    sb->out_fd = outp[0];
+    sb->child_fds[1] = outp[1];
+    sb->err_fd = errp[0];
+    sb->child_fds[2] = errp[1];
     fcntl(sb->out_fd, F_SETFL, O_NONBLOCK);
     fcntl(sb->err_fd, F_SETFL, O_NONBLOCK);
     fcntl(sb->chan_fd, F_SETFL, O_NONBLOCK);
     /* Not req_rfd: it shares its file description (and so O_NONBLOCK) with the driver's
      * fd 3, which must block; discard_pending never reads more than FIONREAD says. */
     fcntl(sb->req_fd, F_SETFL, O_NONBLOCK);
-    sb->chan_w = ev_watch(svc->loop, sb->chan_fd, EPOLLIN, on_channel, sb, err);
-    sb->out_w = sb->chan_w ? ev_watch(svc->loop, sb->out_fd, EPOLLIN, on_output, sb, err) : NULL;
-    sb->err_w = sb->out_w ? ev_watch(svc->loop, sb->err_fd, EPOLLIN, on_output, sb, err) : NULL;
-    sb->setup_w =
-        sb->err_w ? ev_watch(svc->loop, sb->jail->setup_fd, EPOLLIN, on_setup_done, sb, err) : NULL;
-    if (!sb->setup_w)
-        goto fail;
-    if (start_driver(sb) < 0) {
-        sbx_fail(err, EPIPE, "the sandbox's interpreter did not accept its configuration");
-        goto fail;
+
+    char *argv[] = {"/usr/bin/python3", "-I", "-S", "-c", (char *)runtime_python_bootstrap(), NULL};
+    memcpy(sb->argv, argv, sizeof(argv));
+    sb->pass_fds[0] = sb->req_rfd;      /* fd 3: requests in */
+    sb->pass_fds[1] = sb->child_fds[0]; /* fd 4: frames out */
+    bool packages = strcmp(network, "packages") == 0;
+    sb->spec = (struct jail_spec){
+        .profile = profile,
+        .cfg = svc->cfg,
+        .argv = sb->argv,
+        .extra_env = packages ? svc->packages_env : NULL,
+        .stdin_fd = -1,
+        .stdout_fd = sb->child_fds[1],
+        .stderr_fd = sb->child_fds[2],
+        .pass_fds = sb->pass_fds,
+        .n_pass_fds = 2,
+        .name = sb->id,
+        .persistent = true,
+        .proxy_port = packages ? EGRESS_PROXY_PORT : 0,
+    };
+    if (in_background) {
+        sb->spawning = true;
+        sb->spawn_job = (struct spawn_job){.run = begin_jail, .done = on_spawned, .data = sb};
+        spawner_submit(svc->spawner, &sb->spawn_job);
+    } else {
+        struct jail *j = NULL;
+        if (jail_spawn_begin(&sb->spec, &j, err) < 0 || attach_jail(sb, j, err) < 0)
+            goto fail;
     }
-    sb->start_timer = ev_timer_add(svc->loop, svc->ready_timeout_ms, on_ready_timeout, sb);
     sb->state = SBX_STARTING;
     sb->next = svc->list;
     svc->list = sb;
@@ -815,12 +875,6 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     *out = sb;
     return 0;
 fail:
-    for (int i = 0; i < 2; i++) {
-        cleanup_closep(&chan[i]);
-        cleanup_closep(&req[i]);
-        cleanup_closep(&outp[i]);
-        cleanup_closep(&errp[i]);
-    }
     release_sandbox(sb);
     channel_decoder_free(&sb->dec);
     json_decref(sb->packages);
@@ -898,9 +952,13 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     if (sb->closing)
         return;
     struct sandbox_service *svc = sb->svc;
+    sb->closing = true;
+    /* A pooled sandbox still being begun: its jail first (a millisecond or so), which then
+     * ends with it. */
+    if (sb->spawning)
+        spawner_await(svc->spawner, &sb->spawn_job);
     if (final_usage)
         *final_usage = sandbox_usage_json(sb);
-    sb->closing = true;
     unlink_sandbox(sb);
     if (sb->pooled)
         svc->n_pool--;
@@ -970,20 +1028,20 @@ static void on_refill(struct ev_loop *loop, void *data)
     struct sandbox_service *svc = data;
     svc->refill = NULL;
     const struct sbx_profile *p = NULL;
-    if (svc->refill_paused || !pool_want(svc, &p) ||
+    if (svc->refill_paused || svc->refill_spawning || !pool_want(svc, &p) ||
         svc->n_live + svc->n_pool >= svc->cfg->max_sandboxes)
         return;
     struct sbx_err err = {0};
     struct sandbox *sb;
-    if (spawn(svc, p, p->network, &sb, &err) < 0) {
+    if (spawn(svc, p, p->network, true, &sb, &err) < 0) {
         log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
         pause_refill(svc);
         return;
     }
     sb->pooled = true;
     svc->n_pool++;
-    /* One spawn per loop turn, so requests interleave with refilling. */
-    schedule_refill(svc);
+    /* One at a time: on_spawned schedules the next. */
+    svc->refill_spawning = true;
 }
 
 static void schedule_refill(struct sandbox_service *svc)
@@ -1067,7 +1125,7 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     svc->refill_paused = false; /* the pool is in use: worth another try */
     struct sandbox *sb = NULL;
     for (struct sandbox *c = svc->list; c; c = c->next)
-        if (c->pooled && c->profile == p && c->state != SBX_BROKEN &&
+        if (c->pooled && !c->spawning && c->profile == p && c->state != SBX_BROKEN &&
             strcmp(c->network, network) == 0 && (!sb || pool_rank(c) > pool_rank(sb)))
             sb = c;
     /* One still in its setup is handed out only once that setup has worked. */
@@ -1088,7 +1146,7 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
                     break;
                 }
         }
-        if (spawn(svc, p, network, &sb, err) < 0)
+        if (spawn(svc, p, network, false, &sb, err) < 0)
             return -1;
     }
     svc->n_live++;
@@ -1347,7 +1405,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     strmap_init(&svc->defaults);
     svc->egress = xcalloc(1, sizeof(*svc->egress));
     if (egress_policy_build(cfg, svc->egress, err) < 0 ||
-        resolver_new(loop, &svc->resolver, err) < 0)
+        resolver_new(loop, &svc->resolver, err) < 0 || spawner_new(loop, &svc->spawner, err) < 0)
         goto fail;
     svc->packages_env = packages_sandbox_env(cfg, EGRESS_PROXY_PORT);
     char *dir = NULL;
@@ -1372,6 +1430,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     return 0;
 fail:
     history_close(svc->history);
+    spawner_free(svc->spawner);
     free_network(svc);
     strmap_free(&svc->by_id);
     strmap_free(&svc->defaults);
@@ -1389,6 +1448,8 @@ void sandbox_service_free(struct sandbox_service *svc)
         sandbox_close(svc->list, NULL);
     while (svc->dying)
         bury_jail(svc->dying);
+    /* After every jail it began is gone: their inits die with its thread. */
+    spawner_free(svc->spawner);
     while (svc->graveyard) {
         struct sandbox *sb = svc->graveyard;
         svc->graveyard = sb->next;

@@ -1,6 +1,7 @@
 /* The sandbox service: a table of live sandboxes, each a persistent jail with a Python driver
  * in it, owned by one principal, with a queue of executions. Everything runs on the server's
- * one event loop: spawning, driver frames, output pipes, timeouts and the warm pool. */
+ * one event loop: spawning, driver frames, output pipes, timeouts and the warm pool, whose
+ * jails alone are begun on the spawner's thread (spawner.h). */
 #ifndef SBX_SANDBOX_H
 #define SBX_SANDBOX_H
 
@@ -9,6 +10,7 @@
 #include "err.h"
 #include "jail/jail.h"
 #include "outbuf.h"
+#include "spawner.h"
 #include "strmap.h"
 
 #include <jansson.h>
@@ -138,8 +140,18 @@ struct sandbox {
     int req_fd, req_rfd;         /* the pipe the driver reads requests from: both ends */
     struct ev_watch *chan_w, *out_w, *err_w, *status_w;
     struct ev_watch *setup_w; /* until the jail's setup has ended (jail_spawn_begin) */
-    struct ev_watch *req_w;   /* while requests wait for room in the pipe */
-    char *req_buf;            /* those requests (a bounded queue: one execution at a time) */
+    /* A warm-pool sandbox whose jail the spawner is still beginning: it has no jail and no
+     * watches yet, and is not handed out. */
+    bool spawning;
+    struct spawn_job spawn_job;
+    struct jail_spec spec; /* what the jail is begun from */
+    char *argv[6];         /* spec's */
+    int pass_fds[2];       /* spec's: fd 3 and fd 4 in the sandbox */
+    int child_fds[3];      /* the driver's ends of the channel, stdout and stderr, until cloned */
+    struct jail *spawned;  /* what the spawner began, or NULL and spawn_err says why */
+    struct sbx_err spawn_err;
+    struct ev_watch *req_w; /* while requests wait for room in the pipe */
+    char *req_buf;          /* those requests (a bounded queue: one execution at a time) */
     size_t req_len, req_off;
     struct channel_decoder dec;
     uint64_t next_seq;
@@ -191,6 +203,8 @@ struct sandbox_service {
     size_t n_pool;
     struct ev_timer *sweeper;
     struct ev_timer *refill;
+    struct spawner *spawner;        /* the warm pool's spawns, off the loop */
+    bool refill_spawning;           /* one is under way: the next waits for its jail */
     struct ev_timer *history_timer; /* batched history writes */
     struct ev_timer *purge_timer;   /* deleting closed sandboxes past their retention */
     uint64_t exec_counter;
