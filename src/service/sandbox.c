@@ -307,6 +307,14 @@ static void mark_broken(struct sandbox *sb, const char *why)
     exec_fail_all(sb, why);
 }
 
+/* The jail could not be made, or its setup failed: nothing will run in this sandbox. */
+static void mark_failed_start(struct sandbox *sb, const char *msg)
+{
+    char why[sizeof(sb->broken_reason)];
+    snprintf(why, sizeof(why), "%.110s (close this sandbox and create another)", msg);
+    mark_broken(sb, why);
+}
+
 /* A setup that has not ended in time never will (a stalled mount source, a stopped init):
  * nothing may wait for it from now on, or the loop would stall with it. */
 static void abandon_setup(struct sandbox *sb)
@@ -712,6 +720,10 @@ static int finish_spawn(struct sandbox *sb, struct sbx_err *err)
  * for setup_wait_ms at most. */
 static void settle_setup(struct sandbox *sb)
 {
+    /* A jail still being begun (sandbox_create_soon) comes first: the spawner's, a millisecond
+     * or so. */
+    if (sb->spawning)
+        spawner_await(sb->svc->spawner, &sb->spawn_job);
     if (!sb->setup_w)
         return;
     struct pollfd p = {.fd = sb->jail->setup_fd, .events = POLLIN};
@@ -732,9 +744,7 @@ static void settle_setup(struct sandbox *sb)
             log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", err.msg, NULL);
             pause_refill(sb->svc);
         }
-        char why[sizeof(sb->broken_reason)];
-        snprintf(why, sizeof(why), "%.110s (close this sandbox and create another)", err.msg);
-        mark_broken(sb, why);
+        mark_failed_start(sb, err.msg);
     }
 }
 
@@ -781,19 +791,30 @@ static void on_spawned(struct spawn_job *job)
     struct sandbox *sb = job->data;
     struct sandbox_service *svc = sb->svc;
     sb->spawning = false;
-    svc->refill_spawning = false;
     struct sbx_err why = sb->spawn_err;
     int r = sb->spawned ? attach_jail(sb, sb->spawned, &why) : -1;
     sb->spawned = NULL;
-    if (sb->closing)
-        return; /* close_because waited for this, and ends what there is */
-    if (r == 0) {
-        schedule_refill(svc);
+    void (*fn)(struct sandbox *, const char *, void *) = sb->begun_fn;
+    sb->begun_fn = NULL;
+    if (sb->closing) { /* close_because waited for this, and ends what there is */
+        if (fn)
+            fn(sb, "the sandbox was closed", sb->begun_data);
         return;
     }
-    log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", why.msg, NULL);
-    pause_refill(svc);
-    sandbox_close(sb, NULL);
+    if (r == 0) {
+        if (fn)
+            fn(sb, NULL, sb->begun_data);
+        return;
+    }
+    if (sb->pooled) {
+        log_emit(LOG_LVL_WARNING, "warm pool refill failed", "error", why.msg, NULL);
+        pause_refill(svc);
+        sandbox_close(sb, NULL);
+        return;
+    }
+    mark_failed_start(sb, why.msg);
+    if (fn)
+        fn(sb, why.msg, sb->begun_data);
 }
 
 /* A sandbox with its pipes, its jail begun and its driver sent; in_background (the warm pool),
@@ -1028,7 +1049,7 @@ static void on_refill(struct ev_loop *loop, void *data)
     struct sandbox_service *svc = data;
     svc->refill = NULL;
     const struct sbx_profile *p = NULL;
-    if (svc->refill_paused || svc->refill_spawning || !pool_want(svc, &p) ||
+    if (svc->refill_paused || !pool_want(svc, &p) ||
         svc->n_live + svc->n_pool >= svc->cfg->max_sandboxes)
         return;
     struct sbx_err err = {0};
@@ -1040,8 +1061,8 @@ static void on_refill(struct ev_loop *loop, void *data)
     }
     sb->pooled = true;
     svc->n_pool++;
-    /* One at a time: on_spawned schedules the next. */
-    svc->refill_spawning = true;
+    /* The next on the next loop turn; the spawner begins them in order. */
+    schedule_refill(svc);
 }
 
 static void schedule_refill(struct sandbox_service *svc)
@@ -1081,15 +1102,16 @@ static size_t owner_count(const struct sandbox_service *svc, const char *owner)
 }
 
 /* Which pooled sandbox to hand out first: a ready one, then one past its setup (its driver
- * starting), then one still in its setup, which has to be waited for. */
+ * starting), then one still in its setup. */
 static int pool_rank(const struct sandbox *sb)
 {
     return sb->state == SBX_READY ? 2 : !sb->setup_w;
 }
 
-int sandbox_create(struct sandbox_service *svc, const char *owner, const char *name,
-                   const char *profile_name, const char *network, struct sandbox **out,
-                   struct sbx_err *err)
+/* in_background: the sandbox may come back spawning (the loop does not wait for a jail). */
+static int create(struct sandbox_service *svc, const char *owner, const char *name,
+                  const char *profile_name, const char *network, bool in_background,
+                  struct sandbox **out, struct sbx_err *err)
 {
     const struct sbx_config *cfg = svc->cfg;
     if (!profile_name)
@@ -1123,16 +1145,27 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
                         cfg->max_sandboxes);
 
     svc->refill_paused = false; /* the pool is in use: worth another try */
-    struct sandbox *sb = NULL;
-    for (struct sandbox *c = svc->list; c; c = c->next)
-        if (c->pooled && !c->spawning && c->profile == p && c->state != SBX_BROKEN &&
-            strcmp(c->network, network) == 0 && (!sb || pool_rank(c) > pool_rank(sb)))
+    struct sandbox *sb = NULL, *oldest_spawning = NULL;
+    for (struct sandbox *c = svc->list; c; c = c->next) {
+        if (!c->pooled || c->profile != p || c->state == SBX_BROKEN ||
+            strcmp(c->network, network) != 0)
+            continue;
+        if (c->spawning)
+            oldest_spawning = c; /* the list is newest first */
+        else if (!sb || pool_rank(c) > pool_rank(sb))
             sb = c;
-    /* One still in its setup is handed out only once that setup has worked. */
-    if (sb)
-        settle_setup(sb);
-    if (sb && sb->state == SBX_BROKEN)
-        sb = NULL;
+    }
+    /* Only ones still being begun: the oldest, which the spawner began first, has its jail
+     * sooner than one begun now would, and the loop spends nothing on it, or just the wait. */
+    if (!sb && oldest_spawning && in_background)
+        sb = oldest_spawning;
+    if (!sb && oldest_spawning) {
+        spawner_await(svc->spawner, &oldest_spawning->spawn_job);
+        if (!oldest_spawning->closing) /* its jail failed: closed, another is made below */
+            sb = oldest_spawning;
+    }
+    /* One still in its setup is handed out as one made now would be: the loop does not wait
+     * for it, its first call does (and hears it if that setup fails). */
     if (sb) {
         sb->pooled = false;
         svc->n_pool--;
@@ -1146,7 +1179,7 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
                     break;
                 }
         }
-        if (spawn(svc, p, network, false, &sb, err) < 0)
+        if (spawn(svc, p, network, in_background, &sb, err) < 0)
             return -1;
     }
     svc->n_live++;
@@ -1162,6 +1195,33 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
     schedule_refill(svc);
     *out = sb;
     return 0;
+}
+
+int sandbox_create(struct sandbox_service *svc, const char *owner, const char *name,
+                   const char *profile, const char *network, struct sandbox **out,
+                   struct sbx_err *err)
+{
+    return create(svc, owner, name, profile, network, false, out, err);
+}
+
+int sandbox_create_soon(struct sandbox_service *svc, const char *owner, const char *name,
+                        const char *profile, const char *network,
+                        void (*fn)(struct sandbox *sb, const char *error, void *data), void *data,
+                        struct sandbox **out, struct sbx_err *err)
+{
+    if (create(svc, owner, name, profile, network, true, out, err) < 0)
+        return -1;
+    if ((*out)->spawning) {
+        (*out)->begun_fn = fn;
+        (*out)->begun_data = data;
+    }
+    return 0;
+}
+
+void sandbox_forget_begun(struct sandbox *sb)
+{
+    sb->begun_fn = NULL;
+    sb->begun_data = NULL;
 }
 
 struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id)

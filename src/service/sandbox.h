@@ -150,6 +150,9 @@ struct sandbox {
     int child_fds[3];      /* the driver's ends of the channel, stdout and stderr, until cloned */
     struct jail *spawned;  /* what the spawner began, or NULL and spawn_err says why */
     struct sbx_err spawn_err;
+    /* Who waits for the jail of a sandbox handed out while spawning (sandbox_create_soon). */
+    void (*begun_fn)(struct sandbox *sb, const char *error, void *data);
+    void *begun_data;
     struct ev_watch *req_w; /* while requests wait for room in the pipe */
     char *req_buf;          /* those requests (a bounded queue: one execution at a time) */
     size_t req_len, req_off;
@@ -204,7 +207,6 @@ struct sandbox_service {
     struct ev_timer *sweeper;
     struct ev_timer *refill;
     struct spawner *spawner;        /* the warm pool's spawns, off the loop */
-    bool refill_spawning;           /* one is under way: the next waits for its jail */
     struct ev_timer *history_timer; /* batched history writes */
     struct ev_timer *purge_timer;   /* deleting closed sandboxes past their retention */
     uint64_t exec_counter;
@@ -245,6 +247,16 @@ void sandbox_service_free(struct sandbox_service *svc);
 int sandbox_create(struct sandbox_service *svc, const char *owner, const char *name,
                    const char *profile, const char *network, struct sandbox **out,
                    struct sbx_err *err);
+/* Like sandbox_create, except that the loop does not wait while a jail is begun: the sandbox
+ * may come back spawning, and then fn is called once from the loop when its jail exists
+ * (error NULL) or could not be made (error says why; the sandbox is broken, and fn closes it).
+ * Not called for a sandbox that did not come back spawning. */
+int sandbox_create_soon(struct sandbox_service *svc, const char *owner, const char *name,
+                        const char *profile, const char *network,
+                        void (*fn)(struct sandbox *sb, const char *error, void *data), void *data,
+                        struct sandbox **out, struct sbx_err *err);
+/* Whoever waited for the jail went away: fn is not called. */
+void sandbox_forget_begun(struct sandbox *sb);
 /* Finds owner's sandbox by id; another owner's id answers like an unknown one (ENOENT). With
  * id NULL, the owner's default sandbox, created on first use. */
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,

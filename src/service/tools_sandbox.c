@@ -541,17 +541,8 @@ static json_t *iso_json(int64_t ms)
     return json_string(buf);
 }
 
-static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
+static void finish_created(struct mcp_call *call, const struct sandbox *sb)
 {
-    struct sandbox_service *svc = data;
-    struct sbx_err err = {0};
-    struct sandbox *sb = NULL;
-    if (sandbox_create(svc, mcp_call_owner(call), tool_arg_str(args, "name"),
-                       tool_arg_str(args, "profile"), tool_arg_str(args, "network"), &sb,
-                       &err) < 0) {
-        mcp_call_fail(call, "%s", err.msg);
-        return;
-    }
     json_t *sc =
         json_pack("{s:s, s:s?, s:s, s:s, s:o, s:o}", "sandbox_id", sb->id, "name", sb->name,
                   "profile", sb->profile->name, "network", sb->network, "limits",
@@ -564,6 +555,45 @@ static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
     mcp_call_finish(call, json_pack("{s:[{s:s, s:s}], s:o}", "content", "type", "text", "text",
                                     text, "structuredContent", sc));
     free(text);
+}
+
+/* The sandbox's jail exists (error NULL), or could not be made: then nobody has its id yet. */
+static void on_created_begun(struct sandbox *sb, const char *error, void *data)
+{
+    struct mcp_call *call = data;
+    if (!error) {
+        finish_created(call, sb);
+        return;
+    }
+    mcp_call_fail(call, "%s", error);
+    sandbox_close(sb, NULL);
+}
+
+/* The client gave up on the create (or its session ended): the sandbox it never heard of goes. */
+static void on_create_cancelled(struct mcp_call *call, void *data)
+{
+    (void)call;
+    struct sandbox *sb = data;
+    sandbox_forget_begun(sb);
+    sandbox_close(sb, NULL);
+}
+
+/* The answer waits for the sandbox's jail, the loop does not: others are served meanwhile. */
+static void t_create_sandbox(struct mcp_call *call, json_t *args, void *data)
+{
+    struct sandbox_service *svc = data;
+    struct sbx_err err = {0};
+    struct sandbox *sb = NULL;
+    if (sandbox_create_soon(svc, mcp_call_owner(call), tool_arg_str(args, "name"),
+                            tool_arg_str(args, "profile"), tool_arg_str(args, "network"),
+                            on_created_begun, call, &sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    if (sb->spawning)
+        mcp_call_on_cancel(call, on_create_cancelled, sb);
+    else
+        finish_created(call, sb);
 }
 
 static json_t *sandbox_summary(const struct sandbox *sb)

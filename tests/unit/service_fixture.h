@@ -13,6 +13,22 @@
 #include "protocol/mcp.h"
 #include "service/loop.h"
 #include "service/sandbox.h"
+#include "util.h"
+
+/* The state letter of /proc/PID/stat ('T' when stopped), or 0. */
+static inline char proc_state(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file_max(path, 4096, &text, &len) < 0)
+        return 0;
+    const char *close_paren = strrchr(text, ')');
+    char state = close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+    free(text);
+    return state;
+}
 
 static struct ev_loop *loop;
 static struct sbx_config cfg;

@@ -12,65 +12,7 @@
 #include <unistd.h>
 
 #include "service_fixture.h"
-
-struct peer {
-    struct mcp_session *s;
-    json_t *inbox;
-};
-
-static void collect(void *ctx, json_t *msg, const json_t *related)
-{
-    (void)related;
-    json_array_append(((struct peer *)ctx)->inbox, msg);
-}
-
-static const struct mcp_transport_ops ops = {.send = collect};
-
-/* Sends one request and runs the loop until its response arrives (or 30 s pass). */
-static json_t *request(struct peer *p, int id, const char *method, json_t *params)
-{
-    json_t *req = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", method,
-                            "params", params);
-    char *text = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    mcp_session_receive(p->s, text, strlen(text));
-    free(text);
-    for (int spins = 0; spins < 3000; spins++) {
-        size_t i;
-        json_t *m;
-        json_array_foreach(p->inbox, i, m)
-        {
-            if (json_integer_value(json_object_get(m, "id")) == id) {
-                json_incref(m);
-                json_array_remove(p->inbox, i);
-                return m;
-            }
-        }
-        run_loop_ms(10);
-    }
-    fail_msg("no response to %s", method);
-    return NULL;
-}
-
-static json_t *tool(struct peer *p, int id, const char *name, json_t *args)
-{
-    return request(p, id, "tools/call", json_pack("{s:s, s:o}", "name", name, "arguments", args));
-}
-
-static const char *text_of(const json_t *resp)
-{
-    return json_string_value(json_object_get(
-        json_array_get(json_object_get(json_object_get(resp, "result"), "content"), 0), "text"));
-}
-
-static void peer_init(struct peer *p, const char *owner)
-{
-    p->inbox = json_array();
-    p->s = mcp_session_new(srv, &ops, p, owner);
-    json_decref(request(p, 1, "initialize",
-                        json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", "2025-11-25",
-                                  "capabilities", "clientInfo", "name", "t", "version", "1")));
-}
+#include "service_peer.h"
 
 static void another_owner_sees_nothing(void **state)
 {

@@ -25,21 +25,6 @@
 #include "service_fixture.h"
 #include "util.h"
 
-/* The state letter of /proc/PID/stat ('T' when stopped), or 0. */
-static char proc_state(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    char *text = NULL;
-    size_t len = 0;
-    if (read_file_max(path, 4096, &text, &len) < 0)
-        return 0;
-    const char *close_paren = strrchr(text, ')');
-    char state = close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
-    free(text);
-    return state;
-}
-
 /* A sandbox caught in its setup: its init stopped before the setup's end was reported. The
  * setup takes milliseconds, so a few tries may be needed to catch one. */
 static struct sandbox *stalled_sandbox(void)
