@@ -347,6 +347,8 @@ def meminfo_used():
 
 
 def pss_of_tree(root_pid):
+    """Summed PSS of a process and its descendants: every thread's children (the server's
+    warm-pool and create_sandbox sandboxes are its spawner thread's)."""
     total, todo = 0, [root_pid]
     while todo:
         pid = todo.pop()
@@ -355,8 +357,9 @@ def pss_of_tree(root_pid):
                 for line in f:
                     if line.startswith("Pss:"):
                         total += int(line.split()[1]) * 1024
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                todo += [int(x) for x in f.read().split()]
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
         except OSError:
             pass
     return total
