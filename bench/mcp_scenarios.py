@@ -357,11 +357,15 @@ def pss_of_tree(root_pid):
                 for line in f:
                     if line.startswith("Pss:"):
                         total += int(line.split()[1]) * 1024
-            for tid in os.listdir(f"/proc/{pid}/task"):
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
                 with open(f"/proc/{pid}/task/{tid}/children") as f:
                     todo += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
+            except OSError:
+                pass  # a thread that ended meanwhile
     return total
 
 

@@ -63,6 +63,7 @@ void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
 }
 
 static void settle_setup(struct sandbox *sb);
+static void settle_spawn(struct sandbox *sb, bool need_jail);
 static void pause_refill(struct sandbox_service *svc);
 static void schedule_refill(struct sandbox_service *svc);
 
@@ -717,13 +718,11 @@ static int finish_spawn(struct sandbox *sb, struct sbx_err *err)
 
 /* The child's setup takes milliseconds, during which the loop serves everyone else. This
  * ends it: at once when the loop saw it end, or by waiting when something needs it first,
- * for setup_wait_ms at most. */
+ * for setup_wait_ms at most (after the jail itself, if it was still being begun). */
 static void settle_setup(struct sandbox *sb)
 {
-    /* A jail still being begun (sandbox_create_soon) comes first: the spawner's, a millisecond
-     * or so. */
-    if (sb->spawning)
-        spawner_await(sb->svc->spawner, &sb->spawn_job);
+    /* A jail still being begun comes first. */
+    settle_spawn(sb, true);
     if (!sb->setup_w)
         return;
     struct pollfd p = {.fd = sb->jail->setup_fd, .events = POLLIN};
@@ -777,7 +776,8 @@ static int attach_jail(struct sandbox *sb, struct jail *j, struct sbx_err *err)
     return 0;
 }
 
-/* On the spawner's thread: it touches sb->spec, sb->spawned and sb->spawn_err only. */
+/* On the spawner's thread: it writes sb->spawned and sb->spawn_err only, and reads sb->spec
+ * (and the argv, fds and id it points to), which the loop leaves alone meanwhile. */
 static void begin_jail(struct spawn_job *job)
 {
     struct sandbox *sb = job->data;
@@ -785,22 +785,24 @@ static void begin_jail(struct spawn_job *job)
         sb->spawned = NULL;
 }
 
-/* The spawner began a pooled sandbox's jail, or could not. */
+/* The spawner began a sandbox's jail, or could not (or settle_spawn took the job back). */
 static void on_spawned(struct spawn_job *job)
 {
     struct sandbox *sb = job->data;
     struct sandbox_service *svc = sb->svc;
     sb->spawning = false;
-    struct sbx_err why = sb->spawn_err;
-    int r = sb->spawned ? attach_jail(sb, sb->spawned, &why) : -1;
-    sb->spawned = NULL;
     void (*fn)(struct sandbox *, const char *, void *) = sb->begun_fn;
     sb->begun_fn = NULL;
-    if (sb->closing) { /* close_because waited for this, and ends what there is */
+    if (sb->closing) { /* close_because waited for this: the jail is only to be ended */
+        sb->jail = sb->spawned;
+        sb->spawned = NULL;
         if (fn)
             fn(sb, "the sandbox was closed", sb->begun_data);
         return;
     }
+    struct sbx_err why = sb->spawn_err;
+    int r = sb->spawned ? attach_jail(sb, sb->spawned, &why) : -1;
+    sb->spawned = NULL;
     if (r == 0) {
         if (fn)
             fn(sb, NULL, sb->begun_data);
@@ -817,8 +819,26 @@ static void on_spawned(struct spawn_job *job)
         fn(sb, why.msg, sb->begun_data);
 }
 
-/* A sandbox with its pipes, its jail begun and its driver sent; in_background (the warm pool),
- * the spawner begins the jail and the sandbox stays spawning until on_spawned. */
+/* A jail still being begun, now: one still queued is taken back from the spawner, and begun
+ * here if need_jail (the wait of one spawn, not of the queue ahead of it) or not at all; one
+ * the spawner has started is waited for (one spawn at most). */
+static void settle_spawn(struct sandbox *sb, bool need_jail)
+{
+    if (!sb->spawning)
+        return;
+    struct spawner *spawner = sb->svc->spawner;
+    if (!spawner_cancel(spawner, &sb->spawn_job)) {
+        spawner_await(spawner, &sb->spawn_job);
+        return;
+    }
+    if (need_jail)
+        begin_jail(&sb->spawn_job);
+    on_spawned(&sb->spawn_job);
+}
+
+/* A sandbox with its pipes, its jail begun and its driver sent; in_background (the warm pool,
+ * create_sandbox), the spawner begins the jail and the sandbox stays spawning until
+ * on_spawned. */
 static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
                  const char *network, bool in_background, struct sandbox **out, struct sbx_err *err)
 {
@@ -974,10 +994,8 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
         return;
     struct sandbox_service *svc = sb->svc;
     sb->closing = true;
-    /* A pooled sandbox still being begun: its jail first (a millisecond or so), which then
-     * ends with it. */
-    if (sb->spawning)
-        spawner_await(svc->spawner, &sb->spawn_job);
+    /* A jail still being begun ends with the sandbox, or is never begun. */
+    settle_spawn(sb, false);
     if (final_usage)
         *final_usage = sandbox_usage_json(sb);
     unlink_sandbox(sb);
@@ -1155,15 +1173,10 @@ static int create(struct sandbox_service *svc, const char *owner, const char *na
         else if (!sb || pool_rank(c) > pool_rank(sb))
             sb = c;
     }
-    /* Only ones still being begun: the oldest, which the spawner began first, has its jail
-     * sooner than one begun now would, and the loop spends nothing on it, or just the wait. */
+    /* Only ones still being begun: the oldest, which the spawner began first, will have its
+     * jail soonest. Not for a caller that needs the jail now: its wait would be the queue's. */
     if (!sb && oldest_spawning && in_background)
         sb = oldest_spawning;
-    if (!sb && oldest_spawning) {
-        spawner_await(svc->spawner, &oldest_spawning->spawn_job);
-        if (!oldest_spawning->closing) /* its jail failed: closed, another is made below */
-            sb = oldest_spawning;
-    }
     /* One still in its setup is handed out as one made now would be: the loop does not wait
      * for it, its first call does (and hears it if that setup fails). */
     if (sb) {
@@ -1171,7 +1184,8 @@ static int create(struct sandbox_service *svc, const char *owner, const char *na
         svc->n_pool--;
         sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
     } else {
-        /* Without a pooled sandbox, one pooled slot may have to give way to stay in limits. */
+        /* Without a pooled sandbox, one pooled slot may have to give way to stay in limits:
+         * the newest, most likely one whose jail is not begun yet (and never will be). */
         if (svc->n_live + svc->n_pool >= cfg->max_sandboxes) {
             for (struct sandbox *c = svc->list; c; c = c->next)
                 if (c->pooled) {

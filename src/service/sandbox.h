@@ -1,7 +1,7 @@
 /* The sandbox service: a table of live sandboxes, each a persistent jail with a Python driver
  * in it, owned by one principal, with a queue of executions. Everything runs on the server's
- * one event loop: spawning, driver frames, output pipes, timeouts and the warm pool, whose
- * jails alone are begun on the spawner's thread (spawner.h). */
+ * one event loop: spawning, driver frames, output pipes, timeouts and the warm pool; only the
+ * jails of the warm pool and of create_sandbox are begun on the spawner's thread (spawner.h). */
 #ifndef SBX_SANDBOX_H
 #define SBX_SANDBOX_H
 
@@ -140,8 +140,8 @@ struct sandbox {
     int req_fd, req_rfd;         /* the pipe the driver reads requests from: both ends */
     struct ev_watch *chan_w, *out_w, *err_w, *status_w;
     struct ev_watch *setup_w; /* until the jail's setup has ended (jail_spawn_begin) */
-    /* A warm-pool sandbox whose jail the spawner is still beginning: it has no jail and no
-     * watches yet, and is not handed out. */
+    /* The spawner is still beginning its jail (a refill, or sandbox_create_soon): it has no
+     * jail and no watches yet. */
     bool spawning;
     struct spawn_job spawn_job;
     struct jail_spec spec; /* what the jail is begun from */
@@ -206,7 +206,7 @@ struct sandbox_service {
     size_t n_pool;
     struct ev_timer *sweeper;
     struct ev_timer *refill;
-    struct spawner *spawner;        /* the warm pool's spawns, off the loop */
+    struct spawner *spawner;        /* jails begun off the loop (the pool's, create_sandbox's) */
     struct ev_timer *history_timer; /* batched history writes */
     struct ev_timer *purge_timer;   /* deleting closed sandboxes past their retention */
     uint64_t exec_counter;
@@ -248,9 +248,11 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
                    const char *profile, const char *network, struct sandbox **out,
                    struct sbx_err *err);
 /* Like sandbox_create, except that the loop does not wait while a jail is begun: the sandbox
- * may come back spawning, and then fn is called once from the loop when its jail exists
- * (error NULL) or could not be made (error says why; the sandbox is broken, and fn closes it).
- * Not called for a sandbox that did not come back spawning. */
+ * may come back spawning (listed, and usable by id: what needs the jail waits for it), and
+ * then fn is called once from the loop when its jail exists (error NULL) or could not be made
+ * (error says why; the sandbox is broken, and fn closes it), or with "the sandbox was closed"
+ * from inside a close. fn may so be called from inside another operation on the sandbox (a
+ * file tool, a reset, a close). Not called for a sandbox that did not come back spawning. */
 int sandbox_create_soon(struct sandbox_service *svc, const char *owner, const char *name,
                         const char *profile, const char *network,
                         void (*fn)(struct sandbox *sb, const char *error, void *data), void *data,

@@ -58,17 +58,23 @@ static void *spawner_main(void *arg)
     return NULL;
 }
 
-/* Takes job off the ended list; false if someone already did. Under the lock. */
-static bool take_ended(struct spawner *s, struct spawn_job *job)
+/* Takes job off a list (the queue, or the ended ones); false if it is not there. Under the
+ * lock. */
+static bool take(struct spawn_job **head, struct spawn_job ***tail, struct spawn_job *job)
 {
-    for (struct spawn_job **pp = &s->done_list; *pp; pp = &(*pp)->next)
+    for (struct spawn_job **pp = head; *pp; pp = &(*pp)->next)
         if (*pp == job) {
             *pp = job->next;
             if (!*pp)
-                s->done_tail = pp;
+                *tail = pp;
             return true;
         }
     return false;
+}
+
+static bool take_ended(struct spawner *s, struct spawn_job *job)
+{
+    return take(&s->done_list, &s->done_tail, job);
 }
 
 static void call_done(struct spawn_job *job)
@@ -160,6 +166,14 @@ void spawner_await(struct spawner *s, struct spawn_job *job)
         call_done(job);
 }
 
+bool spawner_cancel(struct spawner *s, struct spawn_job *job)
+{
+    pthread_mutex_lock(&s->lock);
+    bool taken = take(&s->queue, &s->queue_tail, job);
+    pthread_mutex_unlock(&s->lock);
+    return taken;
+}
+
 void spawner_free(struct spawner *s)
 {
     if (!s)
@@ -168,7 +182,8 @@ void spawner_free(struct spawner *s)
     s->stop = true;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
+    pthread_join(s->thread, NULL); /* after the queue has run */
+    on_notify(s->loop, s->notify_fd, EPOLLIN, s);
     ev_unwatch(s->w);
     close(s->notify_fd);
     pthread_cond_destroy(&s->ended);

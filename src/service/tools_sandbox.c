@@ -557,7 +557,8 @@ static void finish_created(struct mcp_call *call, const struct sandbox *sb)
     free(text);
 }
 
-/* The sandbox's jail exists (error NULL), or could not be made: then nobody has its id yet. */
+/* The sandbox's jail exists (error NULL), or could not be made: the sandbox goes, and the
+ * create answers with why. */
 static void on_created_begun(struct sandbox *sb, const char *error, void *data)
 {
     struct mcp_call *call = data;

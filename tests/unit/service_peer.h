@@ -78,6 +78,20 @@ static inline const char *text_of(const json_t *resp)
         json_array_get(json_object_get(json_object_get(resp, "result"), "content"), 0), "text"));
 }
 
+/* A tool result's structuredContent. */
+static inline json_t *structured(const json_t *resp)
+{
+    return json_object_get(json_object_get(resp, "result"), "structuredContent");
+}
+
+/* The sandbox_id a create_sandbox answered with, copied into sid. */
+static inline void created_id(const json_t *resp, char *sid, size_t size)
+{
+    const char *id = json_string_value(json_object_get(structured(resp), "sandbox_id"));
+    assert_non_null(id);
+    snprintf(sid, size, "%s", id);
+}
+
 static inline void peer_init(struct peer *p, const char *owner)
 {
     p->inbox = json_array();

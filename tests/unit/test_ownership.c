@@ -22,20 +22,14 @@ static void another_owner_sees_nothing(void **state)
     peer_init(&bob, "bob");
 
     json_t *r = tool(&alice, 10, "create_sandbox", json_pack("{s:s}", "name", "mine"));
-    const char *id = json_string_value(json_object_get(
-        json_object_get(json_object_get(r, "result"), "structuredContent"), "sandbox_id"));
-    assert_non_null(id);
     char sid[32];
-    snprintf(sid, sizeof(sid), "%s", id);
+    created_id(r, sid, sizeof(sid));
     json_decref(r);
     json_decref(tool(&alice, 11, "write_file",
                      json_pack("{s:s, s:s, s:s}", "sandbox_id", sid, "path", "secret.txt",
                                "content", "alice only")));
     r = tool(&alice, 12, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
-    assert_string_equal(
-        json_string_value(json_object_get(
-            json_object_get(json_object_get(r, "result"), "structuredContent"), "result")),
-        "42");
+    assert_string_equal(json_string_value(json_object_get(structured(r), "result")), "42");
     json_decref(r);
 
     /* Each of Bob's attempts must read exactly like the answer for an id that never existed. */

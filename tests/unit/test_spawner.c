@@ -2,13 +2,14 @@
  * - Jobs run on the spawner's thread, in order, while the loop goes on; each done is called
  *   once, by the loop or by spawner_await, whichever takes the job first.
  * - A refill's jail is begun off the loop: while the spawner is held up, the loop serves; a
- *   create with nothing else in the pool waits for that jail and hands the sandbox out, and a
- *   close of one being begun waits for its jail and ends it with the sandbox (no process is
- *   left).
+ *   create that needs a jail now makes its own rather than wait behind the queue, one that can
+ *   wait (create_sandbox) takes the one being begun and hears when its jail exists, and a
+ *   close of one still queued takes its job back, at once, leaving no process.
  * - A refill whose jail cannot be begun pauses refilling and leaves nothing behind.
  * - A pooled sandbox still in its setup is handed out at once: the loop never waits for it.
  * - create_sandbox, through the protocol, answers once its jail exists (or with why it could
- *   not be made), and the loop answers others meanwhile; cancelled, it leaves nothing.
+ *   not be made), and the loop answers others meanwhile; its sandbox is listed and usable by
+ *   id before that; cancelled, it leaves nothing.
  * Jobs are held up by a blocker: a job whose run waits until the test releases it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,19 +73,113 @@ static void test_job_init(struct test_job *t, int gate, int *order, int *next, i
     t->job = (struct spawn_job){.run = test_run, .done = test_done, .data = t};
 }
 
-/* Releases a blocker from another thread after a delay: the loop's thread may be waiting. */
-struct release_later {
-    int fd;
-    int ms;
+/* A job that holds the spawner until its gate is opened: by the test, or by another thread
+ * later (the loop's thread may be waiting then). */
+struct blocker {
+    struct test_job t;
+    int gate[2];
+    int delay_ms;
+    pthread_t opener;
+    bool opening;
 };
 
-static void *release_after(void *arg)
+static void hold(struct blocker *b, struct spawner *s, int *order, int *next)
 {
-    struct release_later *r = arg;
-    usleep((useconds_t)r->ms * 1000);
-    ssize_t n = write(r->fd, "x", 1);
+    assert_int_equal(pipe(b->gate), 0);
+    b->opening = false;
+    test_job_init(&b->t, b->gate[0], order, next, 0);
+    spawner_submit(s, &b->t.job);
+}
+
+static void open_gate(struct blocker *b)
+{
+    assert_int_equal(write(b->gate[1], "x", 1), 1);
+}
+
+static void *open_after_delay(void *arg)
+{
+    struct blocker *b = arg;
+    usleep((useconds_t)b->delay_ms * 1000);
+    ssize_t n = write(b->gate[1], "x", 1);
     (void)n;
     return NULL;
+}
+
+static void open_gate_later(struct blocker *b, int ms)
+{
+    b->delay_ms = ms;
+    assert_int_equal(pthread_create(&b->opener, NULL, open_after_delay, b), 0);
+    b->opening = true;
+}
+
+/* After the gate was opened: the blocker's done has come (its memory is free to go). */
+static void unhold(struct blocker *b)
+{
+    if (b->opening)
+        pthread_join(b->opener, NULL);
+    b->opening = false;
+    for (int i = 0; i < 200 && !b->t.dones; i++)
+        run_loop_ms(10);
+    assert_int_equal(b->t.dones, 1);
+    close(b->gate[0]);
+    close(b->gate[1]);
+}
+
+/* A job queued behind others that says, through a pipe, when it runs: by then they have. */
+struct marker {
+    struct test_job t;
+    int pipe[2];
+};
+
+static void queue_marker(struct marker *m, struct spawner *s)
+{
+    assert_int_equal(pipe(m->pipe), 0);
+    test_job_init(&m->t, -1, NULL, NULL, 1);
+    m->t.job.run = mark_run;
+    m->t.gate = m->pipe[1];
+    spawner_submit(s, &m->t.job);
+}
+
+/* Waits for the marker without the loop. */
+static void await_marker(struct marker *m)
+{
+    char byte;
+    alarm(10);
+    assert_int_equal(read(m->pipe[0], &byte, 1), 1);
+    alarm(0);
+}
+
+static void close_marker(struct marker *m)
+{
+    close(m->pipe[0]);
+    close(m->pipe[1]);
+}
+
+/* No fd to spare: every number below a lowered soft limit is taken. */
+struct fd_famine {
+    struct rlimit old;
+    int fillers[256];
+    int n;
+};
+
+static void starve_fds(struct fd_famine *f)
+{
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &f->old), 0);
+    struct rlimit low = f->old;
+    low.rlim_cur = 256;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fd;
+    f->n = 0;
+    while (f->n < 256 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+        f->fillers[f->n++] = fd;
+    assert_true(f->n < 256);
+}
+
+static void feed_fds(struct fd_famine *f)
+{
+    for (int i = 0; i < f->n; i++)
+        close(f->fillers[i]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &f->old), 0);
 }
 
 /* A timer every 5 ms while ticking: proof that the loop turns. */
@@ -112,14 +207,12 @@ static void jobs_run_in_order_off_the_loop_and_each_done_comes_once(void **state
     struct spawner *s = NULL;
     struct sbx_err err = {0};
     assert_int_equal(spawner_new(loop, &s, &err), 0);
-    int gate[2];
-    assert_int_equal(pipe(gate), 0);
     int order[3], next = 0;
-    struct test_job blocker, a, b;
-    test_job_init(&blocker, gate[0], order, &next, 0);
+    struct blocker blocker;
+    struct test_job a, b;
+    hold(&blocker, s, order, &next);
     test_job_init(&a, -1, order, &next, 1);
     test_job_init(&b, -1, order, &next, 2);
-    spawner_submit(s, &blocker.job);
     spawner_submit(s, &a.job);
     spawner_submit(s, &b.job);
 
@@ -128,25 +221,24 @@ static void jobs_run_in_order_off_the_loop_and_each_done_comes_once(void **state
     run_loop_ms(100);
     ticking = false;
     assert_true(ticks >= 5);
-    assert_int_equal(a.runs + b.runs + blocker.dones + a.dones + b.dones, 0);
+    assert_int_equal(a.runs + b.runs + blocker.t.dones + a.dones + b.dones, 0);
 
-    assert_int_equal(write(gate[1], "x", 1), 1);
+    open_gate(&blocker);
     for (int i = 0; i < 100 && next < 3; i++)
         run_loop_ms(10);
     assert_int_equal(next, 3);
     assert_int_equal(order[0], 0);
     assert_int_equal(order[1], 1);
     assert_int_equal(order[2], 2);
-    assert_int_equal(blocker.runs + a.runs + b.runs, 3);
-    assert_int_equal(blocker.dones + a.dones + b.dones, 3);
+    assert_int_equal(blocker.t.runs + a.runs + b.runs, 3);
+    assert_int_equal(blocker.t.dones + a.dones + b.dones, 3);
     assert_false(pthread_equal(a.ran_on, pthread_self()));
 
     /* More turns call nothing again. */
     run_loop_ms(30);
-    assert_int_equal(blocker.dones + a.dones + b.dones, 3);
+    assert_int_equal(blocker.t.dones + a.dones + b.dones, 3);
     spawner_free(s);
-    close(gate[0]);
-    close(gate[1]);
+    unhold(&blocker);
 }
 
 static void await_waits_for_its_job_and_calls_its_done_once(void **state)
@@ -155,34 +247,29 @@ static void await_waits_for_its_job_and_calls_its_done_once(void **state)
     struct spawner *s = NULL;
     struct sbx_err err = {0};
     assert_int_equal(spawner_new(loop, &s, &err), 0);
-    int gate[2];
-    assert_int_equal(pipe(gate), 0);
-    struct test_job blocker, a;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
+    struct blocker blocker;
+    struct test_job a;
+    hold(&blocker, s, NULL, NULL);
     test_job_init(&a, -1, NULL, NULL, 1);
-    spawner_submit(s, &blocker.job);
     spawner_submit(s, &a.job);
 
     /* a waits behind the blocker, which another thread releases 100 ms from now. */
-    struct release_later r = {.fd = gate[1], .ms = 100};
-    pthread_t helper;
-    assert_int_equal(pthread_create(&helper, NULL, release_after, &r), 0);
+    open_gate_later(&blocker, 100);
     uint64_t t0 = now_ms();
     alarm(10);
     spawner_await(s, &a.job);
     alarm(0);
     assert_true(now_ms() - t0 >= 90);
-    pthread_join(helper, NULL);
     assert_int_equal(a.runs, 1);
     assert_int_equal(a.dones, 1);
     /* The blocker's done is the loop's to call, once; a's is not called again. */
-    assert_int_equal(blocker.dones, 0);
-    for (int i = 0; i < 100 && !blocker.dones; i++)
+    assert_int_equal(blocker.t.dones, 0);
+    for (int i = 0; i < 100 && !blocker.t.dones; i++)
         run_loop_ms(10);
-    assert_int_equal(blocker.dones, 1);
+    assert_int_equal(blocker.t.dones, 1);
     run_loop_ms(30);
     assert_int_equal(a.dones, 1);
-    assert_int_equal(blocker.dones, 1);
+    assert_int_equal(blocker.t.dones, 1);
 
     /* A job the loop already took: await returns at once, and nothing is called again. */
     test_job_init(&a, -1, NULL, NULL, 1);
@@ -193,8 +280,7 @@ static void await_waits_for_its_job_and_calls_its_done_once(void **state)
     spawner_await(s, &a.job);
     assert_int_equal(a.dones, 1);
     spawner_free(s);
-    close(gate[0]);
-    close(gate[1]);
+    unhold(&blocker);
 }
 
 /* The pooled sandbox of the profile, or NULL. */
@@ -214,134 +300,116 @@ static bool no_children(void)
     return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
 }
 
-/* A gate for a blocker, which another thread opens ms from now; *helper is that thread. */
-static void open_gate_later(int fd, int ms, struct release_later *r, pthread_t *helper)
+/* A pool of one, whose refill (scheduled by the create of *a, made on the spot) waits behind
+ * a blocker: the pooled sandbox, still spawning. */
+static struct sandbox *refill_behind_a_blocker(struct sandbox **a, struct blocker *blocker)
 {
-    *r = (struct release_later){.fd = fd, .ms = ms};
-    assert_int_equal(pthread_create(helper, NULL, release_after, r), 0);
+    hold(blocker, svc->spawner, NULL, NULL);
+    cfg.profiles[0].pool_size = 1;
+    svc->refill_paused = false;
+    struct sbx_err err = {0};
+    if (sandbox_create(svc, "tester", NULL, NULL, NULL, a, &err) < 0)
+        fail_msg("create: %s", err.msg);
+    run_loop_ms(50);
+    struct sandbox *pooled = pooled_sandbox();
+    assert_non_null(pooled);
+    assert_true(pooled->spawning);
+    return pooled;
 }
 
-static void a_refill_is_begun_off_the_loop_and_waited_for_by_a_create_or_a_close(void **state)
+struct begun {
+    int calls;
+    char error[256];
+};
+
+static void note_begun(struct sandbox *sb, const char *error, void *data)
+{
+    (void)sb;
+    struct begun *b = data;
+    b->calls++;
+    snprintf(b->error, sizeof(b->error), "%s", error ? error : "");
+}
+
+static void a_refill_is_begun_off_the_loop_and_never_waited_for_behind_the_queue(void **state)
 {
     (void)state;
     assert_true(no_children());
-    int gate[2], gate2[2];
-    assert_int_equal(pipe(gate), 0);
-    assert_int_equal(pipe(gate2), 0);
-    struct test_job blocker, blocker2;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
-    test_job_init(&blocker2, gate2[0], NULL, NULL, 0);
-    spawner_submit(svc->spawner, &blocker.job);
-
-    /* A create with an empty pool makes its sandbox now, spawner or not; then a refill. */
-    cfg.profiles[0].pool_size = 1;
+    /* The loop goes on while the refill waits behind the blocker. */
+    struct blocker blocker;
     struct sandbox *a = NULL;
-    struct sbx_err err = {0};
-    if (sandbox_create(svc, "tester", NULL, NULL, NULL, &a, &err) < 0)
-        fail_msg("create: %s", err.msg);
-    assert_false(a->spawning);
-    assert_non_null(a->jail);
     start_ticking();
-    run_loop_ms(100);
+    struct sandbox *pooled = refill_behind_a_blocker(&a, &blocker);
     ticking = false;
-    assert_true(ticks >= 5); /* the loop went on */
-    struct sandbox *pooled = pooled_sandbox();
-    assert_non_null(pooled);
-    assert_true(pooled->spawning); /* behind the blocker */
+    assert_true(ticks >= 5);
+    assert_false(a->spawning); /* made on the spot: the pool was empty */
+    assert_non_null(a->jail);
     assert_null(pooled->jail);
     assert_int_equal(svc->n_pool, 1);
 
-    /* A create with only that one in the pool waits for its jail (the blocker goes in 100 ms)
-     * and hands it out. */
-    struct release_later r;
-    pthread_t helper;
-    open_gate_later(gate[1], 100, &r, &helper);
+    /* A create that needs its jail now does not wait behind the queue: it makes its own. */
     struct sandbox *b = NULL;
+    struct sbx_err err = {0};
     uint64_t t0 = now_ms();
     alarm(10);
     if (sandbox_create(svc, "tester", NULL, NULL, NULL, &b, &err) < 0)
         fail_msg("create: %s", err.msg);
     alarm(0);
-    pthread_join(helper, NULL);
-    assert_true(now_ms() - t0 >= 90);
-    assert_ptr_equal(b, pooled);
-    assert_false(b->pooled);
-    assert_false(b->spawning);
+    assert_true(now_ms() - t0 < 1000);
+    assert_ptr_not_equal(b, pooled);
     assert_non_null(b->jail);
+    assert_true(pooled->spawning);
 
-    /* The next refill, behind another blocker: closing it waits for its jail and ends it. */
-    spawner_submit(svc->spawner, &blocker2.job);
+    /* One that can wait takes it, and hears when its jail exists. */
+    struct begun heard = {0};
+    struct sandbox *c = NULL;
+    if (sandbox_create_soon(svc, "tester", NULL, NULL, NULL, note_begun, &heard, &c, &err) < 0)
+        fail_msg("create: %s", err.msg);
+    assert_ptr_equal(c, pooled);
+    assert_true(c->spawning);
+    assert_false(c->pooled);
+    assert_int_equal(heard.calls, 0);
+
+    /* The next refill waits too; closing it takes its jail back unbegun, at once. */
     run_loop_ms(50);
     pooled = pooled_sandbox();
     assert_non_null(pooled);
     assert_true(pooled->spawning);
-    open_gate_later(gate2[1], 100, &r, &helper);
     cfg.profiles[0].pool_size = 0;
     t0 = now_ms();
-    alarm(10);
     sandbox_close(pooled, NULL);
-    alarm(0);
-    pthread_join(helper, NULL);
-    assert_true(now_ms() - t0 >= 90);
+    assert_true(now_ms() - t0 < 1000);
     assert_int_equal(svc->n_pool, 0);
-    assert_null(pooled_sandbox());
+
+    open_gate(&blocker);
+    for (int i = 0; i < 100 && !heard.calls; i++)
+        run_loop_ms(10);
+    assert_int_equal(heard.calls, 1);
+    assert_string_equal(heard.error, "");
+    assert_non_null(c->jail);
     sandbox_close(a, NULL);
     sandbox_close(b, NULL);
-    run_loop_ms(20); /* the blockers' dones */
-    assert_int_equal(blocker.dones + blocker2.dones, 2);
+    sandbox_close(c, NULL);
+    assert_int_equal(blocker.t.dones, 1);
     assert_true(no_children());
-    for (int i = 0; i < 2; i++) {
-        close(gate[i]);
-        close(gate2[i]);
-    }
+    unhold(&blocker);
 }
 
 static void a_refill_that_cannot_be_begun_pauses_refilling_and_leaves_nothing(void **state)
 {
     (void)state;
-    int gate[2];
-    assert_int_equal(pipe(gate), 0);
-    struct test_job blocker;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
-    spawner_submit(svc->spawner, &blocker.job);
-    cfg.profiles[0].pool_size = 1;
-    svc->refill_paused = false;
+    struct blocker blocker;
     struct sandbox *a = NULL;
-    struct sbx_err err = {0};
-    if (sandbox_create(svc, "tester", NULL, NULL, NULL, &a, &err) < 0)
-        fail_msg("create: %s", err.msg);
-    run_loop_ms(50);
-    struct sandbox *pooled = pooled_sandbox();
-    assert_non_null(pooled);
-    assert_true(pooled->spawning);
+    struct sandbox *pooled = refill_behind_a_blocker(&a, &blocker);
 
     /* A marker queued behind the refill: when it runs, the refill's jail has been tried. */
-    int marker_pipe[2];
-    assert_int_equal(pipe(marker_pipe), 0);
-    struct test_job marker;
-    test_job_init(&marker, -1, NULL, NULL, 1);
-    marker.job.run = mark_run;
-    marker.gate = marker_pipe[1];
-    spawner_submit(svc->spawner, &marker.job);
-
+    struct marker marker;
+    queue_marker(&marker, svc->spawner);
     /* No fd to spare once the blocker goes: the refill's jail fails (EMFILE) on the thread. */
-    struct rlimit old, low;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    low = old;
-    low.rlim_cur = 256;
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    int fillers[256], n = 0, fd;
-    while (n < 256 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
-        fillers[n++] = fd;
-    assert_true(n < 256);
-    assert_int_equal(write(gate[1], "x", 1), 1);
-    char byte;
-    alarm(10);
-    assert_int_equal(read(marker_pipe[0], &byte, 1), 1); /* without the loop */
-    alarm(0);
-    for (int i = 0; i < n; i++)
-        close(fillers[i]);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    struct fd_famine famine;
+    starve_fds(&famine);
+    open_gate(&blocker);
+    await_marker(&marker);
+    feed_fds(&famine);
     assert_true(pooled->spawning); /* its done is the loop's */
 
     run_loop_ms(50);
@@ -351,11 +419,9 @@ static void a_refill_that_cannot_be_begun_pauses_refilling_and_leaves_nothing(vo
     cfg.profiles[0].pool_size = 0;
     sandbox_close(a, NULL);
     assert_true(no_children());
-    assert_int_equal(marker.dones, 1);
-    close(marker_pipe[0]);
-    close(marker_pipe[1]);
-    close(gate[0]);
-    close(gate[1]);
+    assert_int_equal(marker.t.dones, 1);
+    close_marker(&marker);
+    unhold(&blocker);
 }
 
 /* This process's children, every thread's (the spawner's among them). */
@@ -405,11 +471,8 @@ static struct sandbox *stalled_pooled_sandbox(pid_t *init)
                 fail_msg("create: %s", err.msg);
         }
         sandbox_close(old, NULL);
-        int gate[2];
-        assert_int_equal(pipe(gate), 0);
-        struct test_job blocker;
-        test_job_init(&blocker, gate[0], NULL, NULL, 0);
-        spawner_submit(svc->spawner, &blocker.job);
+        struct blocker blocker;
+        hold(&blocker, svc->spawner, NULL, NULL);
         run_loop_ms(20);
         struct sandbox *pooled = pooled_sandbox();
         assert_non_null(pooled);
@@ -417,9 +480,9 @@ static struct sandbox *stalled_pooled_sandbox(pid_t *init)
 
         pid_t before[256], now[256];
         int nb = children(before, 256);
-        assert_int_equal(write(gate[1], "x", 1), 1);
+        open_gate(&blocker);
         pid_t pid = 0;
-        for (int spin = 0; spin < 200000 && !pid; spin++) {
+        for (uint64_t t0 = now_ms(); !pid && now_ms() - t0 < 2000;) {
             int nn = children(now, 256);
             for (int i = 0; i < nn && !pid; i++)
                 if (!listed(before, nb, now[i]))
@@ -431,10 +494,9 @@ static struct sandbox *stalled_pooled_sandbox(pid_t *init)
             usleep(1000);
         for (int i = 0; i < 100 && pooled->spawning; i++)
             run_loop_ms(10);
-        close(gate[0]);
-        close(gate[1]);
+        unhold(&blocker);
         assert_false(pooled->spawning);
-        assert_int_equal(blocker.dones, 1);
+        assert_int_equal(blocker.t.dones, 1);
         assert_non_null(pooled->jail);
         assert_int_equal(pooled->jail->pid, pid);
         struct pollfd p = {.fd = pooled->jail->setup_fd, .events = POLLIN};
@@ -494,168 +556,164 @@ static size_t sandboxes_of(const char *owner)
     return n;
 }
 
+/* A session of owner whose create_sandbox (request 10) waits for its jail behind a blocker. */
+static void create_behind_a_blocker(struct peer *p, const char *owner, struct blocker *blocker)
+{
+    cfg.profiles[0].pool_size = 0;
+    peer_init(p, owner);
+    hold(blocker, svc->spawner, NULL, NULL);
+    peer_send(p, 10, "tools/call", json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
+    run_loop_ms(20);
+    assert_null(peer_take(p, 10)); /* its jail waits behind the blocker */
+    assert_int_equal(sandboxes_of(owner), 1);
+}
+
+static void end_session(struct peer *p, const char *owner)
+{
+    mcp_session_free(p->s);
+    json_decref(p->inbox);
+    assert_int_equal(sandboxes_of(owner), 0);
+    assert_true(no_children());
+}
+
 /* create_sandbox through the protocol: its answer waits for the jail, the loop does not. */
 static void create_sandbox_answers_once_its_jail_exists_and_the_loop_serves_meanwhile(void **state)
 {
     (void)state;
-    cfg.profiles[0].pool_size = 0;
     struct peer p;
-    peer_init(&p, "carol");
-    int gate[2];
-    assert_int_equal(pipe(gate), 0);
-    struct test_job blocker;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
-    spawner_submit(svc->spawner, &blocker.job);
-
-    peer_send(&p, 10, "tools/call",
-              json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
-    run_loop_ms(50);
-    assert_null(peer_take(&p, 10));                      /* its jail waits behind the blocker */
+    struct blocker blocker;
+    create_behind_a_blocker(&p, "carol", &blocker);
     json_decref(request(&p, 11, "ping", json_object())); /* the loop answers */
     assert_null(peer_take(&p, 10));
-    assert_int_equal(sandboxes_of("carol"), 1);
 
-    assert_int_equal(write(gate[1], "x", 1), 1);
+    open_gate(&blocker);
     json_t *r = peer_wait(&p, 10);
     assert_false(is_error(r));
-    const char *id = json_string_value(json_object_get(
-        json_object_get(json_object_get(r, "result"), "structuredContent"), "sandbox_id"));
-    assert_non_null(id);
     char sid[32];
-    snprintf(sid, sizeof(sid), "%s", id);
+    created_id(r, sid, sizeof(sid));
     json_decref(r);
+    unhold(&blocker);
     r = tool(&p, 12, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
     assert_false(is_error(r));
-    assert_string_equal(
-        json_string_value(json_object_get(
-            json_object_get(json_object_get(r, "result"), "structuredContent"), "result")),
-        "42");
+    assert_string_equal(json_string_value(json_object_get(structured(r), "result")), "42");
     json_decref(r);
-    /* A file tool right after the create waits for the jail too (here it exists already). */
     r = tool(&p, 13, "write_file",
              json_pack("{s:s, s:s, s:s}", "sandbox_id", sid, "path", "a.txt", "content", "x"));
     assert_false(is_error(r));
     json_decref(r);
+    end_session(&p, "carol");
+}
 
-    mcp_session_free(p.s);
-    json_decref(p.inbox);
-    assert_int_equal(sandboxes_of("carol"), 0);
-    assert_true(no_children());
-    close(gate[0]);
-    close(gate[1]);
+/* The sandbox of a create still waiting is listed, and usable by id: a file tool gets its jail
+ * begun at once (not behind the queue), which answers the create too; a close_sandbox of
+ * another answers its create with why. */
+static void a_sandbox_whose_create_waits_is_usable_and_closable_by_id(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    create_behind_a_blocker(&p, "frank", &blocker);
+    json_t *r = tool(&p, 11, "list_sandboxes", json_object());
+    json_t *listed = json_array_get(json_object_get(structured(r), "sandboxes"), 0);
+    assert_string_equal(json_string_value(json_object_get(listed, "state")), "starting");
+    char sid[32];
+    snprintf(sid, sizeof(sid), "%s", json_string_value(json_object_get(listed, "id")));
+    json_decref(r);
+    r = tool(&p, 12, "write_file",
+             json_pack("{s:s, s:s, s:s}", "sandbox_id", sid, "path", "a.txt", "content", "x"));
+    assert_false(is_error(r));
+    json_decref(r);
+    r = peer_take(&p, 10); /* answered meanwhile, the blocker still holding the spawner */
+    assert_non_null(r);
+    assert_false(is_error(r));
+    char created[32];
+    created_id(r, created, sizeof(created));
+    assert_string_equal(created, sid);
+    json_decref(r);
+
+    peer_send(&p, 20, "tools/call",
+              json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
+    run_loop_ms(20);
+    assert_null(peer_take(&p, 20));
+    r = tool(&p, 21, "list_sandboxes", json_object());
+    const char *other = NULL;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(structured(r), "sandboxes"), i, item)
+    {
+        if (strcmp(json_string_value(json_object_get(item, "id")), sid) != 0)
+            other = json_string_value(json_object_get(item, "id"));
+    }
+    assert_non_null(other);
+    json_t *closed = tool(&p, 22, "close_sandbox", json_pack("{s:s}", "sandbox_id", other));
+    assert_false(is_error(closed));
+    json_decref(closed);
+    json_decref(r);
+    r = peer_take(&p, 20);
+    assert_non_null(r);
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "closed"));
+    json_decref(r);
+
+    open_gate(&blocker);
+    unhold(&blocker);
+    end_session(&p, "frank");
 }
 
 /* Cancelled while its jail is begun: the sandbox nobody heard of goes, jail and all. */
 static void a_create_sandbox_cancelled_while_its_jail_is_begun_leaves_nothing(void **state)
 {
     (void)state;
-    cfg.profiles[0].pool_size = 0;
     struct peer p;
-    peer_init(&p, "dave");
-    int gate[2];
-    assert_int_equal(pipe(gate), 0);
-    struct test_job blocker;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
-    spawner_submit(svc->spawner, &blocker.job);
-    peer_send(&p, 10, "tools/call",
-              json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
-    run_loop_ms(20);
-    assert_int_equal(sandboxes_of("dave"), 1);
-
-    /* The cancel closes it, which waits for its jail: the blocker goes in 100 ms. */
-    struct release_later r;
-    pthread_t helper;
-    open_gate_later(gate[1], 100, &r, &helper);
+    struct blocker blocker;
+    create_behind_a_blocker(&p, "dave", &blocker);
+    /* The cancel closes it at once: its jail, still queued behind the blocker, is never begun. */
     alarm(10);
     peer_send(&p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", 10));
     alarm(0);
-    pthread_join(helper, NULL);
     assert_int_equal(sandboxes_of("dave"), 0);
+    open_gate(&blocker);
     run_loop_ms(50);
     assert_null(peer_take(&p, 10)); /* a cancelled request gets no answer */
-    assert_true(no_children());
-    mcp_session_free(p.s);
-    json_decref(p.inbox);
-    close(gate[0]);
-    close(gate[1]);
+    unhold(&blocker);
+    end_session(&p, "dave");
 }
 
 /* A jail that cannot be made fails the create with the reason, and leaves nothing behind. */
 static void a_create_sandbox_whose_jail_fails_says_why(void **state)
 {
     (void)state;
-    cfg.profiles[0].pool_size = 0;
     struct peer p;
-    peer_init(&p, "erin");
-    int gate[2], marker_pipe[2];
-    assert_int_equal(pipe(gate), 0);
-    assert_int_equal(pipe(marker_pipe), 0);
-    struct test_job blocker, marker;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
-    test_job_init(&marker, -1, NULL, NULL, 1);
-    marker.job.run = mark_run;
-    marker.gate = marker_pipe[1];
-    spawner_submit(svc->spawner, &blocker.job);
-    peer_send(&p, 10, "tools/call",
-              json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
-    spawner_submit(svc->spawner, &marker.job); /* behind the create's jail */
-
-    struct rlimit old, low;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    low = old;
-    low.rlim_cur = 256;
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    int fillers[256], n = 0, fd;
-    while (n < 256 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
-        fillers[n++] = fd;
-    assert_int_equal(write(gate[1], "x", 1), 1);
-    char byte;
-    alarm(10);
-    assert_int_equal(read(marker_pipe[0], &byte, 1), 1);
-    alarm(0);
-    for (int i = 0; i < n; i++)
-        close(fillers[i]);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    struct blocker blocker;
+    create_behind_a_blocker(&p, "erin", &blocker);
+    struct marker marker;
+    queue_marker(&marker, svc->spawner); /* behind the create's jail */
+    struct fd_famine famine;
+    starve_fds(&famine);
+    open_gate(&blocker);
+    await_marker(&marker);
+    feed_fds(&famine);
 
     json_t *r = peer_wait(&p, 10);
     assert_true(is_error(r));
     assert_non_null(strstr(text_of(r), "Too many open files"));
     json_decref(r);
-    assert_int_equal(sandboxes_of("erin"), 0);
-    assert_true(no_children());
-    mcp_session_free(p.s);
-    json_decref(p.inbox);
-    for (int i = 0; i < 2; i++) {
-        close(gate[i]);
-        close(marker_pipe[i]);
-    }
+    unhold(&blocker);
+    end_session(&p, "erin");
+    close_marker(&marker);
 }
 
 /* Left for the group's teardown: the service is freed while a refill waits behind a blocker
- * that another thread releases; freeing it waits for that jail and ends it. */
+ * that another thread releases later; the refill is taken back, the spawner's thread ends once
+ * the blocker has run, and no process is left. */
 static void a_refill_under_way_at_shutdown_is_waited_for(void **state)
 {
     (void)state;
-    static int gate[2];
-    assert_int_equal(pipe(gate), 0);
-    static struct test_job blocker;
-    test_job_init(&blocker, gate[0], NULL, NULL, 0);
-    spawner_submit(svc->spawner, &blocker.job);
-    cfg.profiles[0].pool_size = 1;
-    svc->refill_paused = false;
+    static struct blocker blocker; /* the teardown still needs it */
     struct sandbox *a = NULL;
-    struct sbx_err err = {0};
-    if (sandbox_create(svc, "tester", NULL, NULL, NULL, &a, &err) < 0)
-        fail_msg("create: %s", err.msg);
-    run_loop_ms(50);
-    struct sandbox *pooled = pooled_sandbox();
-    assert_non_null(pooled);
-    assert_true(pooled->spawning);
-    static struct release_later r;
-    r = (struct release_later){.fd = gate[1], .ms = 100};
-    pthread_t helper;
-    assert_int_equal(pthread_create(&helper, NULL, release_after, &r), 0);
-    pthread_detach(helper);
+    refill_behind_a_blocker(&a, &blocker);
+    open_gate_later(&blocker, 100);
+    pthread_detach(blocker.opener);
 }
 
 static int teardown_leaves_no_process(void **state)
@@ -676,10 +734,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jobs_run_in_order_off_the_loop_and_each_done_comes_once),
         cmocka_unit_test(await_waits_for_its_job_and_calls_its_done_once),
-        cmocka_unit_test(a_refill_is_begun_off_the_loop_and_waited_for_by_a_create_or_a_close),
+        cmocka_unit_test(a_refill_is_begun_off_the_loop_and_never_waited_for_behind_the_queue),
         cmocka_unit_test(a_refill_that_cannot_be_begun_pauses_refilling_and_leaves_nothing),
         cmocka_unit_test(a_pooled_sandbox_in_its_setup_is_handed_out_without_waiting),
         cmocka_unit_test(create_sandbox_answers_once_its_jail_exists_and_the_loop_serves_meanwhile),
+        cmocka_unit_test(a_sandbox_whose_create_waits_is_usable_and_closable_by_id),
         cmocka_unit_test(a_create_sandbox_cancelled_while_its_jail_is_begun_leaves_nothing),
         cmocka_unit_test(a_create_sandbox_whose_jail_fails_says_why),
         cmocka_unit_test(a_refill_under_way_at_shutdown_is_waited_for),
