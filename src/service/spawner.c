@@ -27,35 +27,12 @@ struct spawner {
     bool stop;
 };
 
-static void *spawner_main(void *arg)
+/* Puts job at the end of a list (the queue, or the ended ones). Under the lock. */
+static void append(struct spawn_job ***tail, struct spawn_job *job)
 {
-    struct spawner *s = arg;
-    pthread_mutex_lock(&s->lock);
-    for (;;) {
-        while (!s->queue && !s->stop)
-            pthread_cond_wait(&s->work, &s->lock);
-        struct spawn_job *job = s->queue;
-        if (!job)
-            break;
-        s->queue = job->next;
-        if (!s->queue)
-            s->queue_tail = &s->queue;
-        pthread_mutex_unlock(&s->lock);
-
-        job->run(job);
-
-        pthread_mutex_lock(&s->lock);
-        job->ended = true;
-        job->next = NULL;
-        *s->done_tail = job;
-        s->done_tail = &job->next;
-        pthread_cond_broadcast(&s->ended);
-        uint64_t one = 1;
-        ssize_t w = write(s->notify_fd, &one, sizeof(one));
-        (void)w; /* the counter cannot overflow at one per job */
-    }
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
+    job->next = NULL;
+    **tail = job;
+    *tail = &job->next;
 }
 
 /* Takes job off a list (the queue, or the ended ones); false if it is not there. Under the
@@ -70,6 +47,33 @@ static bool take(struct spawn_job **head, struct spawn_job ***tail, struct spawn
             return true;
         }
     return false;
+}
+
+static void *spawner_main(void *arg)
+{
+    struct spawner *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->queue && !s->stop)
+            pthread_cond_wait(&s->work, &s->lock);
+        struct spawn_job *job = s->queue;
+        if (!job)
+            break;
+        take(&s->queue, &s->queue_tail, job);
+        pthread_mutex_unlock(&s->lock);
+
+        job->run(job);
+
+        pthread_mutex_lock(&s->lock);
+        job->ended = true;
+        append(&s->done_tail, job);
+        pthread_cond_broadcast(&s->ended);
+        uint64_t one = 1;
+        ssize_t w = write(s->notify_fd, &one, sizeof(one));
+        (void)w; /* the counter cannot overflow at one per job */
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
 }
 
 static bool take_ended(struct spawner *s, struct spawn_job *job)
@@ -104,6 +108,18 @@ static void on_notify(struct ev_loop *loop, int fd, uint32_t events, void *data)
     }
 }
 
+/* What spawner_new made, the thread aside. */
+static void release(struct spawner *s)
+{
+    ev_unwatch(s->w);
+    if (s->notify_fd >= 0)
+        close(s->notify_fd);
+    pthread_cond_destroy(&s->ended);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
 int spawner_new(struct ev_loop *loop, struct spawner **out, struct sbx_err *err)
 {
     struct spawner *s = xcalloc(1, sizeof(*s));
@@ -134,23 +150,15 @@ int spawner_new(struct ev_loop *loop, struct spawner **out, struct sbx_err *err)
     *out = s;
     return 0;
 fail:
-    ev_unwatch(s->w);
-    if (s->notify_fd >= 0)
-        close(s->notify_fd);
-    pthread_cond_destroy(&s->ended);
-    pthread_cond_destroy(&s->work);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
+    release(s);
     return -1;
 }
 
 void spawner_submit(struct spawner *s, struct spawn_job *job)
 {
     job->ended = false;
-    job->next = NULL;
     pthread_mutex_lock(&s->lock);
-    *s->queue_tail = job;
-    s->queue_tail = &job->next;
+    append(&s->queue_tail, job);
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->lock);
 }
@@ -184,10 +192,5 @@ void spawner_free(struct spawner *s)
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL); /* after the queue has run */
     on_notify(s->loop, s->notify_fd, EPOLLIN, s);
-    ev_unwatch(s->w);
-    close(s->notify_fd);
-    pthread_cond_destroy(&s->ended);
-    pthread_cond_destroy(&s->work);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
+    release(s);
 }

@@ -84,6 +84,12 @@ static inline json_t *structured(const json_t *resp)
     return json_object_get(json_object_get(resp, "result"), "structuredContent");
 }
 
+/* Whether a tool result is a tool-level failure. */
+static inline bool is_error(const json_t *resp)
+{
+    return json_is_true(json_object_get(json_object_get(resp, "result"), "isError"));
+}
+
 /* The sandbox_id a create_sandbox answered with, copied into sid. */
 static inline void created_id(const json_t *resp, char *sid, size_t size)
 {

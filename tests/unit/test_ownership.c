@@ -53,7 +53,7 @@ static void another_owner_sees_nothing(void **state)
         }
         json_t *real = tool(&bob, 100 + (int)i, probes[i].tool, args_real);
         json_t *fake = tool(&bob, 200 + (int)i, probes[i].tool, args_fake);
-        assert_true(json_is_true(json_object_get(json_object_get(real, "result"), "isError")));
+        assert_true(is_error(real));
         assert_non_null(strstr(text_of(fake), "unknown sandbox_id"));
         char *a = json_dumps(json_object_get(real, "result"), JSON_COMPACT | JSON_SORT_KEYS);
         char *b = json_dumps(json_object_get(fake, "result"), JSON_COMPACT | JSON_SORT_KEYS);

@@ -543,11 +543,6 @@ static void a_pooled_sandbox_in_its_setup_is_handed_out_without_waiting(void **s
     assert_true(no_children());
 }
 
-static bool is_error(const json_t *resp)
-{
-    return json_is_true(json_object_get(json_object_get(resp, "result"), "isError"));
-}
-
 static size_t sandboxes_of(const char *owner)
 {
     size_t n = 0;
