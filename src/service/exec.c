@@ -169,6 +169,13 @@ static void send_result(struct sandbox *sb, struct exec *e)
     }
 }
 
+/* create_run_close's sandbox goes once its execution is over: answered, failed or cancelled. */
+static void end_oneshot(struct sandbox *sb)
+{
+    if (sb->oneshot && !sb->closing)
+        sandbox_close(sb, NULL);
+}
+
 /* The run's files are complete (or said not to be): its result goes out, and the next run
  * starts. */
 static void settled(struct sandbox *sb, struct exec *e)
@@ -180,6 +187,7 @@ static void settled(struct sandbox *sb, struct exec *e)
     sb->last_used_ms = (int64_t)wall_ms();
     send_result(sb, e);
     exec_free(e); /* the files have ended: this cancels the settle timer */
+    end_oneshot(sb);
     if (!sb->closing)
         exec_start_next(sb);
 }
@@ -304,6 +312,7 @@ static void on_cancel(struct mcp_call *call, void *data)
     }
     unlink_exec(sb, e);
     exec_free(e);
+    end_oneshot(sb);
 }
 
 static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *language,
@@ -655,4 +664,5 @@ void exec_fail_all(struct sandbox *sb, const char *reason)
         send_result(sb, e);
         exec_free(e);
     }
+    end_oneshot(sb);
 }

@@ -308,11 +308,17 @@ static void mark_broken(struct sandbox *sb, const char *why)
     exec_fail_all(sb, why);
 }
 
-/* The jail could not be made, or its setup failed: nothing will run in this sandbox. */
+/* The jail could not be made, or its setup failed: nothing will run in this sandbox. A default
+ * sandbox is replaced by the owner's next call without an id (sandbox_lookup); create_run_close's
+ * goes with its execution. */
 static void mark_failed_start(struct sandbox *sb, const char *msg)
 {
     char why[sizeof(sb->broken_reason)];
-    snprintf(why, sizeof(why), "%.110s (close this sandbox and create another)", msg);
+    snprintf(why, sizeof(why), "%.110s%s", msg,
+             sb->is_default ? " (the next call without a sandbox_id starts a new default sandbox)"
+             : sb->oneshot  ? ""
+                            : " (close this sandbox and create another)");
+    sb->failed_start = true;
     mark_broken(sb, why);
 }
 
@@ -612,6 +618,8 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
         }
         if (sb->state != SBX_BROKEN)
             restart_driver(sb, in_files);
+        if (sb->closing) /* broken, a one-shot sandbox goes (exec.c) */
+            return;
     }
 }
 
@@ -1248,6 +1256,12 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
                    struct sandbox **out, struct sbx_err *err)
 {
     struct sandbox *sb = id ? strmap_get(&svc->by_id, id) : strmap_get(&svc->defaults, owner);
+    /* A default sandbox that never started is replaced: the calls that waited for it heard why,
+     * and this one may find the fault gone (a limit, fds, memory). */
+    if (!id && sb && sb->failed_start) {
+        sandbox_close(sb, NULL);
+        sb = NULL;
+    }
     if (sb && sb->owner && strcmp(sb->owner, owner) == 0) {
         *out = sb;
         return 0;
@@ -1265,7 +1279,8 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
                         "unknown sandbox_id '%s' (list_sandboxes shows yours; omit sandbox_id "
                         "to use your default sandbox)",
                         id);
-    if (sandbox_create(svc, owner, "default", NULL, NULL, out, err) < 0)
+    /* Its jail is begun off the loop; the call waits for the interpreter anyway. */
+    if (create(svc, owner, "default", NULL, NULL, true, out, err) < 0)
         return -1;
     (*out)->is_default = true;
     strmap_put(&svc->defaults, (*out)->owner, *out);
@@ -1288,6 +1303,11 @@ static bool interpreter_down(const struct sandbox *sb)
 
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
 {
+    if (sb->oneshot)
+        return sbx_fail(err, EPERM,
+                        "sandbox %s is create_run_close's: it ends with its one execution, and "
+                        "cannot be reset",
+                        sb->id);
     settle_setup(sb);
     bool revive = interpreter_down(sb);
     if (sb->state == SBX_BROKEN && !revive)

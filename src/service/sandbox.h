@@ -168,7 +168,9 @@ struct sandbox {
     /* It died while the last run settled: after that run, so the result after it says so. */
     struct idle_death death_after_run;
     bool pooled;
-    bool is_default; /* the owner's default sandbox */
+    bool is_default;   /* the owner's default sandbox */
+    bool oneshot;      /* create_run_close's: closed once its one execution is over */
+    bool failed_start; /* its jail or its setup failed: it never ran anything */
     bool closing;
     bool channel_poisoned;           /* a bad frame came: drop channel bytes until the restart */
     struct exec *queue, *queue_tail; /* head runs, or settles, when state is SBX_BUSY */
@@ -252,7 +254,9 @@ int sandbox_create(struct sandbox_service *svc, const char *owner, const char *n
  * then fn is called once from the loop when its jail exists (error NULL) or could not be made
  * (error says why; the sandbox is broken, and fn closes it), or with "the sandbox was closed"
  * from inside a close. fn may so be called from inside another operation on the sandbox (a
- * file tool, a reset, a close). Not called for a sandbox that did not come back spawning. */
+ * file tool, a reset, a close). Not called for a sandbox that did not come back spawning.
+ * fn may be NULL: executions queued meanwhile start once the interpreter is ready, or fail
+ * with why it could not start. */
 int sandbox_create_soon(struct sandbox_service *svc, const char *owner, const char *name,
                         const char *profile, const char *network,
                         void (*fn)(struct sandbox *sb, const char *error, void *data), void *data,
@@ -260,7 +264,8 @@ int sandbox_create_soon(struct sandbox_service *svc, const char *owner, const ch
 /* Whoever waited for the jail went away: fn is not called. */
 void sandbox_forget_begun(struct sandbox *sb);
 /* Finds owner's sandbox by id; another owner's id answers like an unknown one (ENOENT). With
- * id NULL, the owner's default sandbox, created on first use. */
+ * id NULL, the owner's default sandbox, created on first use (or after it failed to start) as
+ * sandbox_create_soon does, with no fn: it may come back spawning. */
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
                    struct sandbox **out, struct sbx_err *err);
 /* Any owner's sandbox by id (for signed links, which carry their own authority), or NULL. */

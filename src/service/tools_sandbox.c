@@ -438,13 +438,6 @@ static void on_exec_done(struct exec *e)
         json_decref(res);
 }
 
-/* create_run_close: the result, then nothing of the sandbox is left. */
-static void on_oneshot_done(struct exec *e)
-{
-    on_exec_done(e);
-    sandbox_close(e->sb, NULL);
-}
-
 /* ---- argument helpers ---- */
 
 /* The call's timeout_s, within its profile's max_timeout_s; false (the call failed) past it. */
@@ -511,16 +504,19 @@ static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
         queue_exec(call, sb, "bash", tool_arg_str(args, "command"), cwd, timeout_ms, on_exec_done);
 }
 
+/* The sandbox is oneshot: it goes once its execution is over (exec.c), and nothing waits for
+ * its jail on the loop; the execution starts once its interpreter is ready. */
 static void t_create_run_close(struct mcp_call *call, json_t *args, void *data)
 {
     struct sandbox_service *svc = data;
     struct sbx_err err = {0};
     struct sandbox *sb = NULL;
-    if (sandbox_create(svc, mcp_call_owner(call), "create_run_close", tool_arg_str(args, "profile"),
-                       NULL, &sb, &err) < 0) {
+    if (sandbox_create_soon(svc, mcp_call_owner(call), "create_run_close",
+                            tool_arg_str(args, "profile"), NULL, NULL, NULL, &sb, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
+    sb->oneshot = true;
     const char *lang = tool_arg_str(args, "language");
     uint32_t timeout_ms;
     if (!timeout_arg(call, args, sb, &timeout_ms)) {
@@ -528,7 +524,7 @@ static void t_create_run_close(struct mcp_call *call, json_t *args, void *data)
         return;
     }
     if (sandbox_exec(sb, call, lang ? lang : "python", tool_arg_str(args, "code"), NULL, timeout_ms,
-                     on_oneshot_done, NULL, &err) < 0) {
+                     on_exec_done, NULL, &err) < 0) {
         sandbox_close(sb, NULL);
         mcp_call_fail(call, "%s", err.msg);
     }

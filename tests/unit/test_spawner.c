@@ -10,6 +10,9 @@
  * - create_sandbox, through the protocol, answers once its jail exists (or with why it could
  *   not be made), and the loop answers others meanwhile; its sandbox is listed and usable by
  *   id before that; cancelled, it leaves nothing.
+ * - create_run_close and the default sandbox begin their jails off the loop as well; the one-shot
+ *   sandbox goes however its execution ends (cancelled before it started included), and a
+ *   default sandbox that failed to start is replaced by the next call.
  * Jobs are held up by a blocker: a job whose run waits until the test releases it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -551,16 +554,53 @@ static size_t sandboxes_of(const char *owner)
     return n;
 }
 
-/* A session of owner whose create_sandbox (request 10) waits for its jail behind a blocker. */
-static void create_behind_a_blocker(struct peer *p, const char *owner, struct blocker *blocker)
+/* A session of owner whose tool call (request 10), which makes a sandbox, waits for its jail
+ * behind a blocker. */
+static void call_behind_a_blocker(struct peer *p, const char *owner, struct blocker *blocker,
+                                  const char *name, json_t *args)
 {
     cfg.profiles[0].pool_size = 0;
     peer_init(p, owner);
     hold(blocker, svc->spawner, NULL, NULL);
-    peer_send(p, 10, "tools/call", json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
+    peer_send(p, 10, "tools/call", json_pack("{s:s, s:o}", "name", name, "arguments", args));
     run_loop_ms(20);
     assert_null(peer_take(p, 10)); /* its jail waits behind the blocker */
     assert_int_equal(sandboxes_of(owner), 1);
+}
+
+static void create_behind_a_blocker(struct peer *p, const char *owner, struct blocker *blocker)
+{
+    call_behind_a_blocker(p, owner, blocker, "create_sandbox", json_object());
+}
+
+/* The one sandbox of owner. */
+static struct sandbox *sandbox_of(const char *owner)
+{
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->owner && strcmp(sb->owner, owner) == 0)
+            return sb;
+    fail_msg("%s has no sandbox", owner);
+    return NULL;
+}
+
+/* Lets the blocker go while the sandbox's jail cannot be begun: no fd to spare (EMFILE). */
+static void fail_the_queued_jail(struct blocker *blocker)
+{
+    struct marker marker;
+    queue_marker(&marker, svc->spawner); /* behind the queued jail */
+    struct fd_famine famine;
+    starve_fds(&famine);
+    open_gate(blocker);
+    await_marker(&marker);
+    feed_fds(&famine);
+    run_loop_ms(20); /* the loop takes both dones */
+    assert_int_equal(marker.t.dones, 1);
+    close_marker(&marker);
+}
+
+static const char *result_of(const json_t *resp)
+{
+    return json_string_value(json_object_get(structured(resp), "result"));
 }
 
 static void end_session(struct peer *p, const char *owner)
@@ -681,21 +721,153 @@ static void a_create_sandbox_whose_jail_fails_says_why(void **state)
     struct peer p;
     struct blocker blocker;
     create_behind_a_blocker(&p, "erin", &blocker);
-    struct marker marker;
-    queue_marker(&marker, svc->spawner); /* behind the create's jail */
-    struct fd_famine famine;
-    starve_fds(&famine);
-    open_gate(&blocker);
-    await_marker(&marker);
-    feed_fds(&famine);
-
+    fail_the_queued_jail(&blocker);
     json_t *r = peer_wait(&p, 10);
     assert_true(is_error(r));
     assert_non_null(strstr(text_of(r), "Too many open files"));
     json_decref(r);
     unhold(&blocker);
     end_session(&p, "erin");
-    close_marker(&marker);
+}
+
+static json_t *oneshot_args(void)
+{
+    return json_pack("{s:s}", "code", "6*7");
+}
+
+/* create_run_close begins its jail off the loop too: others are answered meanwhile, and once
+ * the jail exists the code runs and the sandbox goes. Its sandbox cannot be reset meanwhile. */
+static void create_run_close_waits_for_its_jail_off_the_loop_and_leaves_nothing(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    call_behind_a_blocker(&p, "gina", &blocker, "create_run_close", oneshot_args());
+    json_decref(request(&p, 11, "ping", json_object())); /* the loop answers */
+    struct sandbox *sb = sandbox_of("gina");
+    assert_true(sb->spawning);
+    assert_true(sb->oneshot);
+    json_t *r = tool(&p, 12, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sb->id));
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "cannot be reset"));
+    json_decref(r);
+    assert_null(peer_take(&p, 10));
+
+    open_gate(&blocker);
+    r = peer_wait(&p, 10);
+    assert_false(is_error(r));
+    assert_string_equal(result_of(r), "42");
+    json_decref(r);
+    unhold(&blocker);
+    end_session(&p, "gina");
+}
+
+/* Cancelled before its code started, whether its jail was still queued or its interpreter still
+ * starting: the sandbox goes all the same (its execution never ran, so never ended). */
+static void a_create_run_close_cancelled_before_its_code_runs_leaves_nothing(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    call_behind_a_blocker(&p, "hank", &blocker, "create_run_close", oneshot_args());
+    peer_send(&p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", 10));
+    assert_int_equal(sandboxes_of("hank"), 0);
+    open_gate(&blocker);
+    unhold(&blocker);
+
+    /* Its jail begun, the interpreter not ready yet: the execution waits in the queue. */
+    svc->ready_timeout_ms = 60000;
+    peer_send(&p, 20, "tools/call",
+              json_pack("{s:s, s:o}", "name", "create_run_close", "arguments", oneshot_args()));
+    struct sandbox *sb = sandbox_of("hank");
+    for (int i = 0; i < 100 && sb->spawning; i++)
+        run_loop_ms(1);
+    assert_false(sb->spawning);
+    assert_int_equal(sb->state, SBX_STARTING);
+    assert_int_equal(sb->queue_len, 1);
+    peer_send(&p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", 20));
+    assert_int_equal(sandboxes_of("hank"), 0);
+    run_loop_ms(50);
+    assert_null(peer_take(&p, 10));
+    assert_null(peer_take(&p, 20));
+    end_session(&p, "hank");
+}
+
+/* A jail that cannot be made: the execution fails with why, and the sandbox goes. */
+static void a_create_run_close_whose_jail_fails_says_why_and_leaves_nothing(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    call_behind_a_blocker(&p, "ivan", &blocker, "create_run_close", oneshot_args());
+    fail_the_queued_jail(&blocker);
+    json_t *r = peer_wait(&p, 10);
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "Too many open files"));
+    json_decref(r);
+    unhold(&blocker);
+    end_session(&p, "ivan");
+}
+
+/* An interpreter that cannot start (3 MiB of memory: it is OOM-killed) breaks the sandbox: the
+ * one-shot's execution fails with why, and the sandbox goes from inside the loop's watch of the
+ * interpreter's status, which must not look at it again. */
+static void
+a_create_run_close_whose_interpreter_cannot_start_says_why_and_leaves_nothing(void **state)
+{
+    (void)state;
+    struct peer p;
+    cfg.profiles[0].pool_size = 0;
+    uint64_t memory = cfg.profiles[0].memory_bytes;
+    cfg.profiles[0].memory_bytes = 3 << 20;
+    peer_init(&p, "kate");
+    json_t *r = tool(&p, 10, "create_run_close", oneshot_args());
+    cfg.profiles[0].memory_bytes = memory;
+    assert_true(is_error(r));
+    /* Under ASan the server's fork of init alone needs more than 3 MiB (its page tables are
+     * charged to the group), so there init is what dies, and says so. */
+    const char *why = text_of(r);
+    if (!strstr(why, "no Python interpreter is started") &&
+        !strstr(why, "the sandbox ended unexpectedly"))
+        fail_msg("not why it failed: %s", why);
+    json_decref(r);
+    run_loop_ms(20);
+    end_session(&p, "kate");
+}
+
+/* The default sandbox, made by a first call without a sandbox_id, begins its jail off the loop;
+ * one that failed to start is replaced by the next such call. */
+static void the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    call_behind_a_blocker(&p, "judy", &blocker, "run_code", oneshot_args());
+    json_decref(request(&p, 11, "ping", json_object())); /* the loop answers */
+    struct sandbox *failed = sandbox_of("judy");
+    assert_true(failed->spawning);
+    assert_true(failed->is_default);
+    fail_the_queued_jail(&blocker);
+    json_t *r = peer_wait(&p, 10);
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "Too many open files"));
+    assert_non_null(strstr(text_of(r), "starts a new default sandbox"));
+    json_decref(r);
+    unhold(&blocker);
+    assert_int_equal(sandboxes_of("judy"), 1); /* broken, until the next call */
+
+    r = tool(&p, 12, "run_code", json_pack("{s:s}", "code", "x = 6*7; x"));
+    assert_false(is_error(r));
+    assert_string_equal(result_of(r), "42");
+    json_decref(r);
+    struct sandbox *now = sandbox_of("judy");
+    assert_int_equal(sandboxes_of("judy"), 1);
+    assert_true(now->is_default);
+    assert_false(now->failed_start);
+    r = tool(&p, 13, "run_code", json_pack("{s:s}", "code", "x"));
+    assert_string_equal(result_of(r), "42"); /* the same default sandbox, its state kept */
+    json_decref(r);
+    end_session(&p, "judy");
 }
 
 /* Left for the group's teardown: the service is freed while a refill waits behind a blocker
@@ -736,6 +908,12 @@ int main(void)
         cmocka_unit_test(a_sandbox_whose_create_waits_is_usable_and_closable_by_id),
         cmocka_unit_test(a_create_sandbox_cancelled_while_its_jail_is_begun_leaves_nothing),
         cmocka_unit_test(a_create_sandbox_whose_jail_fails_says_why),
+        cmocka_unit_test(create_run_close_waits_for_its_jail_off_the_loop_and_leaves_nothing),
+        cmocka_unit_test(a_create_run_close_cancelled_before_its_code_runs_leaves_nothing),
+        cmocka_unit_test(a_create_run_close_whose_jail_fails_says_why_and_leaves_nothing),
+        cmocka_unit_test(
+            a_create_run_close_whose_interpreter_cannot_start_says_why_and_leaves_nothing),
+        cmocka_unit_test(the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced),
         cmocka_unit_test(a_refill_under_way_at_shutdown_is_waited_for),
     };
     return cmocka_run_group_tests(tests, service_setup, teardown_leaves_no_process);
