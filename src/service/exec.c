@@ -169,10 +169,11 @@ static void send_result(struct sandbox *sb, struct exec *e)
     }
 }
 
-/* create_run_close's sandbox goes once its execution is over: answered, failed or cancelled. */
+/* create_run_close's sandbox goes once its execution is over: answered, failed or cancelled
+ * (enqueue lets no other in). */
 static void end_oneshot(struct sandbox *sb)
 {
-    if (sb->oneshot && !sb->closing)
+    if (sb->oneshot && !sb->closing && !sb->queue)
         sandbox_close(sb, NULL);
 }
 
@@ -324,6 +325,14 @@ static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *langua
         json_decref(argv);
         json_decref(env);
         return sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
+    }
+    if (sb->oneshot && (sb->queue || sb->executions)) {
+        json_decref(argv);
+        json_decref(env);
+        return sbx_fail(err, EPERM,
+                        "sandbox %s is create_run_close's: it runs that one execution and ends "
+                        "(create_sandbox makes a sandbox to keep)",
+                        sb->id);
     }
     if (sb->queue_len >= cfg->max_queue_depth) {
         json_decref(argv);

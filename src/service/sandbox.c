@@ -75,6 +75,17 @@ int sandbox_root_fd(struct sandbox *sb)
     return sb->jail ? sb->jail->root_fd : -1;
 }
 
+/* The root for a file tool, or -1 and why there is none: the reason a sandbox broke says more
+ * than files.c can. */
+static int root_for_files(struct sandbox *sb, struct sbx_err *err)
+{
+    int fd = sandbox_root_fd(sb);
+    if (fd < 0)
+        sbx_fail(err, ENOENT, "sandbox %s has no files: %s", sb->id,
+                 sb->state == SBX_BROKEN ? sb->broken_reason : "it is not running");
+    return fd;
+}
+
 /* The sandbox user's ids on the host, for file access as that user. */
 static struct fs_ids user_ids(const struct sandbox *sb)
 {
@@ -86,23 +97,28 @@ static struct fs_ids user_ids(const struct sandbox *sb)
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err)
 {
     struct fs_ids user = user_ids(sb);
-    return files_open_as(sandbox_root_fd(sb), canon, flags, user.uid, user.gid, err);
+    int root = root_for_files(sb, err);
+    return root < 0 ? -1 : files_open_as(root, canon, flags, user.uid, user.gid, err);
 }
 
 int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, uint64_t length,
                       uint64_t max, char **data, size_t *len, uint64_t *size, struct sbx_err *err)
 {
     struct fs_ids user = user_ids(sb);
-    return files_read(sandbox_root_fd(sb), canon, user.uid, user.gid, offset, length, max, data,
-                      len, size, err);
+    int root = root_for_files(sb, err);
+    return root < 0 ? -1
+                    : files_read(root, canon, user.uid, user.gid, offset, length, max, data, len,
+                                 size, err);
 }
 
 int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,
                        size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err)
 {
     struct fs_ids user = user_ids(sb);
-    return files_list(sandbox_root_fd(sb), canon, user.uid, user.gid, recursive, skip, max_entries,
-                      entries, truncated, err);
+    int root = root_for_files(sb, err);
+    return root < 0 ? -1
+                    : files_list(root, canon, user.uid, user.gid, recursive, skip, max_entries,
+                                 entries, truncated, err);
 }
 
 struct charged_write {
@@ -120,7 +136,9 @@ int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, 
                        struct sbx_err *err)
 {
     struct fs_ids user = user_ids(sb);
-    int root_fd = sandbox_root_fd(sb);
+    int root_fd = root_for_files(sb, err);
+    if (root_fd < 0)
+        return -1;
     struct charged_write w = {.jail = sb->jail};
     if (files_write(root_fd, canon, data, len, user.uid, user.gid, write_charged, &w, err) == 0)
         return 0;
@@ -331,8 +349,7 @@ static void abandon_setup(struct sandbox *sb)
     jail_kill(sb->jail);
     if (sb->pooled)
         pause_refill(sb->svc);
-    mark_broken(sb, "the sandbox's setup did not finish in time (close this sandbox and create "
-                    "another)");
+    mark_failed_start(sb, "the sandbox's setup did not finish in time");
 }
 
 static void on_ready_timeout(struct ev_loop *loop, void *data)
@@ -342,6 +359,8 @@ static void on_ready_timeout(struct ev_loop *loop, void *data)
     sb->start_timer = NULL;
     if (sb->setup_w)
         abandon_setup(sb);
+    else if (sb->state == SBX_STARTING && !sb->executions)
+        mark_failed_start(sb, "the Python interpreter did not start in time");
     else
         mark_broken(sb, "the Python interpreter did not start in time");
 }
@@ -1252,13 +1271,13 @@ struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id)
     return sb && sb->owner ? sb : NULL;
 }
 
-int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
-                   struct sandbox **out, struct sbx_err *err)
+static int lookup(struct sandbox_service *svc, const char *owner, const char *id,
+                  bool replace_failed, struct sandbox **out, struct sbx_err *err)
 {
     struct sandbox *sb = id ? strmap_get(&svc->by_id, id) : strmap_get(&svc->defaults, owner);
-    /* A default sandbox that never started is replaced: the calls that waited for it heard why,
-     * and this one may find the fault gone (a limit, fds, memory). */
-    if (!id && sb && sb->failed_start) {
+    /* A default sandbox that never started is replaced for work: the calls that waited for it
+     * heard why, and this one may find the fault gone (a limit, fds, memory). */
+    if (!id && sb && sb->failed_start && replace_failed) {
         sandbox_close(sb, NULL);
         sb = NULL;
     }
@@ -1285,6 +1304,18 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
     (*out)->is_default = true;
     strmap_put(&svc->defaults, (*out)->owner, *out);
     return 0;
+}
+
+int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
+                   struct sandbox **out, struct sbx_err *err)
+{
+    return lookup(svc, owner, id, false, out, err);
+}
+
+int sandbox_lookup_to_work(struct sandbox_service *svc, const char *owner, const char *id,
+                           struct sandbox **out, struct sbx_err *err)
+{
+    return lookup(svc, owner, id, true, out, err);
 }
 
 static void on_revive(struct ev_loop *loop, void *data)

@@ -264,10 +264,14 @@ int sandbox_create_soon(struct sandbox_service *svc, const char *owner, const ch
 /* Whoever waited for the jail went away: fn is not called. */
 void sandbox_forget_begun(struct sandbox *sb);
 /* Finds owner's sandbox by id; another owner's id answers like an unknown one (ENOENT). With
- * id NULL, the owner's default sandbox, created on first use (or after it failed to start) as
- * sandbox_create_soon does, with no fn: it may come back spawning. */
+ * id NULL, the owner's default sandbox, created on first use as sandbox_create_soon does, with
+ * no fn: it may come back spawning. */
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
                    struct sandbox **out, struct sbx_err *err);
+/* The same, for a call that runs code or uses files there: a default sandbox that failed to
+ * start is replaced (sandbox_lookup returns it, to be looked at or closed). */
+int sandbox_lookup_to_work(struct sandbox_service *svc, const char *owner, const char *id,
+                           struct sandbox **out, struct sbx_err *err);
 /* Any owner's sandbox by id (for signed links, which carry their own authority), or NULL. */
 struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id);
 /* Ends the sandbox: queued executions fail, the running one is abandoned, the jail is

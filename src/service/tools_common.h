@@ -19,6 +19,10 @@ const char *tool_arg_str(const json_t *args, const char *key);
  * call is failed with the reason and NULL returned. */
 struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call,
                              const json_t *args);
+/* The same for a tool that runs code or uses files there: a default sandbox that failed to start
+ * is replaced first. */
+struct sandbox *tool_sandbox_to_work(struct sandbox_service *svc, struct mcp_call *call,
+                                     const json_t *args);
 /* A JSON string of sandbox output, which is arbitrary bytes: when it is not valid UTF-8, the
  * bytes of each malformed sequence become '?' (buf is changed in place). */
 json_t *tool_string_lossy(char *buf, size_t len);

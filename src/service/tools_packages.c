@@ -222,7 +222,7 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
         size_t off = strlen(summary);
         snprintf(summary + off, sizeof(summary) - off, " %s", reqs[i]);
     }
-    struct sandbox *sb = tool_sandbox(svc, call, args);
+    struct sandbox *sb = tool_sandbox_to_work(svc, call, args);
     if (!sb)
         return;
     if (strcmp(sb->network, "packages") != 0) {

@@ -474,7 +474,7 @@ static void queue_exec(struct mcp_call *call, struct sandbox *sb, const char *la
 
 static void t_run_code(struct mcp_call *call, json_t *args, void *data)
 {
-    struct sandbox *sb = tool_sandbox(data, call, args);
+    struct sandbox *sb = tool_sandbox_to_work(data, call, args);
     if (!sb)
         return;
     const char *lang = tool_arg_str(args, "language");
@@ -496,7 +496,7 @@ static void t_execute_command(struct mcp_call *call, json_t *args, void *data)
         }
         cwd = canon;
     }
-    struct sandbox *sb = tool_sandbox(data, call, args);
+    struct sandbox *sb = tool_sandbox_to_work(data, call, args);
     if (!sb)
         return;
     uint32_t timeout_ms;

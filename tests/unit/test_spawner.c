@@ -751,6 +751,11 @@ static void create_run_close_waits_for_its_jail_off_the_loop_and_leaves_nothing(
     assert_true(is_error(r));
     assert_non_null(strstr(text_of(r), "cannot be reset"));
     json_decref(r);
+    /* Nor can anything else run there: its close would take that along. */
+    r = tool(&p, 13, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sb->id, "code", "1"));
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "runs that one execution"));
+    json_decref(r);
     assert_null(peer_take(&p, 10));
 
     open_gate(&blocker);
@@ -835,6 +840,29 @@ a_create_run_close_whose_interpreter_cannot_start_says_why_and_leaves_nothing(vo
     end_session(&p, "kate");
 }
 
+/* A default sandbox whose interpreter did not start in time failed to start as well: the next
+ * call makes another. */
+static void a_default_sandbox_whose_interpreter_is_late_is_replaced_by_the_next_call(void **state)
+{
+    (void)state;
+    struct peer p;
+    cfg.profiles[0].pool_size = 0;
+    peer_init(&p, "liam");
+    svc->ready_timeout_ms = 1;
+    json_t *r = tool(&p, 10, "run_code", oneshot_args());
+    svc->ready_timeout_ms = 60000;
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "did not start in time (the next call without a sandbox_id "
+                                       "starts a new default sandbox)"));
+    json_decref(r);
+    r = tool(&p, 11, "run_code", oneshot_args());
+    assert_false(is_error(r));
+    assert_string_equal(result_of(r), "42");
+    json_decref(r);
+    assert_int_equal(sandboxes_of("liam"), 1);
+    end_session(&p, "liam");
+}
+
 /* The default sandbox, made by a first call without a sandbox_id, begins its jail off the loop;
  * one that failed to start is replaced by the next such call. */
 static void the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced(void **state)
@@ -854,7 +882,19 @@ static void the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced
     assert_non_null(strstr(text_of(r), "starts a new default sandbox"));
     json_decref(r);
     unhold(&blocker);
-    assert_int_equal(sandboxes_of("judy"), 1); /* broken, until the next call */
+    /* Broken until the next call that works in it: status and file tools say why. */
+    r = tool(&p, 11, "get_sandbox_status", json_object());
+    assert_string_equal(json_string_value(json_object_get(structured(r), "state")), "broken");
+    assert_non_null(strstr(json_string_value(json_object_get(structured(r), "broken_reason")),
+                           "Too many open files"));
+    json_decref(r);
+    assert_ptr_equal(sandbox_of("judy"), failed);
+    r = tool(&p, 12, "read_file", json_pack("{s:s, s:s}", "sandbox_id", failed->id, "path", "a"));
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "has no files: "));
+    assert_non_null(strstr(text_of(r), "Too many open files"));
+    json_decref(r);
+    assert_int_equal(sandboxes_of("judy"), 1);
 
     r = tool(&p, 12, "run_code", json_pack("{s:s}", "code", "x = 6*7; x"));
     assert_false(is_error(r));
@@ -914,6 +954,7 @@ int main(void)
         cmocka_unit_test(
             a_create_run_close_whose_interpreter_cannot_start_says_why_and_leaves_nothing),
         cmocka_unit_test(the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced),
+        cmocka_unit_test(a_default_sandbox_whose_interpreter_is_late_is_replaced_by_the_next_call),
         cmocka_unit_test(a_refill_under_way_at_shutdown_is_waited_for),
     };
     return cmocka_run_group_tests(tests, service_setup, teardown_leaves_no_process);
