@@ -326,9 +326,9 @@ static void mark_broken(struct sandbox *sb, const char *why)
     exec_fail_all(sb, why);
 }
 
-/* The jail could not be made, or its setup failed: nothing will run in this sandbox. A default
- * sandbox is replaced by the owner's next call without an id (sandbox_lookup); create_run_close's
- * goes with its execution. */
+/* The jail could not be made, its setup failed, or its first interpreter was late: nothing will
+ * run in this sandbox. A default sandbox is replaced by the owner's next call without an id that
+ * works in it (sandbox_lookup_to_work); create_run_close's goes with its execution. */
 static void mark_failed_start(struct sandbox *sb, const char *msg)
 {
     char why[sizeof(sb->broken_reason)];

@@ -170,7 +170,7 @@ struct sandbox {
     bool pooled;
     bool is_default;   /* the owner's default sandbox */
     bool oneshot;      /* create_run_close's: closed once its one execution is over */
-    bool failed_start; /* its jail or its setup failed: it never ran anything */
+    bool failed_start; /* its jail, setup or first interpreter failed: it never ran anything */
     bool closing;
     bool channel_poisoned;           /* a bad frame came: drop channel bytes until the restart */
     struct exec *queue, *queue_tail; /* head runs, or settles, when state is SBX_BUSY */
