@@ -359,7 +359,7 @@ static void on_ready_timeout(struct ev_loop *loop, void *data)
     sb->start_timer = NULL;
     if (sb->setup_w)
         abandon_setup(sb);
-    else if (sb->state == SBX_STARTING && !sb->executions)
+    else if (sb->state == SBX_STARTING) /* its first interpreter: nothing has run there */
         mark_failed_start(sb, "the Python interpreter did not start in time");
     else
         mark_broken(sb, "the Python interpreter did not start in time");

@@ -21,14 +21,14 @@ const char *tool_arg_str(const json_t *args, const char *key)
     return json_string_value(json_object_get(args, key));
 }
 
-static struct sandbox *sandbox_of_call(struct sandbox_service *svc, struct mcp_call *call,
-                                       const json_t *args, bool to_work)
+static struct sandbox *
+sandbox_of_call(struct mcp_call *call, const json_t *args, struct sandbox_service *svc,
+                int (*lookup)(struct sandbox_service *, const char *, const char *,
+                              struct sandbox **, struct sbx_err *))
 {
     struct sbx_err err = {0};
     struct sandbox *sb = NULL;
-    const char *owner = mcp_call_owner(call), *id = tool_arg_str(args, "sandbox_id");
-    if ((to_work ? sandbox_lookup_to_work(svc, owner, id, &sb, &err)
-                 : sandbox_lookup(svc, owner, id, &sb, &err)) < 0) {
+    if (lookup(svc, mcp_call_owner(call), tool_arg_str(args, "sandbox_id"), &sb, &err) < 0) {
         mcp_call_fail(call, "%s", err.msg);
         return NULL;
     }
@@ -37,13 +37,13 @@ static struct sandbox *sandbox_of_call(struct sandbox_service *svc, struct mcp_c
 
 struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call, const json_t *args)
 {
-    return sandbox_of_call(svc, call, args, false);
+    return sandbox_of_call(call, args, svc, sandbox_lookup);
 }
 
 struct sandbox *tool_sandbox_to_work(struct sandbox_service *svc, struct mcp_call *call,
                                      const json_t *args)
 {
-    return sandbox_of_call(svc, call, args, true);
+    return sandbox_of_call(call, args, svc, sandbox_lookup_to_work);
 }
 
 json_t *tool_string_lossy(char *buf, size_t len)
