@@ -31,6 +31,12 @@ static inline void peer_send(struct peer *p, int id, const char *method, json_t 
     free(text);
 }
 
+/* The client gives up on request id (notifications/cancelled). */
+static inline void peer_cancel(struct peer *p, int id)
+{
+    peer_send(p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", id));
+}
+
 /* The response to request id if it has come (taken out of the inbox), or NULL. */
 static inline json_t *peer_take(struct peer *p, int id)
 {

@@ -704,7 +704,7 @@ static void a_create_sandbox_cancelled_while_its_jail_is_begun_leaves_nothing(vo
     create_behind_a_blocker(&p, "dave", &blocker);
     /* The cancel closes it at once: its jail, still queued behind the blocker, is never begun. */
     alarm(10);
-    peer_send(&p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", 10));
+    peer_cancel(&p, 10);
     alarm(0);
     assert_int_equal(sandboxes_of("dave"), 0);
     open_gate(&blocker);
@@ -775,7 +775,7 @@ static void a_create_run_close_cancelled_before_its_code_runs_leaves_nothing(voi
     struct peer p;
     struct blocker blocker;
     call_behind_a_blocker(&p, "hank", &blocker, "create_run_close", oneshot_args());
-    peer_send(&p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", 10));
+    peer_cancel(&p, 10);
     assert_int_equal(sandboxes_of("hank"), 0);
     open_gate(&blocker);
     unhold(&blocker);
@@ -790,7 +790,7 @@ static void a_create_run_close_cancelled_before_its_code_runs_leaves_nothing(voi
     assert_false(sb->spawning);
     assert_int_equal(sb->state, SBX_STARTING);
     assert_int_equal(sb->queue_len, 1);
-    peer_send(&p, 0, "notifications/cancelled", json_pack("{s:i}", "requestId", 20));
+    peer_cancel(&p, 20);
     assert_int_equal(sandboxes_of("hank"), 0);
     run_loop_ms(50);
     assert_null(peer_take(&p, 10));
