@@ -841,16 +841,43 @@ a_create_run_close_whose_interpreter_cannot_start_says_why_and_leaves_nothing(vo
 }
 
 /* A default sandbox whose interpreter did not start in time failed to start as well: the next
- * call makes another. */
+ * call makes another. Its setup is let end first (else the timeout is the setup's), and then
+ * its interpreter is stopped, so that it is late for sure. */
 static void a_default_sandbox_whose_interpreter_is_late_is_replaced_by_the_next_call(void **state)
 {
     (void)state;
     struct peer p;
     cfg.profiles[0].pool_size = 0;
     peer_init(&p, "liam");
-    svc->ready_timeout_ms = 1;
-    json_t *r = tool(&p, 10, "run_code", oneshot_args());
-    svc->ready_timeout_ms = 60000;
+    svc->ready_timeout_ms = 500;
+    peer_send(&p, 10, "tools/call",
+              json_pack("{s:s, s:o}", "name", "run_code", "arguments", oneshot_args()));
+    struct sandbox *sb = sandbox_of("liam");
+    for (int i = 0; i < 2000 && (sb->spawning || sb->setup_w); i++)
+        run_loop_ms(1);
+    svc->ready_timeout_ms = 60000; /* its timer was armed when its jail came */
+    assert_false(sb->spawning);
+    assert_null(sb->setup_w);
+    assert_int_equal(sb->state, SBX_STARTING);
+    /* The interpreter is init's only child by now. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sb->jail->pid,
+             (int)sb->jail->pid);
+    int driver = 0;
+    for (int i = 0; i < 200 && !driver; i++) {
+        FILE *f = fopen(path, "r");
+        if (f && fscanf(f, "%d", &driver) != 1)
+            driver = 0;
+        if (f)
+            fclose(f);
+        if (!driver)
+            usleep(1000);
+    }
+    assert_true(driver > 0);
+    assert_int_equal(kill(driver, SIGSTOP), 0);
+    assert_int_equal(sb->state, SBX_STARTING);
+
+    json_t *r = peer_wait(&p, 10);
     assert_true(is_error(r));
     assert_non_null(strstr(text_of(r), "did not start in time (the next call without a sandbox_id "
                                        "starts a new default sandbox)"));
