@@ -69,10 +69,50 @@ static void schedule_refill(struct sandbox_service *svc);
 
 int sandbox_root_fd(struct sandbox *sb)
 {
-    /* The root arrives with the end of the setup: a file tool that comes first waits for it
-     * (milliseconds, and only then). */
     settle_setup(sb);
     return sb->jail ? sb->jail->root_fd : -1;
+}
+
+bool sandbox_setting_up(const struct sandbox *sb)
+{
+    return sb->spawning || sb->setup_w;
+}
+
+void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb fn, void *data)
+{
+    *w = (struct sandbox_wait){.task = {.cb = fn, .data = data}, .loop = sb->svc->loop};
+    if (!sandbox_setting_up(sb) || sb->closing) {
+        ev_task_post(w->loop, &w->task);
+        return;
+    }
+    w->sb = sb;
+    w->next = sb->setup_waits;
+    sb->setup_waits = w;
+    if (sb->spawning)
+        spawner_hurry(sb->svc->spawner, &sb->spawn_job);
+}
+
+void sandbox_wait_cancel(struct sandbox_wait *w)
+{
+    if (w->sb) {
+        struct sandbox_wait **pp = &w->sb->setup_waits;
+        while (*pp != w)
+            pp = &(*pp)->next;
+        *pp = w->next;
+        w->sb = NULL;
+    }
+    ev_task_cancel(w->loop, &w->task);
+}
+
+/* The setup has ended, or never will: whoever waited for it goes on, from the loop. */
+static void wake_setup_waits(struct sandbox *sb)
+{
+    while (sb->setup_waits) {
+        struct sandbox_wait *w = sb->setup_waits;
+        sb->setup_waits = w->next;
+        w->sb = NULL;
+        ev_task_post(w->loop, &w->task);
+    }
 }
 
 /* The root for a file tool, or -1 and why there is none: the reason a sandbox broke says more
@@ -158,6 +198,9 @@ int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, 
 
 uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
 {
+    /* Nothing is there before the setup has ended, and a status must not wait for it. */
+    if (sandbox_setting_up(sb))
+        return 0;
     struct sbx_err err = {0};
     cleanup_fd int fd = files_open(sandbox_root_fd(sb), dir, O_RDONLY | O_DIRECTORY, &err);
     struct statfs st;
@@ -350,6 +393,7 @@ static void abandon_setup(struct sandbox *sb)
     if (sb->pooled)
         pause_refill(sb->svc);
     mark_failed_start(sb, "the sandbox's setup did not finish in time");
+    wake_setup_waits(sb);
 }
 
 static void on_ready_timeout(struct ev_loop *loop, void *data)
@@ -772,6 +816,7 @@ static void settle_setup(struct sandbox *sb)
         }
         mark_failed_start(sb, err.msg);
     }
+    wake_setup_waits(sb);
 }
 
 static void on_setup_done(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -842,6 +887,7 @@ static void on_spawned(struct spawn_job *job)
         return;
     }
     mark_failed_start(sb, why.msg);
+    wake_setup_waits(sb);
     if (fn)
         fn(sb, why.msg, sb->begun_data);
 }
@@ -1031,6 +1077,7 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
     else
         svc->n_live--;
     exec_fail_all(sb, reason);
+    wake_setup_waits(sb);
     if (sb->start_timer)
         ev_timer_cancel(sb->start_timer);
     if (sb->revive_timer)
@@ -1223,6 +1270,9 @@ static int create(struct sandbox_service *svc, const char *owner, const char *na
         if (spawn(svc, p, network, in_background, &sb, err) < 0)
             return -1;
     }
+    /* A caller waits for this jail; refills queued before it wait for nobody. */
+    if (sb->spawning)
+        spawner_hurry(svc->spawner, &sb->spawn_job);
     svc->n_live++;
     sb->owner = xstrdup(owner);
     sb->name = name ? xstrdup(name) : NULL;
@@ -1332,13 +1382,20 @@ static bool interpreter_down(const struct sandbox *sb)
     return sb->state == SBX_BROKEN && sb->broken_revivable;
 }
 
-int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
+int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err)
 {
     if (sb->oneshot)
         return sbx_fail(err, EPERM,
                         "sandbox %s is create_run_close's: it ends with its one execution, and "
                         "cannot be reset",
                         sb->id);
+    return 0;
+}
+
+int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
+{
+    if (sandbox_check_reset(sb, err) < 0)
+        return -1;
     settle_setup(sb);
     bool revive = interpreter_down(sb);
     if (sb->state == SBX_BROKEN && !revive)

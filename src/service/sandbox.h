@@ -9,6 +9,7 @@
 #include "config.h"
 #include "err.h"
 #include "jail/jail.h"
+#include "loop.h"
 #include "outbuf.h"
 #include "spawner.h"
 #include "strmap.h"
@@ -125,6 +126,14 @@ struct exec {
     struct exec *next;
 };
 
+/* A call that needs a sandbox's files, waiting for its jail and setup (sandbox_wait_setup). */
+struct sandbox_wait {
+    struct ev_task task;  /* posted once the setup has ended or the sandbox closes */
+    struct sandbox *sb;   /* while queued on it */
+    struct ev_loop *loop; /* the task's */
+    struct sandbox_wait *next;
+};
+
 struct sandbox {
     struct sandbox_service *svc;
     char id[24];
@@ -153,8 +162,9 @@ struct sandbox {
     /* Who waits for the jail of a sandbox handed out while spawning (sandbox_create_soon). */
     void (*begun_fn)(struct sandbox *sb, const char *error, void *data);
     void *begun_data;
-    struct ev_watch *req_w; /* while requests wait for room in the pipe */
-    char *req_buf;          /* those requests (a bounded queue: one execution at a time) */
+    struct sandbox_wait *setup_waits; /* calls waiting for the setup to end */
+    struct ev_watch *req_w;           /* while requests wait for room in the pipe */
+    char *req_buf; /* those requests (a bounded queue: one execution at a time) */
     size_t req_len, req_off;
     struct channel_decoder dec;
     uint64_t next_seq;
@@ -290,6 +300,8 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
 int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
                       const char *summary, json_t *argv, json_t *env, const char *cwd,
                       uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err);
+/* Refuses a reset of create_run_close's sandbox, which ends with its one execution. */
+int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). A sandbox broken
  * only because its interpreter kept dying at startup gets a fresh one too. */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
@@ -316,8 +328,17 @@ json_t *sandbox_info_packages(const json_t *info);
 json_t *sandbox_limits_json(const struct sbx_profile *p);
 json_t *sandbox_usage_json(struct sandbox *sb);
 const char *sandbox_state_name(enum sandbox_state st);
-/* The sandbox's root directory (for the file tools), or -1 if it has none. */
+/* The sandbox's root directory (for the file tools), or -1 if it has none. It arrives with
+ * the end of the setup, which this waits for (milliseconds): a tool that can wait without
+ * holding the loop does so first (sandbox_wait_setup). */
 int sandbox_root_fd(struct sandbox *sb);
+/* Whether the sandbox's jail is still being begun or set up. */
+bool sandbox_setting_up(const struct sandbox *sb);
+/* Posts fn(data) on the loop once that has ended (whether it worked or not) or the sandbox is
+ * closed: then sandbox_root_fd no longer waits. w is the caller's until then, or until
+ * sandbox_wait_cancel. */
+void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb fn, void *data);
+void sandbox_wait_cancel(struct sandbox_wait *w);
 /* files_open_as, files_read and files_list in the sandbox, with its user's access rights. */
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err);
 int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,

@@ -156,10 +156,26 @@ fail:
 
 void spawner_submit(struct spawner *s, struct spawn_job *job)
 {
-    job->ended = false;
+    job->ended = job->hurried = false;
     pthread_mutex_lock(&s->lock);
     append(&s->queue_tail, job);
     pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void spawner_hurry(struct spawner *s, struct spawn_job *job)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!job->hurried && take(&s->queue, &s->queue_tail, job)) {
+        struct spawn_job **pp = &s->queue;
+        while (*pp && (*pp)->hurried)
+            pp = &(*pp)->next;
+        job->hurried = true;
+        job->next = *pp;
+        *pp = job;
+        if (!job->next)
+            s->queue_tail = &job->next;
+    }
     pthread_mutex_unlock(&s->lock);
 }
 

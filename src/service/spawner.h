@@ -24,14 +24,18 @@ struct spawn_job {
     void (*run)(struct spawn_job *job);  /* on the spawner's thread */
     void (*done)(struct spawn_job *job); /* on the loop's thread, once, after run */
     void *data;
-    /* the spawner's */
-    bool ended; /* under the spawner's lock */
+    /* the spawner's, under its lock */
+    bool ended;
+    bool hurried;
     struct spawn_job *next;
 };
 
 int spawner_new(struct ev_loop *loop, struct spawner **out, struct sbx_err *err);
 /* Queues job; its done comes from the loop, or from spawner_await. */
 void spawner_submit(struct spawner *s, struct spawn_job *job);
+/* Someone waits for job: if the thread has not started it, it goes ahead of every job queued
+ * that nobody waits for (after those hurried before it). */
+void spawner_hurry(struct spawner *s, struct spawn_job *job);
 /* Waits for job to end (jobs queued before it first, so a job still queued is better taken
  * back with spawner_cancel), and calls its done now, unless the loop already has. */
 void spawner_await(struct spawner *s, struct spawn_job *job);

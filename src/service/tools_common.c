@@ -46,6 +46,59 @@ struct sandbox *tool_sandbox_to_work(struct sandbox_service *svc, struct mcp_cal
     return sandbox_of_call(call, args, svc, sandbox_lookup_to_work);
 }
 
+struct setup_wait {
+    struct sandbox_wait wait;
+    struct mcp_call *call;
+    json_t *args;
+    void (*handler)(struct mcp_call *, json_t *, void *);
+    struct sandbox_service *svc;
+};
+
+static void free_setup_wait(struct setup_wait *w)
+{
+    json_decref(w->args);
+    free(w);
+}
+
+static void on_setup_wait_cancelled(struct mcp_call *call, void *data)
+{
+    (void)call;
+    struct setup_wait *w = data;
+    sandbox_wait_cancel(&w->wait);
+    free_setup_wait(w);
+}
+
+/* The call starts over: the sandbox may have been closed or replaced meanwhile. */
+static void on_setup_ended(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct setup_wait *w = data;
+    mcp_call_on_cancel(w->call, NULL, NULL);
+    w->handler(w->call, w->args, w->svc);
+    free_setup_wait(w);
+}
+
+bool tool_wait_for_setup(struct sandbox_service *svc, struct mcp_call *call, json_t *args,
+                         struct sandbox *sb, void (*handler)(struct mcp_call *, json_t *, void *))
+{
+    if (!sandbox_setting_up(sb))
+        return false;
+    struct setup_wait *w = xcalloc(1, sizeof(*w));
+    *w = (struct setup_wait){
+        .call = call, .args = json_incref(args), .handler = handler, .svc = svc};
+    sandbox_wait_setup(sb, &w->wait, on_setup_ended, w);
+    mcp_call_on_cancel(call, on_setup_wait_cancelled, w);
+    return true;
+}
+
+struct sandbox *tool_sandbox_with_files(struct sandbox_service *svc, struct mcp_call *call,
+                                        json_t *args,
+                                        void (*handler)(struct mcp_call *, json_t *, void *))
+{
+    struct sandbox *sb = tool_sandbox_to_work(svc, call, args);
+    return sb && tool_wait_for_setup(svc, call, args, sb, handler) ? NULL : sb;
+}
+
 json_t *tool_string_lossy(char *buf, size_t len)
 {
     json_t *j = json_stringn(buf, len);

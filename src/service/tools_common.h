@@ -4,6 +4,7 @@
 #define SBX_TOOLS_COMMON_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 struct mcp_call;
 struct mcp_tool_def;
@@ -23,6 +24,16 @@ struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call,
  * is replaced first. */
 struct sandbox *tool_sandbox_to_work(struct sandbox_service *svc, struct mcp_call *call,
                                      const json_t *args);
+/* Whether the call waits for sb's jail and setup, which have not ended: then handler runs
+ * again with the same arguments once they have, and the loop serves others meanwhile. So the
+ * handler must ask before it changes anything. */
+bool tool_wait_for_setup(struct sandbox_service *svc, struct mcp_call *call, json_t *args,
+                         struct sandbox *sb, void (*handler)(struct mcp_call *, json_t *, void *));
+/* The caller's sandbox for a tool that uses its files (as tool_sandbox_to_work), its setup
+ * ended; NULL if the call failed or waits (tool_wait_for_setup). */
+struct sandbox *tool_sandbox_with_files(struct sandbox_service *svc, struct mcp_call *call,
+                                        json_t *args,
+                                        void (*handler)(struct mcp_call *, json_t *, void *));
 /* A JSON string of sandbox output, which is arbitrary bytes: when it is not valid UTF-8, the
  * bytes of each malformed sequence become '?' (buf is changed in place). */
 json_t *tool_string_lossy(char *buf, size_t len);

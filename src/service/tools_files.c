@@ -50,7 +50,7 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
     char canon[FILES_PATH_MAX];
     if (!canonical_arg(call, path ? path : "/workspace", canon, sizeof(canon)))
         return;
-    struct sandbox *sb = tool_sandbox_to_work(data, call, args);
+    struct sandbox *sb = tool_sandbox_with_files(data, call, args, t_list_files);
     if (!sb)
         return;
     const json_t *jo = json_object_get(args, "offset");
@@ -133,7 +133,7 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
     char canon[FILES_PATH_MAX];
     if (!file_path_arg(call, tool_arg_str(args, "path"), canon, sizeof(canon)))
         return;
-    struct sandbox *sb = tool_sandbox_to_work(data, call, args);
+    struct sandbox *sb = tool_sandbox_with_files(data, call, args, t_read_file);
     if (!sb)
         return;
     const char *encoding = tool_arg_str(args, "encoding");
@@ -228,7 +228,7 @@ static void t_write_file(struct mcp_call *call, json_t *args, void *data)
         }
         bytes = decoded;
     }
-    struct sandbox *sb = tool_sandbox_to_work(data, call, args);
+    struct sandbox *sb = tool_sandbox_with_files(data, call, args, t_write_file);
     if (!sb)
         return;
     write_bytes(call, sb, canon, bytes, len);
@@ -296,7 +296,7 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
     char canon[FILES_PATH_MAX];
     if (!file_path_arg(call, dest ? dest : base, canon, sizeof(canon)))
         return;
-    struct sandbox *sb = tool_sandbox_to_work(svc, call, args);
+    struct sandbox *sb = tool_sandbox_with_files(svc, call, args, t_upload_file);
     if (!sb)
         return;
     cleanup_free char *buf = NULL;

@@ -691,6 +691,12 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
     if (!sb)
         return;
     struct sbx_err err = {0};
+    if (sandbox_check_reset(sb, &err) < 0) {
+        mcp_call_fail(call, "%s", err.msg);
+        return;
+    }
+    if (tool_wait_for_setup(svc, call, args, sb, t_reset_sandbox))
+        return;
     bool clear = json_is_true(json_object_get(args, "clear_files"));
     /* The interpreter is stopped now and starts again later, in the loop: the files go
      * before it does (they may be what filled its memory). */

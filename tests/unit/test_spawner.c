@@ -39,6 +39,7 @@ struct test_job {
     int gate;          /* a blocker's run reads a byte from it; -1 for none */
     pthread_t ran_on;  /* the thread its run ran on */
     int runs, dones;   /* how often run and done were called */
+    bool started;      /* its run has begun (atomic: set on the spawner's thread) */
     int *order, *next; /* done appends its index here */
     int index;
 };
@@ -48,6 +49,7 @@ static void test_run(struct spawn_job *job)
     struct test_job *t = job->data;
     t->ran_on = pthread_self();
     t->runs++;
+    __atomic_store_n(&t->started, true, __ATOMIC_RELEASE);
     char byte;
     if (t->gate >= 0 && read(t->gate, &byte, 1) != 1)
         t->runs = -1000; /* seen as a failure below */
@@ -92,6 +94,10 @@ static void hold(struct blocker *b, struct spawner *s, int *order, int *next)
     b->opening = false;
     test_job_init(&b->t, b->gate[0], order, next, 0);
     spawner_submit(s, &b->t.job);
+    /* Running, not queued: a job someone waits for would go ahead of a queued one. */
+    for (int i = 0; i < 5000 && !__atomic_load_n(&b->t.started, __ATOMIC_ACQUIRE); i++)
+        usleep(1000);
+    assert_true(__atomic_load_n(&b->t.started, __ATOMIC_ACQUIRE));
 }
 
 static void open_gate(struct blocker *b)
@@ -210,36 +216,46 @@ static void jobs_run_in_order_off_the_loop_and_each_done_comes_once(void **state
     struct spawner *s = NULL;
     struct sbx_err err = {0};
     assert_int_equal(spawner_new(loop, &s, &err), 0);
-    int order[3], next = 0;
+    int order[5], next = 0;
     struct blocker blocker;
-    struct test_job a, b;
+    struct test_job a, b, c, d;
     hold(&blocker, s, order, &next);
     test_job_init(&a, -1, order, &next, 1);
     test_job_init(&b, -1, order, &next, 2);
+    test_job_init(&c, -1, order, &next, 3);
+    test_job_init(&d, -1, order, &next, 4);
     spawner_submit(s, &a.job);
     spawner_submit(s, &b.job);
+    /* Jobs someone waits for go ahead of the others, in their own order. */
+    spawner_submit(s, &c.job);
+    spawner_hurry(s, &c.job);
+    spawner_submit(s, &d.job);
+    spawner_hurry(s, &d.job);
+    spawner_hurry(s, &c.job);         /* again: no change */
+    spawner_hurry(s, &blocker.t.job); /* running: no change */
 
     /* The blocker holds the thread; the loop runs its timers meanwhile. */
     start_ticking();
     run_loop_ms(100);
     ticking = false;
     assert_true(ticks >= 5);
-    assert_int_equal(a.runs + b.runs + blocker.t.dones + a.dones + b.dones, 0);
+    assert_int_equal(a.runs + b.runs + c.runs + d.runs, 0);
+    assert_int_equal(blocker.t.dones + a.dones + b.dones + c.dones + d.dones, 0);
 
     open_gate(&blocker);
-    for (int i = 0; i < 100 && next < 3; i++)
+    for (int i = 0; i < 100 && next < 5; i++)
         run_loop_ms(10);
-    assert_int_equal(next, 3);
-    assert_int_equal(order[0], 0);
-    assert_int_equal(order[1], 1);
-    assert_int_equal(order[2], 2);
-    assert_int_equal(blocker.t.runs + a.runs + b.runs, 3);
-    assert_int_equal(blocker.t.dones + a.dones + b.dones, 3);
+    assert_int_equal(next, 5);
+    const int want[5] = {0, 3, 4, 1, 2};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(order[i], want[i]);
+    assert_int_equal(blocker.t.runs + a.runs + b.runs + c.runs + d.runs, 5);
+    assert_int_equal(blocker.t.dones + a.dones + b.dones + c.dones + d.dones, 5);
     assert_false(pthread_equal(a.ran_on, pthread_self()));
 
     /* More turns call nothing again. */
     run_loop_ms(30);
-    assert_int_equal(blocker.t.dones + a.dones + b.dones, 3);
+    assert_int_equal(blocker.t.dones + a.dones + b.dones + c.dones + d.dones, 5);
     spawner_free(s);
     unhold(&blocker);
 }
@@ -583,6 +599,16 @@ static struct sandbox *sandbox_of(const char *owner)
     return NULL;
 }
 
+/* The one sandbox of owner other than sid. */
+static const char *sandbox_of_not(const char *owner, const char *sid)
+{
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->owner && strcmp(sb->owner, owner) == 0 && strcmp(sb->id, sid) != 0)
+            return sb->id;
+    fail_msg("%s has no sandbox but %s", owner, sid);
+    return NULL;
+}
+
 /* Lets the blocker go while the sandbox's jail cannot be begun: no fd to spare (EMFILE). */
 static void fail_the_queued_jail(struct blocker *blocker)
 {
@@ -639,9 +665,9 @@ static void create_sandbox_answers_once_its_jail_exists_and_the_loop_serves_mean
     end_session(&p, "carol");
 }
 
-/* The sandbox of a create still waiting is listed, and usable by id: a file tool gets its jail
- * begun at once (not behind the queue), which answers the create too; a close_sandbox of
- * another answers its create with why. */
+/* The sandbox of a create still waiting is listed, and usable by id: a file tool waits for its
+ * jail and setup as the create does, and the loop serves meanwhile; a close_sandbox of another
+ * answers its create with why. */
 static void a_sandbox_whose_create_waits_is_usable_and_closable_by_id(void **state)
 {
     (void)state;
@@ -654,18 +680,36 @@ static void a_sandbox_whose_create_waits_is_usable_and_closable_by_id(void **sta
     char sid[32];
     snprintf(sid, sizeof(sid), "%s", json_string_value(json_object_get(listed, "id")));
     json_decref(r);
-    r = tool(&p, 12, "write_file",
-             json_pack("{s:s, s:s, s:s}", "sandbox_id", sid, "path", "a.txt", "content", "x"));
+    peer_send(&p, 12, "tools/call",
+              json_pack("{s:s, s:{s:s, s:s, s:s}}", "name", "write_file", "arguments", "sandbox_id",
+                        sid, "path", "a.txt", "content", "x"));
+    r = tool(&p, 13, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    assert_false(is_error(r));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(structured(r), "usage"),
+                                                        "workspace_bytes")),
+                     0);
+    json_decref(r);
+    assert_null(peer_take(&p, 12));
+    assert_null(peer_take(&p, 10));
+
+    open_gate(&blocker);
+    r = peer_wait(&p, 12);
     assert_false(is_error(r));
     json_decref(r);
-    r = peer_take(&p, 10); /* answered meanwhile, the blocker still holding the spawner */
+    r = peer_take(&p, 10);
     assert_non_null(r);
     assert_false(is_error(r));
     char created[32];
     created_id(r, created, sizeof(created));
     assert_string_equal(created, sid);
     json_decref(r);
+    unhold(&blocker);
+    r = tool(&p, 14, "read_file", json_pack("{s:s, s:s}", "sandbox_id", sid, "path", "a.txt"));
+    assert_false(is_error(r));
+    assert_string_equal(text_of(r), "x");
+    json_decref(r);
 
+    hold(&blocker, svc->spawner, NULL, NULL);
     peer_send(&p, 20, "tools/call",
               json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
     run_loop_ms(20);
@@ -693,6 +737,80 @@ static void a_sandbox_whose_create_waits_is_usable_and_closable_by_id(void **sta
     open_gate(&blocker);
     unhold(&blocker);
     end_session(&p, "frank");
+}
+
+/* Sends a tool call on sandbox sid without waiting for its answer. */
+static void send_tool(struct peer *p, int id, const char *name, const char *sid, json_t *args)
+{
+    json_object_set_new(args, "sandbox_id", json_string(sid));
+    peer_send(p, id, "tools/call", json_pack("{s:s, s:o}", "name", name, "arguments", args));
+}
+
+/* Tools waiting for a sandbox's setup: one is cancelled (no answer, nothing kept), and the
+ * close of the sandbox answers the others; a reset that waited restarts the interpreter. */
+static void tools_waiting_for_the_setup_can_be_cancelled_or_see_the_sandbox_closed(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    create_behind_a_blocker(&p, "hana", &blocker);
+    char sid[32];
+    snprintf(sid, sizeof(sid), "%s", sandbox_of("hana")->id);
+    send_tool(&p, 12, "write_file", sid, json_pack("{s:s, s:s}", "path", "b.txt", "content", "y"));
+    send_tool(&p, 13, "reset_sandbox", sid, json_object());
+    send_tool(&p, 14, "list_files", sid, json_object());
+    run_loop_ms(20);
+    assert_null(peer_take(&p, 12));
+    assert_null(peer_take(&p, 13));
+    assert_null(peer_take(&p, 14));
+    peer_cancel(&p, 12);
+    json_t *r = tool(&p, 15, "close_sandbox", json_pack("{s:s}", "sandbox_id", sid));
+    assert_false(is_error(r));
+    json_decref(r);
+    for (int id = 13; id <= 14; id++) {
+        r = peer_wait(&p, id);
+        assert_true(is_error(r));
+        assert_non_null(strstr(text_of(r), "unknown sandbox_id"));
+        json_decref(r);
+    }
+    r = peer_wait(&p, 10);
+    assert_true(is_error(r));
+    json_decref(r);
+    run_loop_ms(20);
+    assert_null(peer_take(&p, 12)); /* a cancelled request gets no answer */
+    open_gate(&blocker);
+    unhold(&blocker);
+
+    /* A reset that waited for the setup, and a session that ends while a file tool waits. */
+    hold(&blocker, svc->spawner, NULL, NULL);
+    peer_send(&p, 20, "tools/call",
+              json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
+    run_loop_ms(20);
+    snprintf(sid, sizeof(sid), "%s", sandbox_of("hana")->id);
+    send_tool(&p, 21, "reset_sandbox", sid, json_object());
+    run_loop_ms(20);
+    assert_null(peer_take(&p, 21));
+    open_gate(&blocker);
+    r = peer_wait(&p, 21);
+    assert_false(is_error(r));
+    assert_true(json_is_true(json_object_get(structured(r), "interpreter_restarted")));
+    json_decref(r);
+    json_decref(peer_wait(&p, 20));
+    unhold(&blocker);
+    r = tool(&p, 22, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
+    assert_string_equal(result_of(r), "42");
+    json_decref(r);
+    hold(&blocker, svc->spawner, NULL, NULL);
+    peer_send(&p, 23, "tools/call",
+              json_pack("{s:s, s:{}}", "name", "create_sandbox", "arguments"));
+    run_loop_ms(20);
+    send_tool(&p, 24, "read_file", sandbox_of_not("hana", sid),
+              json_pack("{s:s}", "path", "c.txt"));
+    run_loop_ms(20);
+    assert_null(peer_take(&p, 24));
+    open_gate(&blocker);
+    unhold(&blocker);
+    end_session(&p, "hana");
 }
 
 /* Cancelled while its jail is begun: the sandbox nobody heard of goes, jail and all. */
@@ -973,6 +1091,7 @@ int main(void)
         cmocka_unit_test(a_pooled_sandbox_in_its_setup_is_handed_out_without_waiting),
         cmocka_unit_test(create_sandbox_answers_once_its_jail_exists_and_the_loop_serves_meanwhile),
         cmocka_unit_test(a_sandbox_whose_create_waits_is_usable_and_closable_by_id),
+        cmocka_unit_test(tools_waiting_for_the_setup_can_be_cancelled_or_see_the_sandbox_closed),
         cmocka_unit_test(a_create_sandbox_cancelled_while_its_jail_is_begun_leaves_nothing),
         cmocka_unit_test(a_create_sandbox_whose_jail_fails_says_why),
         cmocka_unit_test(create_run_close_waits_for_its_jail_off_the_loop_and_leaves_nothing),
