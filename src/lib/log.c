@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const level_names[] = {
@@ -66,7 +68,17 @@ static void emit(enum log_level lvl, const char *msg, va_list kv)
         if (!k)
             break;
         const char *v = va_arg(kv, const char *);
-        json_object_set_new(o, k, json_stringn_nocheck(v ? v : "", v ? strlen(v) : 0));
+        size_t len = v ? strlen(v) : 0;
+        if (len <= LOG_VALUE_MAX) {
+            json_object_set_new(o, k, json_stringn_nocheck(v ? v : "", len));
+            continue;
+        }
+        size_t keep = LOG_VALUE_MAX;
+        while (keep > 0 && ((unsigned char)v[keep] & 0xC0) == 0x80)
+            keep--; /* not inside a character */
+        char *cut = xasprintf("%.*s... [%zu bytes cut]", (int)keep, v, len - keep);
+        json_object_set_new(o, k, json_string_nocheck(cut));
+        free(cut);
     }
     char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(o);
@@ -106,4 +118,25 @@ void log_msgf(enum log_level lvl, const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     emit_plain(lvl, buf, NULL);
+}
+
+bool log_rate_take(struct log_rate *r, const char *sandbox_id)
+{
+    uint64_t now = now_ns() / 1000000;
+    if (!r->start_ms || now - r->start_ms >= LOG_RATE_INTERVAL_MS) {
+        if (r->dropped) {
+            char n[16];
+            snprintf(n, sizeof(n), "%u", r->dropped);
+            log_emit(LOG_LVL_NOTICE, "log lines dropped: too many from one sandbox", "sandbox",
+                     sandbox_id, "dropped", n, NULL);
+        }
+        r->start_ms = now;
+        r->used = r->dropped = 0;
+    }
+    if (r->used < LOG_RATE_BURST) {
+        r->used++;
+        return true;
+    }
+    r->dropped++;
+    return false;
 }

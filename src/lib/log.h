@@ -3,6 +3,9 @@
 #ifndef SBX_LOG_H
 #define SBX_LOG_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 enum log_level {
     LOG_LVL_DEBUG = 0,
     LOG_LVL_INFO,
@@ -26,6 +29,22 @@ void log_close(void);
 /* msg is free text; kv is an optional list of "key", "value" string pairs ended by NULL. */
 void log_emit(enum log_level lvl, const char *msg, ...) __attribute__((sentinel));
 void log_msgf(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A value longer than this is logged cut, with how much went. */
+#define LOG_VALUE_MAX 2048
+
+/* What sandbox code can make the server log, per source (a sandbox's driver, its proxy): at
+ * most LOG_RATE_BURST lines per LOG_RATE_INTERVAL_MS, so that it can neither fill the disk nor
+ * hold the loop in write(). */
+#define LOG_RATE_BURST       20
+#define LOG_RATE_INTERVAL_MS 10000
+struct log_rate {
+    uint64_t start_ms;
+    unsigned used, dropped;
+};
+/* Whether one more line of the source may be logged now; the first after lines were dropped
+ * is preceded by one that says how many, naming the source as "sandbox". */
+bool log_rate_take(struct log_rate *r, const char *sandbox_id);
 
 #define log_debug(...) log_msgf(LOG_LVL_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msgf(LOG_LVL_INFO, __VA_ARGS__)

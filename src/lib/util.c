@@ -334,3 +334,24 @@ uint64_t unguessable_u64(void)
         v = now_ns();
     return v;
 }
+
+bool json_text_values_within(const char *s, size_t n, size_t max)
+{
+    size_t count = 1;
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == ',' || c == ':' || c == '{' || c == '[') {
+            if (++count > max)
+                return false;
+        }
+    }
+    return true;
+}

@@ -95,6 +95,10 @@ int write_file_str(const char *path, const char *s);
  * bytes, cut or overlong sequences, surrogates) with '?', in place, so the text can travel
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
+/* Whether the JSON text holds at most max values, counted as the commas, colons and openings
+ * outside strings (an upper bound): a linear scan, before a parser builds anything (jansson
+ * spends about 200 bytes on each {}). */
+bool json_text_values_within(const char *s, size_t n, size_t max);
 
 /* 64 random bits for a name sandbox code must not guess (getrandom; the clock if that fails). */
 uint64_t unguessable_u64(void);

@@ -51,10 +51,16 @@
 #define SBX_CHANNEL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define CHANNEL_MAX_FRAME (16u * 1024 * 1024)
+/* What the driver sends besides a result (ready, refreshed, error) is small. Sandbox code can
+ * write to fd 4 too: a larger frame is taken only while a result is awaited, one per execution,
+ * so that it cannot make the service hold or parse large frames while it idles, nor one after
+ * another while it runs. */
+#define CHANNEL_SMALL_FRAME (64u * 1024)
 /* A result holds a few dozen values (files, images and errors are capped); this is ample. */
 #define CHANNEL_MAX_VALUES 10000
 /* What the driver is told to send at most (init), and what the service takes from a result
@@ -71,10 +77,17 @@
 struct channel_decoder {
     char *buf;
     size_t len, cap;
-    size_t max_frame;
+    size_t max_frame;   /* the largest frame taken */
+    size_t small_frame; /* the largest unless a large one is allowed; 0: max_frame */
+    bool large_allowed;
 };
 
-void channel_decoder_init(struct channel_decoder *d, size_t max_frame);
+/* max_frame 0: CHANNEL_MAX_FRAME. With small_frame, a frame past it is an error unless
+ * channel_allow_large came since the last such frame. */
+void channel_decoder_init(struct channel_decoder *d, size_t max_frame, size_t small_frame);
+/* The next frame may be large; channel_forbid_large takes that back. */
+void channel_allow_large(struct channel_decoder *d);
+void channel_forbid_large(struct channel_decoder *d);
 void channel_decoder_reset(struct channel_decoder *d);
 void channel_decoder_free(struct channel_decoder *d);
 /* Appends bytes. Returns 0, or -1 if memory ran out. */

@@ -67,7 +67,8 @@ struct egress_proxy {
     struct conn *conns;
     uint32_t refusing; /* of stats.open, those only lingering after their refusal */
     struct egress_stats stats;
-    char last_refusal[1024]; /* what the last refused client was told */
+    char last_refusal[1024];  /* what the last refused client was told */
+    struct log_rate log_rate; /* every line here is one sandbox code can repeat at will */
 };
 
 static void count(const char *decision)
@@ -177,8 +178,9 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
     count("denied");
     char code[8];
     snprintf(code, sizeof(code), "%d", status);
-    log_emit(LOG_LVL_NOTICE, "egress denied", "sandbox", px->sandbox_id, "method", what, "target",
-             c->target, "status", code, "reason", why, NULL);
+    if (log_rate_take(&px->log_rate, px->sandbox_id))
+        log_emit(LOG_LVL_NOTICE, "egress denied", "sandbox", px->sandbox_id, "method", what,
+                 "target", c->target, "status", code, "reason", why, NULL);
 
     if (c->job) {
         resolver_cancel(c->job);
@@ -327,8 +329,9 @@ static void relay(struct conn *c, bool from_client, uint32_t events)
                 c->client_eof = c->body_left == 0;
             }
             if (!charge(c, in->len)) {
-                log_emit(LOG_LVL_NOTICE, "egress byte budget exhausted", "sandbox",
-                         c->px->sandbox_id, "target", c->target, NULL);
+                if (log_rate_take(&c->px->log_rate, c->px->sandbox_id))
+                    log_emit(LOG_LVL_NOTICE, "egress byte budget exhausted", "sandbox",
+                             c->px->sandbox_id, "target", c->target, NULL);
                 conn_free(c);
                 return;
             }
@@ -380,8 +383,9 @@ static void start_relay(struct conn *c)
     c->st = ST_RELAY;
     px->stats.allowed++;
     count("allowed");
-    log_emit(LOG_LVL_INFO, "egress allowed", "sandbox", px->sandbox_id, "method", c->req.method,
-             "target", c->target, NULL);
+    if (log_rate_take(&px->log_rate, px->sandbox_id))
+        log_emit(LOG_LVL_INFO, "egress allowed", "sandbox", px->sandbox_id, "method", c->req.method,
+                 "target", c->target, NULL);
     touch(c);
     update_interest(c);
 }
@@ -613,8 +617,9 @@ static void on_idle(struct ev_loop *loop, void *data)
         try_connect(c);
         return;
     case ST_RELAY:
-        log_emit(LOG_LVL_INFO, "egress connection idle; closed", "sandbox", c->px->sandbox_id,
-                 "target", c->target, NULL);
+        if (log_rate_take(&c->px->log_rate, c->px->sandbox_id))
+            log_emit(LOG_LVL_INFO, "egress connection idle; closed", "sandbox", c->px->sandbox_id,
+                     "target", c->target, NULL);
         conn_free(c);
         return;
     case ST_REFUSING:

@@ -275,8 +275,9 @@ static void on_grace(struct ev_loop *loop, void *data)
     struct exec *e = data;
     e->grace = NULL;
     /* The interpreter ignored the interrupt: kill it; on_status restarts a fresh one. */
-    log_emit(LOG_LVL_INFO, "interrupt ignored; killing the interpreter", "sandbox", e->sb->id,
-             NULL);
+    if (log_rate_take(&e->sb->log_rate, e->sb->id))
+        log_emit(LOG_LVL_INFO, "interrupt ignored; killing the interpreter", "sandbox", e->sb->id,
+                 NULL);
     jail_workload_kill(e->sb->jail);
 }
 
@@ -411,6 +412,7 @@ void exec_start_next(struct sandbox *sb)
                               (json_int_t)e->seq, "language", e->language, "code", e->code, "cwd",
                               e->cwd, "argv", e->argv, "env", e->env);
     e->deadline = ev_timer_add(sb->svc->loop, e->timeout_ms, on_deadline, e);
+    channel_allow_large(&sb->dec); /* its result */
     if (sandbox_send(sb, frame) < 0) {
         /* The driver is gone; its status record arrives and ends this execution. */
         jail_workload_kill(sb->jail);
@@ -630,13 +632,15 @@ void exec_on_frame(struct sandbox *sb, json_t *frame)
     struct exec *e = sb->queue;
     if (op && strcmp(op, "result") == 0 && sb->state == SBX_BUSY && e && !e->settling &&
         (uint64_t)id == e->seq) {
+        channel_forbid_large(&sb->dec);
         e->outcome.frame = json_incref(frame);
         sandbox_drain_output(sb);
         if (!sb->closing && sb->queue == e)
             finish(sb, e);
         return;
     }
-    if (op && strcmp(op, "error") == 0)
+    /* The driver reports only requests it does not know; sandbox code can forge any number. */
+    if (op && strcmp(op, "error") == 0 && log_rate_take(&sb->log_rate, sb->id))
         log_emit(LOG_LVL_WARNING, "driver reported an error", "sandbox", sb->id, "message",
                  json_string_value(json_object_get(frame, "message")), NULL);
 }

@@ -103,6 +103,9 @@ json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs,
 
 int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err)
 {
+    if (!json_text_values_within(text, len, PACKAGES_REPORT_MAX_VALUES))
+        return sbx_fail(err, E2BIG, "pip's report holds more than %d JSON values",
+                        PACKAGES_REPORT_MAX_VALUES);
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
     if (!json_is_object(root)) {

@@ -20,6 +20,9 @@
  * bounded, so a forged one costs the loop no more than an honest one. */
 #define PACKAGES_REPORT_MAX 512  /* entries read from one report */
 #define PACKAGES_LIST_MAX   1024 /* packages recorded per sandbox */
+/* JSON values in one report: an honest one has about a hundred per package. Parsed, the most
+ * costs the loop about 25 MB for a moment. */
+#define PACKAGES_REPORT_MAX_VALUES 100000
 
 /* "K=V" strings (NULL-terminated, malloc'd; free with packages_env_free) for a sandbox whose
  * proxy listens on 127.0.0.1:proxy_port: the proxy variables, pip's index settings and

@@ -419,7 +419,7 @@ static void handle_frame(struct sandbox *sb, json_t *frame)
         }
         sb->restarts = 0;
         const char *loaded = json_string_value(json_object_get(frame, "driver"));
-        if (loaded && strcmp(loaded, "source") == 0)
+        if (loaded && strcmp(loaded, "source") == 0 && log_rate_take(&sb->log_rate, sb->id))
             log_emit(LOG_LVL_INFO,
                      "the sandbox's Python is not the build's: the driver was compiled from "
                      "source, which leaves each interpreter about 0.5 MiB larger (rebuild to fix)",
@@ -458,8 +458,9 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
                 while (!sb->closing && (r = channel_next(&sb->dec, &frame)) != 0) {
                     if (r < 0) {
                         /* A corrupt channel means a compromised or broken driver: replace it. */
-                        log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it",
-                                 "sandbox", sb->id, NULL);
+                        if (log_rate_take(&sb->log_rate, sb->id))
+                            log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it",
+                                     "sandbox", sb->id, NULL);
                         channel_decoder_reset(&sb->dec);
                         sb->channel_poisoned = true;
                         jail_workload_kill(sb->jail);
@@ -662,7 +663,8 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
             mark_broken(sb, "the sandbox ended unexpectedly; close it and create a new one");
             return;
         }
-        log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
+        if (log_rate_take(&sb->log_rate, sb->id))
+            log_emit(LOG_LVL_INFO, "interpreter exited", "sandbox", sb->id, NULL);
         /* A run whose files are still being saved had ended: the interpreter died after it. */
         bool settling = sb->queue && sb->queue->settling;
         bool was_busy = sb->state == SBX_BUSY && !settling;
@@ -926,7 +928,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
     sb->created_ns = now_ns();
     sb->packages = json_array();
-    channel_decoder_init(&sb->dec, CHANNEL_MAX_FRAME);
+    channel_decoder_init(&sb->dec, CHANNEL_MAX_FRAME, CHANNEL_SMALL_FRAME);
 
     if (pipe2(chan, O_CLOEXEC) < 0 || pipe2(req, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0 ||
         pipe2(errp, O_CLOEXEC) < 0) {

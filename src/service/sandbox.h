@@ -9,6 +9,7 @@
 #include "config.h"
 #include "err.h"
 #include "jail/jail.h"
+#include "log.h"
 #include "loop.h"
 #include "outbuf.h"
 #include "spawner.h"
@@ -195,6 +196,7 @@ struct sandbox {
     char spill_kept[SANDBOX_SPILL_KEEP][96];
     unsigned spill_kept_next;
     struct ev_timer *free_timer;
+    struct log_rate log_rate; /* for the lines its code can repeat (its interpreter's deaths) */
     struct sandbox *next;
 };
 

@@ -264,7 +264,11 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             error = error_object("TimeoutError", msg, tb);
             success = false;
         } else if (json_is_object(fe)) {
-            error = json_deep_copy(fe);
+            /* The frame is the sandbox's to forge: strings only, as the output schema says. */
+            const char *type = json_string_value(json_object_get(fe, "type"));
+            const char *msg = json_string_value(json_object_get(fe, "message"));
+            error = error_object(type ? type : "Error", msg ? msg : "",
+                                 json_string_value(json_object_get(fe, "traceback")));
         }
     } else {
         error = failure_error(e);

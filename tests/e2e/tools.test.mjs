@@ -1282,6 +1282,45 @@ test('hostile code: a valid frame of millions of tiny values is refused before i
   await c.close();
 });
 
+test('hostile code: forged driver frames cost a bounded log, no schema break, and no frame held while idle', async () => {
+  const { client: c, transport } = await connect(serverArgs());
+  let log = '';
+  transport.stderr.on('data', (d) => { log += d.toString(); });
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${transport.pid}/status`, 'utf8'))[1]);
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  // 200 error frames of 60 KB each: the log takes a burst of short lines, not 12 MB.
+  const flood = await run(c, "import os, json\nbody = json.dumps({'op': 'error', 'id': None, 'message': 'm' * 60000}).encode()\n"
+    + "for i in range(200):\n    os.write(4, len(body).to_bytes(4, 'big') + body)\nprint('sent')", { sandbox_id: id });
+  assert.equal(flood.sc.stdout, 'sent\n');
+  const reported = log.split('\n').filter((l) => l.includes('driver reported an error'));
+  assert.ok(reported.length >= 1 && reported.length <= 20, `${reported.length} lines logged`);
+  assert.ok(reported.every((l) => l.length < 2400), 'each line is cut');
+  // An idle sandbox's thread starts a 16 MiB frame: refused at its header, which costs the
+  // interpreter (the channel is corrupt), not the server's memory.
+  const before = rss();
+  await run(c, "import os, threading, time\ndef late():\n    time.sleep(0.3)\n"
+    + "    os.write(4, (16 << 20).to_bytes(4, 'big') + b' ' * (1 << 20))\n    time.sleep(60)\n"
+    + "threading.Thread(target=late, daemon=True).start()", { sandbox_id: id });
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const next = await run(c, '6 * 7', { sandbox_id: id });
+  assert.equal(next.sc.result, '42');
+  assert.equal(next.sc.interpreter_restarted, true);
+  assert.match(next.text, /malformed or oversized frame/);
+  const grew = rss() - before;
+  assert.ok(grew < 8 * 1024, `the server grew ${grew} KiB`);
+  // A result for the run at hand (its id is among the first few; those for later runs end them
+  // too, so this sandbox is used for nothing else), with types the schema does not allow: the
+  // server passes strings only.
+  const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const forged = await run(c, "import os, json\nfor i in range(1, 20):\n"
+    + "    body = json.dumps({'op': 'result', 'id': i, 'success': False, 'error': {'type': 7, 'message': [1, 2]}}).encode()\n"
+    + "    os.write(4, len(body).to_bytes(4, 'big') + body)\nimport time\ntime.sleep(0.5)", { sandbox_id: other });
+  assert.equal(forged.sc.success, false);
+  assert.deepEqual([forged.sc.error.type, forged.sc.error.message], ['Error', '']);
+  assert.doesNotMatch(forged.text, /\(null\)/);
+  await c.close();
+});
+
 test('a huge repr or exception comes back cut to head and tail; the interpreter and its state stay', async () => {
   const c = await server();
   await run(c, 'keep = 42');

@@ -17,7 +17,7 @@ static void round_trip_byte_by_byte(void **state)
     size_t len;
     assert_int_equal(channel_encode(in, &buf, &len), 0);
     struct channel_decoder d;
-    channel_decoder_init(&d, 0);
+    channel_decoder_init(&d, 0, 0);
     json_t *out = NULL;
     for (size_t i = 0; i < len; i++) {
         assert_null(out);
@@ -42,7 +42,7 @@ static void a_nul_inside_a_string_is_kept(void **state)
     size_t len;
     assert_int_equal(channel_encode(in, &buf, &len), 0);
     struct channel_decoder d;
-    channel_decoder_init(&d, 0);
+    channel_decoder_init(&d, 0, 0);
     channel_feed(&d, buf, len);
     json_t *out = NULL;
     assert_int_equal(channel_next(&d, &out), 1);
@@ -64,7 +64,7 @@ static void two_frames_in_one_read(void **state)
     channel_encode(a, &ba, &la);
     channel_encode(b, &bb, &lb);
     struct channel_decoder d;
-    channel_decoder_init(&d, 0);
+    channel_decoder_init(&d, 0, 0);
     channel_feed(&d, ba, la);
     channel_feed(&d, bb, lb);
     json_t *o1, *o2, *o3;
@@ -82,12 +82,72 @@ static void oversized_length_is_an_error(void **state)
 {
     (void)state;
     struct channel_decoder d;
-    channel_decoder_init(&d, 1024);
+    channel_decoder_init(&d, 1024, 0);
     const unsigned char hdr[4] = {0, 0, 0x10, 0x01}; /* 4097 > 1024 */
     channel_feed(&d, hdr, 4);
     json_t *o;
     assert_int_equal(channel_next(&d, &o), -1);
     assert_null(o);
+    channel_decoder_free(&d);
+}
+
+/* A frame of n bytes of JSON (n >= 16), fed whole. */
+static void feed_frame_of(struct channel_decoder *d, size_t n)
+{
+    char *body = malloc(n);
+    memset(body, ' ', n);
+    memcpy(body, "{\"op\":\"x\"}", 10);
+    unsigned char hdr[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                            (unsigned char)(n >> 8), (unsigned char)n};
+    assert_int_equal(channel_feed(d, hdr, 4), 0);
+    assert_int_equal(channel_feed(d, body, n), 0);
+    free(body);
+}
+
+static int next_of(struct channel_decoder *d)
+{
+    json_t *o = NULL;
+    int r = channel_next(d, &o);
+    json_decref(o);
+    return r;
+}
+
+/* With a small limit, one large frame per allowance: a frame at the small limit always passes,
+ * one past it only after channel_allow_large, and only once; a forbid or a reset takes the
+ * allowance back. */
+static void a_large_frame_needs_an_allowance_and_uses_it_up(void **state)
+{
+    (void)state;
+    struct channel_decoder d;
+    channel_decoder_init(&d, 4096, 256);
+    feed_frame_of(&d, 256);
+    assert_int_equal(next_of(&d), 1);
+    feed_frame_of(&d, 257);
+    assert_int_equal(next_of(&d), -1);
+    channel_decoder_reset(&d);
+
+    channel_allow_large(&d);
+    feed_frame_of(&d, 100); /* small frames leave the allowance */
+    assert_int_equal(next_of(&d), 1);
+    feed_frame_of(&d, 4096);
+    assert_int_equal(next_of(&d), 1);
+    feed_frame_of(&d, 300); /* used up */
+    assert_int_equal(next_of(&d), -1);
+    channel_decoder_reset(&d);
+
+    channel_allow_large(&d);
+    feed_frame_of(&d, 4097); /* past the largest */
+    assert_int_equal(next_of(&d), -1);
+    channel_decoder_reset(&d);
+    channel_allow_large(&d);
+    channel_forbid_large(&d);
+    feed_frame_of(&d, 300);
+    assert_int_equal(next_of(&d), -1);
+    channel_decoder_reset(&d);
+    channel_allow_large(&d);
+    channel_decoder_reset(&d);
+    feed_frame_of(&d, 300);
+    assert_int_equal(next_of(&d), -1);
     channel_decoder_free(&d);
 }
 
@@ -97,7 +157,7 @@ static void non_object_or_garbage_is_an_error(void **state)
     static const char *const bodies[] = {"[1,2]", "42", "{\"a\":", "\xff\xfe", "{\"a\":1,\"a\":2}"};
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
         struct channel_decoder d;
-        channel_decoder_init(&d, 0);
+        channel_decoder_init(&d, 0, 0);
         size_t n = strlen(bodies[i]);
         unsigned char hdr[4] = {0, 0, 0, (unsigned char)n};
         channel_feed(&d, hdr, 4);
@@ -120,7 +180,7 @@ static void too_many_values_is_an_error(void **state)
         n += (size_t)sprintf(body + n, "%s{}", i ? "," : "");
     n += (size_t)sprintf(body + n, "]}");
     struct channel_decoder d;
-    channel_decoder_init(&d, 0);
+    channel_decoder_init(&d, 0, 0);
     unsigned char hdr[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
                             (unsigned char)(n >> 8), (unsigned char)n};
     channel_feed(&d, hdr, 4);
@@ -151,6 +211,7 @@ int main(void)
         cmocka_unit_test(a_nul_inside_a_string_is_kept),
         cmocka_unit_test(two_frames_in_one_read),
         cmocka_unit_test(oversized_length_is_an_error),
+        cmocka_unit_test(a_large_frame_needs_an_allowance_and_uses_it_up),
         cmocka_unit_test(non_object_or_garbage_is_an_error),
         cmocka_unit_test(too_many_values_is_an_error),
     };

@@ -142,7 +142,7 @@ static uint64_t drv_launch(struct drv *d, json_t *guard, int max_image_bytes, bo
     d->chan = sv[0], d->req = rq[1], d->out = op[0], d->err = ep[0];
     fcntl(d->out, F_SETFL, O_NONBLOCK);
     fcntl(d->err, F_SETFL, O_NONBLOCK);
-    channel_decoder_init(&d->dec, CHANNEL_MAX_FRAME);
+    channel_decoder_init(&d->dec, CHANNEL_MAX_FRAME, 0);
     struct iovec pieces[RUNTIME_DRIVER_PIECES];
     runtime_python_driver_frames(pieces);
     unsigned char *code = malloc(pieces[1].iov_len);

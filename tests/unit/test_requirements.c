@@ -228,6 +228,19 @@ static void what_a_report_can_cost_is_bounded(void **state)
     assert_int_equal(packages_parse_report(report, strlen(report), &installed, NULL), 0);
     assert_int_equal(json_array_size(installed), PACKAGES_REPORT_MAX);
     free(report);
+    /* one of more values than any honest report is refused before it is parsed */
+    size_t many = PACKAGES_REPORT_MAX_VALUES + 1;
+    char *flood = malloc(3 * many + 32);
+    size_t len = (size_t)sprintf(flood, "{\"install\":[");
+    for (size_t i = 0; i < many; i++)
+        len += (size_t)sprintf(flood + len, "%s{}", i ? "," : "");
+    len += (size_t)sprintf(flood + len, "]}");
+    json_t *none = NULL;
+    struct sbx_err err = {0};
+    assert_int_equal(packages_parse_report(flood, len, &none, &err), -1);
+    assert_null(none);
+    assert_non_null(strstr(err.msg, "JSON values"));
+    free(flood);
     json_t *list = json_array();
     for (int round = 0; round < 3; round++) {
         /* new names each round: the list stops growing at its cap */
