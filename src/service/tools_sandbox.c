@@ -264,11 +264,14 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             error = error_object("TimeoutError", msg, tb);
             success = false;
         } else if (json_is_object(fe)) {
-            /* The frame is the sandbox's to forge: strings only, as the output schema says. */
-            const char *type = json_string_value(json_object_get(fe, "type"));
-            const char *msg = json_string_value(json_object_get(fe, "message"));
-            error = error_object(type ? type : "Error", msg ? msg : "",
-                                 json_string_value(json_object_get(fe, "traceback")));
+            /* The frame is the sandbox's to forge: strings only, as the output schema says
+             * (kept as JSON strings: a message may hold NUL). */
+            json_t *type = json_object_get(fe, "type"), *msg = json_object_get(fe, "message"),
+                   *tb = json_object_get(fe, "traceback");
+            error = json_pack("{s:o, s:o, s:o}", "type",
+                              json_is_string(type) ? json_incref(type) : json_string("Error"),
+                              "message", json_is_string(msg) ? json_incref(msg) : json_string(""),
+                              "traceback", json_is_string(tb) ? json_incref(tb) : json_null());
         }
     } else {
         error = failure_error(e);
