@@ -95,6 +95,8 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     mallopt(M_TOP_PAD, 1 << 20);
     /* A vanished client must not kill us through SIGPIPE; writes report EPIPE instead. */
     signal(SIGPIPE, SIG_IGN);
+    /* Nor a host that does not read our stderr stop the loop (MCP lets it ignore stderr). */
+    log_never_block();
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);

@@ -2,12 +2,17 @@
 
 #include "util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const level_names[] = {
     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
@@ -15,6 +20,10 @@ static const char *const level_names[] = {
 
 static int log_fd = 2;
 static enum log_level log_min = LOG_LVL_INFO;
+/* log_never_block: a socket is sent to with MSG_DONTWAIT (a pipe gets a non-blocking
+ * description of its own); what finds no room is counted, and said once there is room. */
+static bool log_nonblocking, log_is_socket;
+static unsigned long log_lost;
 
 int log_level_from_name(const char *name)
 {
@@ -32,7 +41,10 @@ const char *log_level_name(enum log_level lvl)
 int log_open(const char *path, enum log_level min_level)
 {
     log_min = min_level;
+    log_nonblocking = log_is_socket = false;
     if (!path || !*path || strcmp(path, "-") == 0 || strcmp(path, "stderr") == 0) {
+        if (log_fd > 2)
+            close(log_fd);
         log_fd = 2;
         return 0;
     }
@@ -55,6 +67,68 @@ void log_close(void)
     if (log_fd > 2)
         close(log_fd);
     log_fd = 2;
+    log_nonblocking = log_is_socket = false;
+}
+
+void log_never_block(void)
+{
+    struct stat st;
+    if (log_nonblocking || fstat(log_fd, &st) < 0)
+        return;
+    if (S_ISSOCK(st.st_mode)) {
+        log_nonblocking = log_is_socket = true;
+    } else if (S_ISFIFO(st.st_mode)) {
+        /* Opening the pipe anew gives a file description of our own: O_NONBLOCK on the one
+         * we were given would change it for every other process that writes to it. */
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", log_fd);
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            return; /* no /proc: it stays blocking */
+        if (log_fd > 2)
+            close(log_fd);
+        log_fd = fd;
+        log_nonblocking = true;
+    }
+}
+
+/* How long the rest of a line that went in part may take, before it is cut short. */
+#define LOG_REST_WAIT_MS 1000
+
+static ssize_t put(const char *buf, size_t n)
+{
+    ssize_t w;
+    do
+        w = log_is_socket ? send(log_fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+                          : write(log_fd, buf, n);
+    while (w < 0 && errno == EINTR);
+    return w;
+}
+
+/* One whole line, or none: a pipe takes a line of up to PIPE_BUF bytes whole or not at all;
+ * a longer one that went in part is finished, waiting for room a short while, so that the
+ * next line does not run into it. */
+static bool write_line(const char *line, size_t n)
+{
+    if (!log_nonblocking)
+        return write_all(log_fd, line, n) == 0;
+    ssize_t w = put(line, n);
+    if (w <= 0)
+        return false;
+    size_t done = (size_t)w;
+    uint64_t give_up = now_ns() + LOG_REST_WAIT_MS * 1000000ull;
+    while (done < n) {
+        struct pollfd p = {.fd = log_fd, .events = POLLOUT};
+        uint64_t now = now_ns();
+        if (now >= give_up || poll(&p, 1, (int)((give_up - now) / 1000000 + 1)) < 0)
+            break;
+        w = put(line + done, n - done);
+        if (w > 0)
+            done += (size_t)w;
+        else if (w < 0 && errno != EAGAIN)
+            break;
+    }
+    return true; /* in part at worst: what went in is in the log */
 }
 
 static void emit(enum log_level lvl, const char *msg, va_list kv)
@@ -86,7 +160,17 @@ static void emit(enum log_level lvl, const char *msg, va_list kv)
         return;
     size_t n = strlen(line);
     line[n] = '\n'; /* json_dumps leaves room for the NUL, which we replace */
-    (void)write_all(log_fd, line, n + 1);
+    if (log_lost) {
+        char lost[160];
+        int m = snprintf(lost, sizeof(lost),
+                         "{\"ts_ms\":%llu,\"level\":\"warning\",\"msg\":\"log lines lost: the "
+                         "log's reader had no room\",\"lost\":\"%lu\"}\n",
+                         (unsigned long long)wall_ms(), log_lost);
+        if (write_line(lost, (size_t)m))
+            log_lost = 0;
+    }
+    if (log_lost || !write_line(line, n + 1))
+        log_lost++;
     free(line);
 }
 

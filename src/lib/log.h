@@ -25,6 +25,10 @@ const char *log_level_name(enum log_level lvl);
 int log_open(const char *path, enum log_level min_level);
 void log_set_level(enum log_level lvl);
 void log_close(void);
+/* From now on a log reader with no room costs lines (counted, and said once there is room
+ * again), never a wait: for the server, whose loop must not stop because its host does not
+ * read its stderr. A file stays as it is. */
+void log_never_block(void);
 
 /* msg is free text; kv is an optional list of "key", "value" string pairs ended by NULL. */
 void log_emit(enum log_level lvl, const char *msg, ...) __attribute__((sentinel));

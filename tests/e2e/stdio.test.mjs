@@ -221,6 +221,32 @@ test('raw: a client that stops reading stdout does not stop timeouts, other work
   assert.equal(end.code, 0);
 });
 
+test('raw: a host that never reads the server\'s stderr costs log lines, not answers', async () => {
+  // MCP lets a host ignore stderr: here nothing reads it, and each stray response below logs a
+  // debug line (300 kB in all, past what the pipe holds).
+  const s = rawServer(['--log-level', 'debug']);
+  s.child.stderr.pause();
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  let stray = '';
+  for (let i = 0; i < 3000; i++) stray += `{"jsonrpc":"2.0","id":${i + 1000},"result":{}}\n`;
+  s.send(stray);
+  s.send('{"jsonrpc":"2.0","id":"after","method":"ping"}\n');
+  assert.deepEqual((await s.waitFor((m) => m.id === 'after', 10000)).result, {});
+  // Read now: every line that went in is whole, and one says how many were lost.
+  let log = '';
+  s.child.stderr.on('data', (d) => { log += d; });
+  s.child.stderr.resume();
+  s.send('{"jsonrpc":"2.0","id":5000,"result":{}}\n{"jsonrpc":"2.0","id":"last","method":"ping"}\n');
+  await s.waitFor((m) => m.id === 'last');
+  await new Promise((r) => setTimeout(r, 200));
+  const lines = log.split('\n').filter((l) => l);
+  for (const l of lines) JSON.parse(l);
+  assert.ok(lines.some((l) => /log lines lost/.test(l)), log.slice(-400));
+  s.child.kill('SIGTERM');
+  assert.equal((await s.exited).code, 0);
+});
+
 test('raw: stdin and stdout may be one socket (inetd, socat EXEC:)', () => {
   const script = `
 import json, socket, subprocess, sys, time

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,11 +110,69 @@ static void a_source_is_held_to_its_rate_and_told_what_it_lost(void **state)
     json_decref(lines);
 }
 
+/* A host that does not read our stderr (a pipe) costs log lines, never a wait; once it reads,
+ * a line says how many were lost, and every line that went in is whole. */
+static void a_full_pipe_costs_lines_not_a_wait(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(p[1], 2), 2);
+    assert_int_equal(log_open(NULL, LOG_LVL_DEBUG), 0);
+    log_never_block();
+    /* The pipe's own description stays blocking: others write through it. */
+    assert_false(fcntl(2, F_GETFL) & O_NONBLOCK);
+    char value[1000];
+    memset(value, 'v', sizeof(value) - 1);
+    value[sizeof(value) - 1] = '\0';
+    alarm(10);                    /* a blocked write would hang here */
+    for (int i = 0; i < 200; i++) /* 200 kB into a 64 kB pipe */
+        log_emit(LOG_LVL_INFO, "filler", "value", value, NULL);
+    alarm(0);
+    /* Read all there is, then one more line: the loss is said first. */
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    static char buf[1 << 18];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(p[0], buf + len, sizeof(buf) - len)) > 0)
+        len += (size_t)r;
+    log_emit(LOG_LVL_INFO, "after", NULL);
+    while ((r = read(p[0], buf + len, sizeof(buf) - len)) > 0)
+        len += (size_t)r;
+    dup2(saved, 2);
+    close(saved);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(log_open(path, LOG_LVL_DEBUG), 0);
+
+    int fillers = 0, lost = 0, after = 0;
+    char *save = NULL;
+    buf[len] = '\0';
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(line, 0, NULL);
+        assert_non_null(o); /* whole lines only */
+        const char *msg = json_string_value(json_object_get(o, "msg"));
+        fillers += strcmp(msg, "filler") == 0;
+        if (strstr(msg, "log lines lost")) {
+            lost += atoi(json_string_value(json_object_get(o, "lost")));
+            assert_int_equal(after, 0);
+        }
+        after += strcmp(msg, "after") == 0;
+        json_decref(o);
+    }
+    assert_true(fillers > 10 && fillers < 200);
+    assert_int_equal(fillers + lost, 200);
+    assert_int_equal(after, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_long_value_is_cut_between_characters),
         cmocka_unit_test(a_source_is_held_to_its_rate_and_told_what_it_lost),
+        cmocka_unit_test(a_full_pipe_costs_lines_not_a_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
