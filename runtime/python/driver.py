@@ -151,6 +151,10 @@ class Rejected(Exception):
     pass
 
 
+class OutputLost(Exception):
+    pass
+
+
 def make_guard(profile, modules, calls, attributes):
     # The static guard of the tight profile. It is defence in depth, not the boundary: Python
     # is too dynamic for an AST check to contain code, so the kernel layers (namespaces,
@@ -334,6 +338,11 @@ class Driver:
         # result, then take every other request, with its own diverging variables.
         self.pid = posix.getpid()
         posix.register_at_fork(after_in_child=self.forget_channel)
+        # The pipes the server reads, kept apart (not inherited: os.dup), and the streams on
+        # them: code may close or replace fd 1 or 2, or sys.stdout and sys.stderr, and every
+        # run starts with them restored (restore_output), as a new notebook cell would.
+        self.output_fds = (posix.dup(1), posix.dup(2))
+        self.streams = (sys.stdout, sys.stderr)
 
     # ---- setup ----
 
@@ -462,9 +471,20 @@ class Driver:
                 self.inotify = None
         return seen
 
+    def workspace_quiet(self):
+        # Whether inotify saw nothing change since the last scan. Code that closed its fd
+        # loses it for good: every run then scans.
+        if self.inotify is None:
+            return False
+        try:
+            return self.inotify.quiet()
+        except OSError:
+            self.inotify = None
+            return False
+
     def changed(self, before):
         # Returns the changed files, at most max_files, and whether that list is incomplete.
-        if self.inotify is not None and self.last_snapshot is not None and self.inotify.quiet():
+        if self.last_snapshot is not None and self.workspace_quiet():
             return [], self.scan_capped
         after = self.snapshot()
         # The state after one execution is the state before the next: one scan per call.
@@ -792,6 +812,22 @@ class Driver:
         c = resource.getrusage(resource.RUSAGE_CHILDREN)
         return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
+    def restore_output(self):
+        # Two dup2 calls (0.4 us) rather than a check of each: fstat costs more.
+        posix.dup2(self.output_fds[0], 1)
+        posix.dup2(self.output_fds[1], 2)
+        out, err = self.streams
+        if sys.stdout is not out or out.closed or sys.stderr is not err or err.closed:
+            io = _own("io")
+
+            def fresh(stream, fd):
+                if not stream.closed:
+                    return stream
+                return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), stream.encoding,
+                                        stream.errors, line_buffering=stream.line_buffering)
+
+            sys.stdout, sys.stderr = self.streams = fresh(out, 1), fresh(err, 2)
+
     def execute(self, req):
         self.interrupt_pending = False
         if self.refresh_pending:
@@ -805,7 +841,7 @@ class Driver:
         before = self.last_snapshot
         # Changes since the last scan (a write_file between runs) belong to no run: a new
         # baseline.
-        if before is None or (self.inotify is not None and not self.inotify.quiet()):
+        if before is None or (self.inotify is not None and not self.workspace_quiet()):
             before = self.last_snapshot = self.snapshot()
         t0 = self.cpu_seconds() if self.report_usage else 0
         # Fields left at their default (null, false, 0, []) are left out of the frame.
@@ -813,6 +849,13 @@ class Driver:
         self.clipped = False
         interrupted = False
         try:
+            try:
+                self.restore_output()
+            except OSError as e:
+                # Code closed the driver's own copies too: nothing can reach the server.
+                raise OutputLost("this sandbox's stdout and stderr were closed by earlier code "
+                                 "and cannot be restored (%s); reset_sandbox starts a fresh "
+                                 "interpreter" % e) from None
             argv = req.get("argv")
             if argv is not None or language == "bash":
                 # A command: bash -c for execute_command, or an argv the server composed.
@@ -829,6 +872,9 @@ class Driver:
         except Rejected as e:
             ok, error, exit_code = False, None, 1
             out["rejected"] = str(e)
+        except OutputLost as e:
+            ok, error, exit_code = False, {"type": "OutputLost", "message": str(e),
+                                           "traceback": None}, 1
         except KeyboardInterrupt:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True

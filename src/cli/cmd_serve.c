@@ -101,6 +101,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP); /* its terminal or ssh session closed: the same clean end */
     sigprocmask(SIG_BLOCK, &set, NULL);
     sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (ev_loop_new(&loop, &err) < 0 || sfd < 0)

@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <math.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -996,11 +997,51 @@ static bool holds_nul(const json_t *v)
     }
 }
 
-static bool too_big(struct mcp_session *s, size_t len)
+json_t *mcp_id_from_ends(const char *head, const char *tail)
+{
+    static regex_t first, last;
+    static int ready; /* 1 compiled, -1 failed */
+#define ID_VALUE "[[:space:]]*\"id\"[[:space:]]*:[[:space:]]*(-?[0-9]+|\"[^\"\\]*\")"
+    if (!ready)
+        ready = regcomp(&first,
+                        "^[[:space:]]*\\{[[:space:]]*(\"jsonrpc\"[[:space:]]*:[[:space:]]*"
+                        "\"2\\.0\"[[:space:]]*,)?" ID_VALUE "[[:space:]]*[,}]",
+                        REG_EXTENDED) == 0 &&
+                        regcomp(&last, "[,{]" ID_VALUE "[[:space:]]*\\}[[:space:]]*$",
+                                REG_EXTENDED) == 0
+                    ? 1
+                    : -1;
+#undef ID_VALUE
+    if (ready < 0)
+        return NULL;
+    regmatch_t m[3];
+    const char *text = NULL;
+    if (regexec(&first, head, 3, m, 0) == 0)
+        text = head;
+    else if (regexec(&last, tail, 2, m, 0) == 0)
+        text = tail, m[2] = m[1];
+    if (!text || m[2].rm_so < 0)
+        return NULL;
+    return json_loadb(text + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so), JSON_DECODE_ANY, NULL);
+}
+
+json_t *mcp_id_from_text(const char *buf, size_t len)
+{
+    char head[MCP_ID_END_BYTES + 1], tail[MCP_ID_END_BYTES + 1];
+    size_t keep = len < MCP_ID_END_BYTES ? len : MCP_ID_END_BYTES;
+    memcpy(head, buf, keep);
+    head[keep] = '\0';
+    memcpy(tail, buf + len - keep, keep);
+    tail[keep] = '\0';
+    return mcp_id_from_ends(head, tail);
+}
+
+/* Answered under id when there is one: its client waits for that, not for null. */
+static bool too_big(struct mcp_session *s, size_t len, const json_t *id)
 {
     if (len <= s->srv->cfg->max_message_bytes)
         return false;
-    send_error(s, NULL, RPC_INVALID_REQUEST, "message of %zu bytes exceeds the limit of %llu", len,
+    send_error(s, id, RPC_INVALID_REQUEST, "message of %zu bytes exceeds the limit of %llu", len,
                (unsigned long long)s->srv->cfg->max_message_bytes);
     return true;
 }
@@ -1040,12 +1081,20 @@ json_t *mcp_parse(const char *buf, size_t len, char *why, size_t size)
 
 enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, size_t len)
 {
-    if (too_big(s, len))
+    if (len > s->srv->cfg->max_message_bytes) {
+        json_t *id = mcp_id_from_text(buf, len);
+        too_big(s, len, id);
+        json_decref(id);
         return MCP_MSG_INVALID;
+    }
     char why[JSON_ERROR_TEXT_LENGTH + 64];
     json_t *msg = mcp_parse(buf, len, why, sizeof(why));
     if (!msg) {
+        /* Valid JSON the strict parse refuses, else whatever its ends show (a string holding
+         * a lone surrogate is refused by both parses). */
         json_t *id = refused_request_id(buf, len);
+        if (!id)
+            id = mcp_id_from_text(buf, len);
         send_error(s, id, id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s", why);
         json_decref(id);
         return MCP_MSG_INVALID;
@@ -1140,7 +1189,8 @@ static enum mcp_msg_kind receive_batch(struct mcp_session *s, json_t *batch)
 
 enum mcp_msg_kind mcp_session_receive_json(struct mcp_session *s, json_t *msg, size_t len)
 {
-    if (too_big(s, len))
+    const json_t *id = json_object_get(msg, "id");
+    if (too_big(s, len, valid_id(id) ? id : NULL))
         return MCP_MSG_INVALID;
     if (!json_is_array(msg))
         return receive_one(s, msg);

@@ -79,6 +79,14 @@ const json_t *mcp_batch_first_request_id(const json_t *batch);
  * request's answer refuses such a message itself, with the reason. */
 const char *mcp_message_shape_error(const json_t *msg);
 
+/* The id of a request that cannot be read whole (too large, or refused by the parser), from
+ * the first and last bytes of its text (NUL-ended): the top-level "id" right after the opening
+ * brace (or after "jsonrpc"), or right before the closing one. A nested "id" is never in
+ * either place, and inside a string every quote is escaped. NULL if neither end shows one. */
+json_t *mcp_id_from_ends(const char *head, const char *tail);
+/* The same from a whole text: its first and last MCP_ID_END_BYTES. */
+#define MCP_ID_END_BYTES 256
+json_t *mcp_id_from_text(const char *buf, size_t len);
 /* Parses a message as the protocol does (a key given twice refused; NUL inside strings let
  * through, for the schema to refuse under the request's own id). NULL on failure, with why
  * it failed in words in why[size]. */

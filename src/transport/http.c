@@ -67,6 +67,9 @@ struct sse_stream {
     bool queued;    /* its HTTP response exists (conn NULL after that means the client left) */
     bool detached;  /* closed by the server mid-call: later events wait in the replay buffer */
     bool waiting;   /* a POST parked in the access handler, no response queued yet */
+    /* Its request is being handed to the protocol layer, which may answer, notify or end it
+     * meanwhile: the POST handler reads the stream after that, so it must not be freed. */
+    bool dispatching;
     uint64_t priming_seq;  /* a POST stream's first, empty event: a resume point from the start */
     uint64_t last_sent_ms; /* when the reader last handed bytes to the client */
     struct ev_timer *sse_timer; /* while waiting: when the answer turns into a stream */
@@ -476,6 +479,14 @@ static void stream_to_sse(struct sse_stream *st)
     st->priming_seq = http_replay_push(&st->s->replay, st->number, "", 0);
 }
 
+/* A stream whose answer is complete goes once nothing will read it: no client, no parked
+ * POST, no handler about to look at it. */
+static void stream_free_if_unread(struct sse_stream *st)
+{
+    if (!st->conn && !st->waiting && !st->dispatching)
+        stream_free(st);
+}
+
 static struct sse_stream *stream_new(struct http_session *s, const json_t *request_id)
 {
     struct sse_stream *st = xcalloc(1, sizeof(*st));
@@ -551,8 +562,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
         if (target->detached) {
             if (is_response) {
                 target->done = true;
-                if (!target->conn)
-                    stream_free(target);
+                stream_free_if_unread(target);
             }
             free(text);
             return;
@@ -561,8 +571,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
         if (is_response && target != s->get_stream) {
             target->done = true;
             stream_wake(target);
-            if (!target->conn)
-                stream_free(target); /* nobody is reading: the replay buffer keeps it */
+            stream_free_if_unread(target); /* the replay buffer keeps what it sent */
         }
     }
     free(text);
@@ -598,8 +607,7 @@ static void session_end_request(void *ctx, const json_t *related_id)
             stream_to_sse(st); /* a parked POST answers with an empty stream */
             st->done = true;
             stream_wake(st);
-            if (!st->conn && !st->waiting)
-                stream_free(st); /* its client left already */
+            stream_free_if_unread(st); /* its client left already */
             return;
         }
 }
@@ -782,7 +790,9 @@ static struct http_session *session_of(struct http_transport *t, struct MHD_Conn
         return NULL;
     }
     struct http_session *s = find_session(t, sid);
-    if (!s || (principal && strcmp(s->owner, principal) != 0)) {
+    /* A legacy session (its /sse stream, its sessionId) and the REST calls' own are not
+     * Streamable HTTP sessions: an answer could not find its POST. */
+    if (!s || s->legacy || s->rest || (principal && strcmp(s->owner, principal) != 0)) {
         *status = MHD_HTTP_NOT_FOUND;
         *why = "unknown or ended session: initialize again";
         return NULL;
@@ -873,6 +883,15 @@ static const char *batch_shape_error(const json_t *batch)
     return NULL;
 }
 
+static enum MHD_Result message_too_large(struct http_transport *t, struct MHD_Connection *c,
+                                         size_t len)
+{
+    char why[128];
+    snprintf(why, sizeof(why), "message of %zu bytes exceeds the limit of %llu (max_message_bytes)",
+             len, (unsigned long long)t->cfg->max_message_bytes);
+    return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, why);
+}
+
 static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connection *c,
                                    struct request *rq, const char *principal)
 {
@@ -885,6 +904,9 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
                       "Content-Type must be application/json");
     if (rq->too_big)
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
+    /* The protocol layer's cap, said here with a status (its error would name no request). */
+    if (rq->len > t->cfg->max_message_bytes)
+        return message_too_large(t, c, rq->len);
     /* Parsed once, here, as the protocol layer would. */
     char parse_error[JSON_ERROR_TEXT_LENGTH + 64];
     json_t *msg = mcp_parse(rq->body ? rq->body : "", rq->len, parse_error, sizeof(parse_error));
@@ -937,7 +959,9 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     }
     struct sse_stream *st = stream_new(s, id);
     st->json_only = true; /* until something besides the response is sent */
+    st->dispatching = true;
     mcp_session_receive_json(s->mcp, msg, rq->len);
+    st->dispatching = false;
     json_decref(msg);
     rq->is_init = is_init;
     if (fresh && st->done && !mcp_session_initialized(s->mcp)) {
@@ -1252,22 +1276,36 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
                       "the body must be a JSON object of the tool's arguments");
     }
+    /* A name from the path may be any bytes; a tool's is UTF-8. */
+    json_t *name = json_string(tool);
+    if (!name) {
+        json_decref(args);
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32602, "unknown tool: its name is not UTF-8");
+    }
     struct http_session *s = rest_session(t, principal);
     if (!s) {
+        json_decref(name);
         json_decref(args);
         return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");
     }
     char id[32];
     snprintf(id, sizeof(id), "rest-%llu", (unsigned long long)++s->rest_calls);
+    json_t *req = json_pack("{s:s, s:s, s:s, s:{s:o, s:o}}", "jsonrpc", "2.0", "id", id, "method",
+                            "tools/call", "params", "name", name, "arguments", args);
+    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (!text)
+        return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "out of memory");
+    size_t len = strlen(text);
+    if (len > t->cfg->max_message_bytes) {
+        free(text);
+        return message_too_large(t, c, len);
+    }
     json_t *rid = json_string(id);
     struct sse_stream *st = stream_new(s, rid);
     json_decref(rid);
     st->rest = true;
-    json_t *req = json_pack("{s:s, s:s, s:s, s:{s:s, s:o}}", "jsonrpc", "2.0", "id", id, "method",
-                            "tools/call", "params", "name", tool, "arguments", args);
-    char *text = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    mcp_session_receive(s->mcp, text, strlen(text));
+    mcp_session_receive(s->mcp, text, len);
     free(text);
     if (st->done && st->buf && strncmp(st->buf, "{\"error\"", 8) == 0) {
         char *body = xstrndup(st->buf, st->len);
@@ -1283,6 +1321,7 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
         return MHD_NO;
     st->conn = c;
     st->queued = true;
+    st->last_sent_ms = now_ms();
     MHD_add_response_header(r, "Content-Type", "application/json");
     return send_response(t, c, MHD_HTTP_OK, r);
 }
@@ -1719,10 +1758,11 @@ static void on_sweep(struct ev_loop *loop, void *data)
         for (struct sse_stream *st = s->streams; st; st = st->next) {
             streaming |= st->conn != NULL;
             /* A stream with nothing to say gets a comment (http.keepalive_s): the write is how
-             * a client that left is found, a parked connection being polled by nobody. */
+             * a client that left is found, a parked connection being polled by nobody. A REST
+             * body is one JSON value, which may start with white space. */
             if (st->conn && st->suspended && !st->waiting && !st->json_only &&
                 now - st->last_sent_ms >= (uint64_t)t->cfg->http_keepalive_s * 1000) {
-                stream_append(st, ":\n\n", 3);
+                stream_append(st, st->rest ? " " : ":\n\n", st->rest ? 1 : 3);
                 stream_wake(st);
             }
         }

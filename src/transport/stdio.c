@@ -15,7 +15,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <regex.h>
 #include <string.h>
 
 #define END_KEEP         256 /* bytes kept of each end of an oversized line */
@@ -179,34 +178,6 @@ static void keep_tail(struct stdio_transport *t, const char *p, size_t n)
     t->tail_len = keep + n;
 }
 
-json_t *stdio_oversized_id(const char *head, const char *tail)
-{
-    static regex_t first, last;
-    static int ready; /* 1 compiled, -1 failed */
-#define ID_VALUE "[[:space:]]*\"id\"[[:space:]]*:[[:space:]]*(-?[0-9]+|\"[^\"\\]*\")"
-    if (!ready)
-        ready = regcomp(&first,
-                        "^[[:space:]]*\\{[[:space:]]*(\"jsonrpc\"[[:space:]]*:[[:space:]]*"
-                        "\"2\\.0\"[[:space:]]*,)?" ID_VALUE "[[:space:]]*[,}]",
-                        REG_EXTENDED) == 0 &&
-                        regcomp(&last, "[,{]" ID_VALUE "[[:space:]]*\\}[[:space:]]*$",
-                                REG_EXTENDED) == 0
-                    ? 1
-                    : -1;
-#undef ID_VALUE
-    if (ready < 0)
-        return NULL;
-    regmatch_t m[3];
-    const char *text = NULL;
-    if (regexec(&first, head, 3, m, 0) == 0)
-        text = head;
-    else if (regexec(&last, tail, 2, m, 0) == 0)
-        text = tail, m[2] = m[1];
-    if (!text || m[2].rm_so < 0)
-        return NULL;
-    return json_loadb(text + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so), JSON_DECODE_ANY, NULL);
-}
-
 static void handle_line(struct stdio_transport *t, const char *line, size_t len)
 {
     /* CRLF endings, a UTF-8 byte order mark (some Windows clients) and blank lines are not
@@ -266,7 +237,7 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (t->discarding) {
             t->head[t->head_len] = '\0';
             t->tail[t->tail_len] = '\0';
-            json_t *id = stdio_oversized_id(t->head, t->tail);
+            json_t *id = mcp_id_from_ends(t->head, t->tail);
             json_t *m =
                 json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                           "error", "code", -32600, "message", "message exceeds the size limit");

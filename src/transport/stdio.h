@@ -18,10 +18,4 @@ int stdio_transport_start(struct ev_loop *loop, struct mcp_server *srv, int in_f
 void stdio_transport_set_max(struct stdio_transport *t, size_t max);
 void stdio_transport_stop(struct stdio_transport *t);
 
-/* The id of an oversized request, read from the first and last bytes of its line (NUL-ended):
- * the top-level "id" right after the opening brace (or after "jsonrpc"), or right before the
- * closing one. A nested "id" is never in either place, and inside a string every quote is
- * escaped. NULL if neither end shows one. */
-json_t *stdio_oversized_id(const char *head, const char *tail);
-
 #endif

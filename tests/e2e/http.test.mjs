@@ -388,6 +388,70 @@ test('an idle SSE stream gets keep-alive comments; a client that left is found a
   }
 });
 
+test('a batch holding a call and its own cancel, and a tool that notifies before it answers, leave the server up', async () => {
+  // Both freed the POST's stream while its handler still held it (a crash under ASan).
+  const { child, url } = await start();
+  const r0 = await post(url, { ...INIT, params: { ...INIT.params, protocolVersion: '2025-03-26' } });
+  const sid = r0.headers.get('mcp-session-id');
+  await r0.text();
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-03-26' };
+  assert.equal((await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h)).status, 202);
+  let r = await post(url, [
+    { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'run_code', arguments: { code: 'import time; time.sleep(2)' } } },
+    { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }], h);
+  assert.equal(r.status, 200);
+  await r.text();
+  r = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'test_log', arguments: {} } }, h);
+  assert.match(await r.text(), /"id":2,"result"/);
+  r = await post(url, { jsonrpc: '2.0', id: 3, method: 'ping' }, h);
+  assert.deepEqual((await r.json()).result, {});
+  assert.equal(child.exitCode, null);
+});
+
+test('over max_message_bytes is a 413 on /mcp and REST; a tool name that is not UTF-8 a 404; a legacy session is unknown to /mcp', async () => {
+  const { child, url, port } = await start(['--max-message-bytes', '4k']);
+  const sid = await session(url);
+  const big = { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'run_code', arguments: { code: '#' + 'x'.repeat(5000) } } };
+  let r = await post(url, big, { 'Mcp-Session-Id': sid });
+  assert.equal(r.status, 413);
+  assert.match((await r.json()).error.message, /exceeds the limit of 4096/);
+  const rest = (name, body) => fetch(`http://127.0.0.1:${port}/api/v1/tools/${name}`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+  r = await rest('run_code', JSON.stringify({ code: '#' + 'x'.repeat(5000) }));
+  assert.equal(r.status, 413);
+  await r.text();
+  r = await rest('%FF', '{}');
+  assert.equal(r.status, 404);
+  assert.match((await r.json()).error.message, /not UTF-8/);
+  r = await rest('run_code', JSON.stringify({ code: '6 * 7' }));
+  assert.equal((await r.json()).structuredContent.result, '42');
+  // The 2024-11-05 transport's session id, from its endpoint event.
+  const ac = new AbortController();
+  const sse = await fetch(`http://127.0.0.1:${port}/sse`, { headers: { Accept: 'text/event-stream' }, signal: ac.signal });
+  const reader = sse.body.getReader();
+  let text = '';
+  while (!/sessionId=([0-9a-f]+)/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+  const legacy = /sessionId=([0-9a-f]+)/.exec(text)[1];
+  r = await post(url, { jsonrpc: '2.0', id: 5, method: 'ping' }, { 'Mcp-Session-Id': legacy });
+  assert.equal(r.status, 404);
+  await r.text();
+  ac.abort();
+  assert.equal(child.exitCode, null);
+});
+
+test('a REST call that outlasts http.keepalive_s is still one JSON body', async () => {
+  const cfg = join(dir, 'rest-keepalive.toml');
+  writeFileSync(cfg, '[http]\nkeepalive_s = 1\n');
+  const { port } = await start(['--config', cfg]);
+  const r = await fetch(`http://127.0.0.1:${port}/api/v1/tools/run_code`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ code: "import time\ntime.sleep(7)\nprint('done')" }) });
+  assert.equal(r.status, 200);
+  const body = await r.text();
+  assert.equal(JSON.parse(body).structuredContent.stdout, 'done\n');
+  assert.match(body, /^ +\{/, 'kept alive with white space, which JSON allows');
+});
+
 test('ambiguous framing (two lengths, two Hosts) is a 400 that closes the connection: nothing is smuggled', async () => {
   const { port } = await start();
   const raw = (text) => new Promise((resolve) => {

@@ -437,15 +437,36 @@ test('SDK: logging/setLevel filters notifications/message', async () => {
   await client.close();
 });
 
-test('raw: SIGTERM shuts down cleanly', async () => {
-  const s = rawServer(['--test-fixtures']);
+for (const sig of ['SIGTERM', 'SIGHUP']) {
+  test(`raw: ${sig} shuts down cleanly`, async () => {
+    const s = rawServer(['--test-fixtures']);
+    s.send(INIT(1));
+    await s.waitFor((m) => m.id === 1);
+    s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10000}}}\n');
+    await new Promise((r) => setTimeout(r, 100));
+    s.child.kill(sig);
+    const { code } = await s.exited;
+    assert.equal(code, 0);
+  });
+}
+
+test('raw: a request the parser or the size cap refuses is answered under the id its ends show', async () => {
+  const s = rawServer(['--max-message-bytes', '1k']);
   s.send(INIT(1));
   await s.waitFor((m) => m.id === 1);
-  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10000}}}\n');
-  await new Promise((r) => setTimeout(r, 100));
-  s.child.kill('SIGTERM');
-  const { code } = await s.exited;
-  assert.equal(code, 0);
+  // A lone surrogate (what JSON.stringify makes of half an emoji) and a number past double's
+  // range are refused by both parses; a line of exactly the cap plus one byte by the cap.
+  s.send('{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print(\'\\ud83d\')"}}}\n');
+  s.send('{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"1","timeout_s":1e400}}}\n');
+  const head = '{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"';
+  s.send(head + 'x'.repeat(1025 - head.length - 3) + '"}}\n');
+  for (const id of [42, 43, 7]) {
+    const m = await s.waitFor((r) => r.id === id);
+    assert.equal(m.error.code, -32600, JSON.stringify(m));
+  }
+  assert.ok(!s.replies.some((m) => m.id === null), JSON.stringify(s.replies));
+  s.child.stdin.end();
+  await s.exited;
 });
 
 test('SDK: sampling/createMessage goes to a client that declared sampling, answer matched', async () => {

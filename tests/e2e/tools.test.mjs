@@ -117,6 +117,29 @@ test('binary output: a NUL byte cuts neither stdout nor the text the model reads
   await c.close();
 });
 
+test('code that closes or replaces stdout and stderr: the next run has them back, or says why not', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  await run(c, 'import os\nkeep = 42\nos.close(1)\nos.close(2)', { sandbox_id: id });
+  let r = await run(c, "import sys\nprint('hello')\nprint('oops', file=sys.stderr)", { sandbox_id: id });
+  assert.deepEqual([r.sc.stdout, r.sc.stderr], ['hello\n', 'oops\n']);
+  r = await call(c, 'execute_command', { sandbox_id: id, command: 'echo hi; echo e >&2' });
+  assert.deepEqual([r.sc.success, r.sc.stdout, r.sc.stderr], [true, 'hi\n', 'e\n']);
+  await run(c, 'import sys, io\nsys.stdout = io.StringIO()\nsys.stderr.close()', { sandbox_id: id });
+  r = await run(c, "print('back')\nprint('err', file=sys.stderr)\nkeep", { sandbox_id: id });
+  assert.deepEqual([r.sc.stdout, r.sc.stderr, r.sc.result], ['back\n', 'err\n', '42']);
+  // Every fd but the control channel's: the driver's own copies go too, and the run says so.
+  await run(c, 'import os\nfor f in range(1, 200):\n    if f not in (3, 4):\n        try: os.close(f)\n        except OSError: pass', { sandbox_id: id });
+  r = await run(c, "print('lost')", { sandbox_id: id });
+  assert.equal(r.sc.success, false);
+  assert.equal(r.sc.error.type, 'OutputLost');
+  assert.match(r.sc.error.message, /reset_sandbox/);
+  await call(c, 'reset_sandbox', { sandbox_id: id });
+  r = await run(c, "print('fresh')", { sandbox_id: id });
+  assert.equal(r.sc.stdout, 'fresh\n');
+  await c.close();
+});
+
 test('os.fork() in a cell: the copy ends with the cell, and only the original answers', async () => {
   const c = await server();
   let { sc, r } = await run(c, "import os\nn = 1\npid = os.fork()\nif pid == 0:\n    n = 2\n    print('child', flush=True)");

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     head[keep] = '\0';
     memcpy(tail, data + size - keep, keep);
     tail[keep] = '\0';
-    json_t *id = stdio_oversized_id(head, tail);
+    json_t *id = mcp_id_from_ends(head, tail);
     if (id && !json_is_string(id) && !json_is_integer(id))
         abort();
     json_decref(id);
