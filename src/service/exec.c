@@ -404,6 +404,7 @@ void exec_start_next(struct sandbox *sb)
         return;
     struct exec *e = sb->queue;
     sb->state = SBX_BUSY;
+    sandbox_output_for_run(sb);
     e->seq = ++sb->next_seq;
     e->started_ns = now_ns();
     e->started_wall_ms = (int64_t)wall_ms();
@@ -603,12 +604,15 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
         spill_write(e, idx, data, len);
 }
 
+bool exec_wants_output(const struct sandbox *sb)
+{
+    return sb->state == SBX_BUSY && sb->queue && !sb->queue->settling;
+}
+
 void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len)
 {
-    if (sb->state != SBX_BUSY || !sb->queue || sb->queue->settling) {
-        /* Background processes printing between executions: nobody asked for it. */
+    if (!exec_wants_output(sb)) /* background processes printing between runs: dropped */
         return;
-    }
     struct exec *e = sb->queue;
     int idx = stream == 1 ? 0 : 1;
     struct outbuf *b = idx == 0 ? &e->out : &e->err;

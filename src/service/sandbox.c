@@ -544,14 +544,6 @@ void sandbox_hold_output(struct sandbox *sb, int stream, bool hold)
         ev_watch_modify(w, hold ? 0 : EPOLLIN);
 }
 
-static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
-{
-    (void)loop;
-    (void)events;
-    struct sandbox *sb = data;
-    drain_pipe(sb, fd == sb->out_fd ? 1 : 2, 64 << 10);
-}
-
 /* Reads away what is in fd now, not what a leftover writer keeps adding. */
 static void discard_pending(int fd)
 {
@@ -564,6 +556,44 @@ static void discard_pending(int fd)
         if (n <= 0)
             break;
         avail -= (int)n;
+    }
+}
+
+/* Output no run takes (a background writer between runs) is read and dropped a bite per stream
+ * every IDLE_OUTPUT_PAUSE_MS: an endless printer then costs the server little, and waits on
+ * its full pipe in between, instead of the server reading as fast as it writes. */
+#define IDLE_OUTPUT_PAUSE_MS 100
+
+static void on_idle_output_timer(struct ev_loop *loop, void *data)
+{
+    (void)loop;
+    struct sandbox *sb = data;
+    sb->idle_output_timer = NULL;
+    sandbox_hold_output(sb, 1, false);
+    sandbox_hold_output(sb, 2, false);
+}
+
+void sandbox_output_for_run(struct sandbox *sb)
+{
+    if (!sb->idle_output_timer)
+        return;
+    ev_timer_cancel(sb->idle_output_timer);
+    sb->idle_output_timer = NULL;
+    discard_pending(sb->out_fd);
+    discard_pending(sb->err_fd);
+    sandbox_hold_output(sb, 1, false);
+    sandbox_hold_output(sb, 2, false);
+}
+
+static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
+{
+    (void)events;
+    struct sandbox *sb = data;
+    drain_pipe(sb, fd == sb->out_fd ? 1 : 2, 64 << 10);
+    if (!sb->closing && !exec_wants_output(sb) && !sb->idle_output_timer) {
+        sandbox_hold_output(sb, 1, true);
+        sandbox_hold_output(sb, 2, true);
+        sb->idle_output_timer = ev_timer_add(loop, IDLE_OUTPUT_PAUSE_MS, on_idle_output_timer, sb);
     }
 }
 
@@ -751,6 +781,10 @@ static void retire_jail(struct sandbox_service *svc, struct jail *j)
 static void release_sandbox(struct sandbox *sb)
 {
     req_clear(sb);
+    if (sb->idle_output_timer) {
+        ev_timer_cancel(sb->idle_output_timer);
+        sb->idle_output_timer = NULL;
+    }
     ev_unwatch(sb->chan_w);
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);

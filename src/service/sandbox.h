@@ -192,6 +192,8 @@ struct sandbox {
     char broken_reason[320];
     bool broken_revivable; /* only the interpreter keeps dying: a reset may start it again */
     struct ev_timer *revive_timer; /* such a reset's start of a new interpreter */
+    /* Output while no run takes it is read a bite at a time; this reads the next bite. */
+    struct ev_timer *idle_output_timer;
     /* The newest output files (exec.c): older ones are deleted, or they would fill /workspace. */
     char spill_kept[SANDBOX_SPILL_KEEP][96];
     unsigned spill_kept_next;
@@ -319,6 +321,8 @@ bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail);
 void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid);
 /* Reads whatever the pipes hold into the running execution (after its result frame). */
 void sandbox_drain_output(struct sandbox *sb);
+/* A run starts: output held back while none ran is dropped, and reading goes on at once. */
+void sandbox_output_for_run(struct sandbox *sb);
 /* Stops (hold) or resumes reading a stream (1 stdout, 2 stderr) of the sandbox: while held,
  * what its processes write waits in the pipe, and they block once it is full. */
 void sandbox_hold_output(struct sandbox *sb, int stream, bool hold);
@@ -360,6 +364,8 @@ void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len);
 void exec_start_next(struct sandbox *sb);
 void exec_on_frame(struct sandbox *sb, json_t *frame);
 void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len);
+/* Whether a run takes the sandbox's output now (else it is dropped). */
+bool exec_wants_output(const struct sandbox *sb);
 /* The interpreter died during the running execution; restarting: whether a new one starts. */
 void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, bool restarting);
 void exec_fail_all(struct sandbox *sb, const char *reason);

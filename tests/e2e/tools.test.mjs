@@ -1284,6 +1284,25 @@ test('hostile code: an endless background writer and garbage on the control chan
 });
 
 
+test('hostile code: an endless printer in an idle sandbox costs the server little CPU', async () => {
+  const { client: c, transport } = await connect(serverArgs());
+  const cpu = () => {
+    const f = readFileSync(`/proc/${transport.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return Number(f[11]) + Number(f[12]); // utime + stime, in clock ticks (100 per second)
+  };
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  await call(c, 'execute_command', { sandbox_id: id, command: '(yes > /proc/self/fd/1 &)' });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const before = cpu();
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const share = (cpu() - before) / 300;
+  // Read as fast as it printed, it took about half a core here; a bite every 100 ms, nothing.
+  assert.ok(share < 0.1, `the server spent ${Math.round(share * 100)}% of a core`);
+  const r = await run(c, "print('still here')", { sandbox_id: id });
+  assert.match(r.sc.stdout, /still here/);
+  await c.close();
+});
+
 test('hostile code: a valid frame of millions of tiny values is refused before it is parsed', async () => {
   const { client: c, transport } = await connect(serverArgs());
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${transport.pid}/status`, 'utf8'))[1]);
