@@ -33,6 +33,7 @@ struct ev_loop {
     size_t heap_len, heap_cap;
     uint64_t armed_ns; /* when the timerfd fires next; 0 when it is not armed */
     struct ev_task *tasks, **tasks_tail;
+    uint64_t task_turn; /* run_tasks calls so far: a task posted during one waits for the next */
 };
 
 static void heap_swap(struct ev_loop *l, size_t a, size_t b)
@@ -241,6 +242,7 @@ void ev_task_post(struct ev_loop *l, struct ev_task *t)
     if (t->queued)
         return;
     t->queued = true;
+    t->turn = l->task_turn;
     t->next = NULL;
     *l->tasks_tail = t;
     l->tasks_tail = &t->next;
@@ -261,28 +263,19 @@ void ev_task_cancel(struct ev_loop *l, struct ev_task *t)
     t->next = NULL;
 }
 
-/* Runs the tasks queued before this call; those they post wait for the next turn. */
+/* Runs the tasks queued before this call; those they post wait for the next turn. One at a
+ * time off the queue itself, so that a task may cancel another still queued (and free it). */
 static void run_tasks(struct ev_loop *l)
 {
-    struct ev_task *list = l->tasks;
-    l->tasks = NULL;
-    l->tasks_tail = &l->tasks;
-    while (list && !l->stop) {
-        struct ev_task *t = list;
-        list = t->next;
+    uint64_t turn = l->task_turn++;
+    while (l->tasks && l->tasks->turn <= turn && !l->stop) {
+        struct ev_task *t = l->tasks;
+        l->tasks = t->next;
+        if (!l->tasks)
+            l->tasks_tail = &l->tasks;
         t->next = NULL;
         t->queued = false;
         t->cb(l, t->data);
-    }
-    /* Stopped midway: what was not run stays queued, ahead of anything posted meanwhile. */
-    if (list) {
-        struct ev_task *last = list;
-        while (last->next)
-            last = last->next;
-        last->next = l->tasks;
-        if (!l->tasks)
-            l->tasks_tail = &last->next;
-        l->tasks = list;
     }
 }
 

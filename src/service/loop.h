@@ -44,6 +44,7 @@ struct ev_task {
     ev_timer_cb cb;
     void *data;
     bool queued;
+    uint64_t turn; /* the loop's */
     struct ev_task *next;
 };
 void ev_task_post(struct ev_loop *loop, struct ev_task *t);

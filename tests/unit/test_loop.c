@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -141,9 +142,47 @@ static void tasks_run_once_per_post(void **state)
     ev_loop_free(l);
 }
 
+/* A task that cancels and frees another queued in the same turn (a call cancelled while its
+ * wake-up waits behind another task): the freed one is not run. */
+static struct ev_task *doomed;
+
+static void cancel_doomed(struct ev_loop *l, void *data)
+{
+    (void)data;
+    ev_task_cancel(l, doomed);
+    free(doomed);
+    doomed = NULL;
+}
+
+static void stop_task(struct ev_loop *l, void *data)
+{
+    (void)data;
+    ev_loop_stop(l);
+}
+
+static void a_task_may_cancel_and_free_another_of_its_turn(void **state)
+{
+    (void)state;
+    struct ev_loop *l = NULL;
+    assert_int_equal(ev_loop_new(&l, NULL), 0);
+    static const int ten = 10;
+    task_runs = 0;
+    struct ev_task first = {.cb = cancel_doomed}, last = {.cb = stop_task};
+    doomed = calloc(1, sizeof(*doomed));
+    *doomed = (struct ev_task){.cb = count_task, .data = (void *)&ten};
+    ev_task_post(l, &first);
+    ev_task_post(l, doomed);
+    ev_task_post(l, &last);
+    assert_int_equal(ev_loop_run(l), 0); /* under ASan: no use after free */
+    assert_int_equal(task_runs, 0);
+    assert_null(doomed);
+    ev_loop_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_task_may_cancel_and_free_another_of_its_turn),
         cmocka_unit_test(timers_fire_in_deadline_order),
         cmocka_unit_test(fd_watch_dispatches_and_unwatches),
         cmocka_unit_test(bad_fd_is_an_error_not_a_crash),
