@@ -5,6 +5,7 @@
 #include "sandbox.h"
 #include "util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 int tool_register(struct sandbox_service *svc, const struct mcp_tool_def *defs, size_t n,
@@ -50,6 +51,7 @@ struct setup_wait {
     struct sandbox_wait wait;
     struct mcp_call *call;
     json_t *args;
+    char id[sizeof(((struct sandbox *)0)->id)]; /* the sandbox waited for */
     void (*handler)(struct mcp_call *, json_t *, void *);
     struct sandbox_service *svc;
 };
@@ -68,12 +70,21 @@ static void on_setup_wait_cancelled(struct mcp_call *call, void *data)
     free_setup_wait(w);
 }
 
-/* The call starts over: the sandbox may have been closed or replaced meanwhile. */
+/* The call starts over: the sandbox may have been closed or replaced meanwhile. A default
+ * sandbox that failed to start while the call waited is named, so that the call hears why
+ * (the next call gets a new one), rather than making another and waiting again. */
 static void on_setup_ended(struct ev_loop *loop, void *data)
 {
     (void)loop;
     struct setup_wait *w = data;
     mcp_call_on_cancel(w->call, NULL, NULL);
+    const struct sandbox *sb = sandbox_find(w->svc, w->id);
+    if (sb && sb->failed_start && !json_object_get(w->args, "sandbox_id")) {
+        json_t *named = json_copy(w->args);
+        json_object_set_new(named, "sandbox_id", json_string(w->id));
+        json_decref(w->args);
+        w->args = named;
+    }
     w->handler(w->call, w->args, w->svc);
     free_setup_wait(w);
 }
@@ -86,6 +97,7 @@ bool tool_wait_for_setup(struct sandbox_service *svc, struct mcp_call *call, jso
     struct setup_wait *w = xcalloc(1, sizeof(*w));
     *w = (struct setup_wait){
         .call = call, .args = json_incref(args), .handler = handler, .svc = svc};
+    snprintf(w->id, sizeof(w->id), "%s", sb->id);
     sandbox_wait_setup(sb, &w->wait, on_setup_ended, w);
     mcp_call_on_cancel(call, on_setup_wait_cancelled, w);
     return true;

@@ -1055,6 +1055,37 @@ static void the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced
     end_session(&p, "judy");
 }
 
+/* A file tool waiting for a default sandbox whose jail fails hears why, once: it makes no new
+ * default to wait for again (that loop made hundreds while the fault lasted). The next call
+ * gets a new default. */
+static void a_file_tool_waiting_for_a_default_that_fails_hears_why(void **state)
+{
+    (void)state;
+    struct peer p;
+    struct blocker blocker;
+    call_behind_a_blocker(&p, "kate", &blocker, "write_file",
+                          json_pack("{s:s, s:s}", "path", "a.txt", "content", "x"));
+    struct sandbox *failed = sandbox_of("kate");
+    assert_true(failed->spawning);
+    assert_true(failed->is_default);
+    fail_the_queued_jail(&blocker);
+    json_t *r = peer_wait(&p, 10);
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "has no files: "));
+    assert_non_null(strstr(text_of(r), "Too many open files"));
+    assert_non_null(strstr(text_of(r), "starts a new default sandbox"));
+    json_decref(r);
+    unhold(&blocker);
+    assert_int_equal(sandboxes_of("kate"), 1);
+    assert_ptr_equal(sandbox_of("kate"), failed);
+    r = tool(&p, 11, "write_file", json_pack("{s:s, s:s}", "path", "a.txt", "content", "x"));
+    assert_false(is_error(r));
+    json_decref(r);
+    assert_int_equal(sandboxes_of("kate"), 1);
+    assert_false(sandbox_of("kate")->failed_start);
+    end_session(&p, "kate");
+}
+
 /* Left for the group's teardown: the service is freed while a refill waits behind a blocker
  * that another thread releases later; the refill is taken back, the spawner's thread ends once
  * the blocker has run, and no process is left. */
@@ -1101,6 +1132,7 @@ int main(void)
             a_create_run_close_whose_interpreter_cannot_start_says_why_and_leaves_nothing),
         cmocka_unit_test(the_default_sandbox_starts_off_the_loop_and_a_failed_one_is_replaced),
         cmocka_unit_test(a_default_sandbox_whose_interpreter_is_late_is_replaced_by_the_next_call),
+        cmocka_unit_test(a_file_tool_waiting_for_a_default_that_fails_hears_why),
         cmocka_unit_test(a_refill_under_way_at_shutdown_is_waited_for),
     };
     return cmocka_run_group_tests(tests, service_setup, teardown_leaves_no_process);
