@@ -155,6 +155,14 @@ class OutputLost(Exception):
     pass
 
 
+def _usable(stream):
+    # Closed, detached (ValueError) or gone: not usable.
+    try:
+        return stream is not None and not stream.closed
+    except Exception:
+        return False
+
+
 def make_guard(profile, modules, calls, attributes):
     # The static guard of the tight profile. It is defence in depth, not the boundary: Python
     # is too dynamic for an AST check to contain code, so the kernel layers (namespaces,
@@ -338,11 +346,12 @@ class Driver:
         # result, then take every other request, with its own diverging variables.
         self.pid = posix.getpid()
         posix.register_at_fork(after_in_child=self.forget_channel)
-        # The pipes the server reads, kept apart (not inherited: os.dup), and the streams on
-        # them: code may close or replace fd 1 or 2, or sys.stdout and sys.stderr, and every
-        # run starts with them restored (restore_output), as a new notebook cell would.
+        # The pipes the server reads, kept apart (not inherited: os.dup): code may close or
+        # replace fd 1 or 2, and every run starts with them restored (restore_output). And how
+        # sys.stdout and sys.stderr were opened, for one that code closed, detached or deleted.
         self.output_fds = (posix.dup(1), posix.dup(2))
-        self.streams = (sys.stdout, sys.stderr)
+        self.stream_params = [(s.encoding, s.errors, s.line_buffering)
+                              for s in (sys.stdout, sys.stderr)]
 
     # ---- setup ----
 
@@ -813,20 +822,18 @@ class Driver:
         return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
     def restore_output(self):
-        # Two dup2 calls (0.4 us) rather than a check of each: fstat costs more.
+        # Two dup2 calls (0.4 us) rather than a check of each: fstat costs more. A stream is
+        # replaced only when it is unusable: one that works stays, as a script's would (were
+        # a re-wrapped sys.stdout.buffer dropped, its destructor would close that buffer).
         posix.dup2(self.output_fds[0], 1)
         posix.dup2(self.output_fds[1], 2)
-        out, err = self.streams
-        if sys.stdout is not out or out.closed or sys.stderr is not err or err.closed:
+        if not (_usable(getattr(sys, "stdout", None)) and _usable(getattr(sys, "stderr", None))):
             io = _own("io")
-
-            def fresh(stream, fd):
-                if not stream.closed:
-                    return stream
-                return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), stream.encoding,
-                                        stream.errors, line_buffering=stream.line_buffering)
-
-            sys.stdout, sys.stderr = self.streams = fresh(out, 1), fresh(err, 2)
+            for name, fd, (encoding, errors, line_buffering) in (
+                    ("stdout", 1, self.stream_params[0]), ("stderr", 2, self.stream_params[1])):
+                if not _usable(getattr(sys, name, None)):
+                    setattr(sys, name, io.open(fd, "w", 1 if line_buffering else -1,
+                                               encoding, errors, closefd=False))
 
     def execute(self, req):
         self.interrupt_pending = False
@@ -851,7 +858,7 @@ class Driver:
         try:
             try:
                 self.restore_output()
-            except OSError as e:
+            except Exception as e:
                 # Code closed the driver's own copies too: nothing can reach the server.
                 raise OutputLost("this sandbox's stdout and stderr were closed by earlier code "
                                  "and cannot be restored (%s); reset_sandbox starts a fresh "

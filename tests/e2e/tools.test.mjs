@@ -117,7 +117,7 @@ test('binary output: a NUL byte cuts neither stdout nor the text the model reads
   await c.close();
 });
 
-test('code that closes or replaces stdout and stderr: the next run has them back, or says why not', async () => {
+test('code that closes, detaches or deletes stdout and stderr: the next run has them back, or says why not', async () => {
   const c = await server();
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
   await run(c, 'import os\nkeep = 42\nos.close(1)\nos.close(2)', { sandbox_id: id });
@@ -125,9 +125,16 @@ test('code that closes or replaces stdout and stderr: the next run has them back
   assert.deepEqual([r.sc.stdout, r.sc.stderr], ['hello\n', 'oops\n']);
   r = await call(c, 'execute_command', { sandbox_id: id, command: 'echo hi; echo e >&2' });
   assert.deepEqual([r.sc.success, r.sc.stdout, r.sc.stderr], [true, 'hi\n', 'e\n']);
-  await run(c, 'import sys, io\nsys.stdout = io.StringIO()\nsys.stderr.close()', { sandbox_id: id });
+  // A stream that works stays (a re-wrapped buffer, a detached one's successor); one closed,
+  // detached or deleted is made anew.
+  await run(c, "import sys, io\nsys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding='utf-8')\nsys.stderr.close()", { sandbox_id: id });
   r = await run(c, "print('back')\nprint('err', file=sys.stderr)\nkeep", { sandbox_id: id });
   assert.deepEqual([r.sc.stdout, r.sc.stderr, r.sc.result], ['back\n', 'err\n', '42']);
+  r = await run(c, "sys.stdout = io.TextIOWrapper(sys.stdout.detach(), encoding='utf-8')\nprint('d')", { sandbox_id: id });
+  assert.equal(r.sc.stdout, 'd\n');
+  await run(c, 'del sys.stdout', { sandbox_id: id });
+  r = await run(c, "print('again')", { sandbox_id: id });
+  assert.deepEqual([r.sc.success, r.sc.stdout], [true, 'again\n']);
   // Every fd but the control channel's: the driver's own copies go too, and the run says so.
   await run(c, 'import os\nfor f in range(1, 200):\n    if f not in (3, 4):\n        try: os.close(f)\n        except OSError: pass', { sandbox_id: id });
   r = await run(c, "print('lost')", { sandbox_id: id });
