@@ -100,8 +100,14 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP); /* its terminal or ssh session closed: the same clean end */
+    /* Ctrl-C, and a terminal or ssh session that closed: the same clean end, unless they were
+     * ignored when we started (nohup, a background job of a script), as they would be. */
+    static const int unless_ignored[] = {SIGINT, SIGHUP};
+    for (size_t i = 0; i < ARRAY_SIZE(unless_ignored); i++) {
+        struct sigaction old;
+        if (sigaction(unless_ignored[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaddset(&set, unless_ignored[i]);
+    }
     sigprocmask(SIG_BLOCK, &set, NULL);
     sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (ev_loop_new(&loop, &err) < 0 || sfd < 0)

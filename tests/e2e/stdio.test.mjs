@@ -1,7 +1,7 @@
 // The real binary over stdio, driven by the official TypeScript SDK and by raw lines.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -449,6 +449,25 @@ for (const sig of ['SIGTERM', 'SIGHUP']) {
     assert.equal(code, 0);
   });
 }
+
+test('raw: under nohup (SIGHUP ignored when it started) SIGHUP does not end the server', async () => {
+  const child = spawn('nohup', [BIN, 'serve', '--stdio', '--log-level', 'error'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  const exited = new Promise((res) => child.on('exit', (code) => res(code)));
+  const answered = async (id) => {
+    for (let i = 0; i < 100 && !out.includes(`"id":${id},`); i++) await new Promise((r) => setTimeout(r, 50));
+    return out.includes(`"id":${id},`);
+  };
+  child.stdin.write(INIT(1));
+  assert.ok(await answered(1));
+  child.kill('SIGHUP');
+  await new Promise((r) => setTimeout(r, 300));
+  child.stdin.write('{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
+  assert.ok(await answered(2), out);
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0);
+});
 
 test('raw: a request the parser or the size cap refuses is answered under the id its ends show', async () => {
   const s = rawServer(['--max-message-bytes', '1k']);
