@@ -64,6 +64,7 @@ void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
 
 static void settle_setup(struct sandbox *sb);
 static void settle_spawn(struct sandbox *sb, bool need_jail);
+static void abandon_setup(struct sandbox *sb);
 static void pause_refill(struct sandbox_service *svc);
 static void schedule_refill(struct sandbox_service *svc);
 
@@ -78,6 +79,19 @@ bool sandbox_setting_up(const struct sandbox *sb)
     return sb->spawning || sb->setup_w;
 }
 
+/* A setup someone waits for gets setup_wait_ms: one that has not ended by then never will (a
+ * stalled mount source, a stopped init). A jail still being begun gets another while. */
+static void on_setup_wait_timeout(struct ev_loop *loop, void *data)
+{
+    struct sandbox *sb = data;
+    sb->setup_wait_timer = NULL;
+    if (sb->setup_w)
+        abandon_setup(sb);
+    else if (sb->spawning)
+        sb->setup_wait_timer =
+            ev_timer_add(loop, sb->svc->setup_wait_ms, on_setup_wait_timeout, sb);
+}
+
 void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb fn, void *data)
 {
     *w = (struct sandbox_wait){.task = {.cb = fn, .data = data}, .loop = sb->svc->loop};
@@ -90,6 +104,9 @@ void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb 
     sb->setup_waits = w;
     if (sb->spawning)
         spawner_hurry(sb->svc->spawner, &sb->spawn_job);
+    if (!sb->setup_wait_timer)
+        sb->setup_wait_timer =
+            ev_timer_add(w->loop, sb->svc->setup_wait_ms, on_setup_wait_timeout, sb);
 }
 
 void sandbox_wait_cancel(struct sandbox_wait *w)
@@ -107,6 +124,10 @@ void sandbox_wait_cancel(struct sandbox_wait *w)
 /* The setup has ended, or never will: whoever waited for it goes on, from the loop. */
 static void wake_setup_waits(struct sandbox *sb)
 {
+    if (sb->setup_wait_timer) {
+        ev_timer_cancel(sb->setup_wait_timer);
+        sb->setup_wait_timer = NULL;
+    }
     while (sb->setup_waits) {
         struct sandbox_wait *w = sb->setup_waits;
         sb->setup_waits = w->next;

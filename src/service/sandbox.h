@@ -163,8 +163,9 @@ struct sandbox {
     /* Who waits for the jail of a sandbox handed out while spawning (sandbox_create_soon). */
     void (*begun_fn)(struct sandbox *sb, const char *error, void *data);
     void *begun_data;
-    struct sandbox_wait *setup_waits; /* calls waiting for the setup to end */
-    struct ev_watch *req_w;           /* while requests wait for room in the pipe */
+    struct sandbox_wait *setup_waits;  /* calls waiting for the setup to end */
+    struct ev_timer *setup_wait_timer; /* how long they wait at most (setup_wait_ms) */
+    struct ev_watch *req_w;            /* while requests wait for room in the pipe */
     char *req_buf; /* those requests (a bounded queue: one execution at a time) */
     size_t req_len, req_off;
     struct channel_decoder dec;

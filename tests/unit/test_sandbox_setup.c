@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "service_fixture.h"
+#include "service_peer.h"
 #include "util.h"
 
 /* A sandbox caught in its setup: its init stopped before the setup's end was reported. The
@@ -122,6 +123,37 @@ static void a_stalled_setup_that_is_needed_is_waited_for_a_bounded_time(void **s
     assert_gone(init);
 }
 
+/* The same through the protocol: a file tool waits for the setup off the loop (a ping is
+ * answered meanwhile), and for setup_wait_ms at most, then hears why. */
+static void a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop(void **state)
+{
+    (void)state;
+    cfg.profiles[0].pool_size = 0;
+    svc->ready_timeout_ms = 60000;
+    svc->setup_wait_ms = 300;
+    struct peer p;
+    peer_init(&p, "tester");
+    struct sandbox *sb = stalled_sandbox();
+    pid_t init = sb->jail->pid;
+    peer_send(&p, 10, "tools/call",
+              json_pack("{s:s, s:{s:s, s:s, s:s}}", "name", "write_file", "arguments", "sandbox_id",
+                        sb->id, "path", "a.txt", "content", "x"));
+    uint64_t t0 = now_ms();
+    json_decref(request(&p, 11, "ping", json_object()));
+    assert_true(now_ms() - t0 < 200);
+    assert_null(peer_take(&p, 10));
+    json_t *r = peer_wait(&p, 10);
+    uint64_t waited = now_ms() - t0;
+    assert_true(waited >= 250 && waited < 3000);
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "setup did not finish in time"));
+    json_decref(r);
+    sandbox_close(sb, NULL);
+    assert_gone(init);
+    mcp_session_free(p.s);
+    json_decref(p.inbox);
+}
+
 static void a_stalled_setup_breaks_the_sandbox_without_stalling_the_server(void **state)
 {
     (void)state;
@@ -153,6 +185,7 @@ int main(void)
         cmocka_unit_test(a_failed_refill_is_tried_again_without_a_create),
         cmocka_unit_test(a_stalled_setup_breaks_the_sandbox_without_stalling_the_server),
         cmocka_unit_test(a_stalled_setup_that_is_needed_is_waited_for_a_bounded_time),
+        cmocka_unit_test(a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
