@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@ static enum log_level log_min = LOG_LVL_INFO;
  * description of its own); what finds no room is counted, and said once there is room. */
 static bool log_nonblocking, log_is_socket;
 static unsigned long log_lost;
+/* log_emit comes from other threads too (the JWKS fetch): one line at a time. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int log_level_from_name(const char *name)
 {
@@ -62,14 +65,6 @@ void log_set_level(enum log_level lvl)
     log_min = lvl;
 }
 
-void log_close(void)
-{
-    if (log_fd > 2)
-        close(log_fd);
-    log_fd = 2;
-    log_nonblocking = log_is_socket = false;
-}
-
 void log_never_block(void)
 {
     struct stat st;
@@ -92,9 +87,6 @@ void log_never_block(void)
     }
 }
 
-/* How long the rest of a line that went in part may take, before it is cut short. */
-#define LOG_REST_WAIT_MS 1000
-
 static ssize_t put(const char *buf, size_t n)
 {
     ssize_t w;
@@ -105,30 +97,59 @@ static ssize_t put(const char *buf, size_t n)
     return w;
 }
 
-/* One whole line, or none: a pipe takes a line of up to PIPE_BUF bytes whole or not at all;
- * a longer one that went in part is finished, waiting for room a short while, so that the
- * next line does not run into it. */
+/* The rest of a line that went in part (a pipe takes up to PIPE_BUF bytes whole or not at all;
+ * a longer line, or a stream socket, may take some): it goes out before anything else, so that
+ * no line runs into another, and nothing waits for it. */
+static char *log_rest;
+static size_t log_rest_len;
+
+static bool rest_written(void)
+{
+    while (log_rest_len) {
+        ssize_t w = put(log_rest, log_rest_len);
+        if (w <= 0)
+            return false;
+        memmove(log_rest, log_rest + w, log_rest_len - (size_t)w);
+        log_rest_len -= (size_t)w;
+    }
+    free(log_rest);
+    log_rest = NULL;
+    return true;
+}
+
+/* Whether the line is, or will be, in the log whole. */
 static bool write_line(const char *line, size_t n)
 {
     if (!log_nonblocking)
         return write_all(log_fd, line, n) == 0;
+    if (!rest_written())
+        return false;
     ssize_t w = put(line, n);
     if (w <= 0)
         return false;
-    size_t done = (size_t)w;
-    uint64_t give_up = now_ns() + LOG_REST_WAIT_MS * 1000000ull;
-    while (done < n) {
+    if ((size_t)w < n) {
+        log_rest_len = n - (size_t)w;
+        log_rest = xmalloc(log_rest_len);
+        memcpy(log_rest, line + w, log_rest_len);
+    }
+    return true;
+}
+
+void log_close(void)
+{
+    /* At the end a moment's wait is no one's: the rest of a cut line, if it comes. */
+    for (int tries = 0; log_rest && tries < 10; tries++) {
         struct pollfd p = {.fd = log_fd, .events = POLLOUT};
-        uint64_t now = now_ns();
-        if (now >= give_up || poll(&p, 1, (int)((give_up - now) / 1000000 + 1)) < 0)
-            break;
-        w = put(line + done, n - done);
-        if (w > 0)
-            done += (size_t)w;
-        else if (w < 0 && errno != EAGAIN)
+        if (poll(&p, 1, 100) < 0 || rest_written())
             break;
     }
-    return true; /* in part at worst: what went in is in the log */
+    free(log_rest);
+    log_rest = NULL;
+    log_rest_len = 0;
+    if (log_fd > 2)
+        close(log_fd);
+    log_fd = 2;
+    log_nonblocking = log_is_socket = false;
 }
 
 static void emit(enum log_level lvl, const char *msg, va_list kv)
@@ -160,6 +181,7 @@ static void emit(enum log_level lvl, const char *msg, va_list kv)
         return;
     size_t n = strlen(line);
     line[n] = '\n'; /* json_dumps leaves room for the NUL, which we replace */
+    pthread_mutex_lock(&log_lock);
     if (log_lost) {
         char lost[160];
         int m = snprintf(lost, sizeof(lost),
@@ -171,6 +193,7 @@ static void emit(enum log_level lvl, const char *msg, va_list kv)
     }
     if (log_lost || !write_line(line, n + 1))
         log_lost++;
+    pthread_mutex_unlock(&log_lock);
     free(line);
 }
 

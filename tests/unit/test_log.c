@@ -167,12 +167,70 @@ static void a_full_pipe_costs_lines_not_a_wait(void **state)
     assert_int_equal(after, 1);
 }
 
+/* A line longer than the pipe takes at once goes in part, and its rest before the next line:
+ * no wait, and no line runs into another. */
+static void a_line_that_goes_in_part_is_finished_before_the_next(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    int saved = dup(2);
+    assert_int_equal(dup2(p[1], 2), 2);
+    assert_int_equal(log_open(NULL, LOG_LVL_DEBUG), 0);
+    log_never_block();
+    char filler[1000];
+    memset(filler, 'f', sizeof(filler) - 1);
+    filler[sizeof(filler) - 1] = '\0';
+    for (int i = 0; i < 100; i++) /* full */
+        log_emit(LOG_LVL_INFO, "filler", "value", filler, NULL);
+    static char all[1 << 19];
+    size_t len = 0;
+    ssize_t r = read(p[0], all, 6000); /* room for part of the long line */
+    assert_true(r > 0);
+    len += (size_t)r;
+    char control[1500]; /* each \u0001 in the JSON: 9 kB of line */
+    memset(control, 1, sizeof(control) - 1);
+    control[sizeof(control) - 1] = '\0';
+    uint64_t t0 = now_ms();
+    log_emit(LOG_LVL_INFO, "long", "value", control, NULL);
+    assert_true(now_ms() - t0 < 100);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    while ((r = read(p[0], all + len, sizeof(all) - len)) > 0)
+        len += (size_t)r;
+    log_emit(LOG_LVL_INFO, "next", NULL);
+    while ((r = read(p[0], all + len, sizeof(all) - len)) > 0)
+        len += (size_t)r;
+    dup2(saved, 2);
+    close(saved);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(log_open(path, LOG_LVL_DEBUG), 0);
+
+    int longs = 0, nexts = 0;
+    char *save = NULL;
+    all[len] = '\0';
+    for (char *line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(line, 0, NULL);
+        assert_non_null(o); /* whole lines only */
+        const char *msg = json_string_value(json_object_get(o, "msg"));
+        if (strcmp(msg, "long") == 0) {
+            longs++;
+            assert_int_equal(strlen(json_string_value(json_object_get(o, "value"))), 1499);
+        }
+        nexts += strcmp(msg, "next") == 0;
+        json_decref(o);
+    }
+    assert_int_equal(longs, 1);
+    assert_int_equal(nexts, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_long_value_is_cut_between_characters),
         cmocka_unit_test(a_source_is_held_to_its_rate_and_told_what_it_lost),
         cmocka_unit_test(a_full_pipe_costs_lines_not_a_wait),
+        cmocka_unit_test(a_line_that_goes_in_part_is_finished_before_the_next),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
