@@ -1090,12 +1090,14 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
     char why[JSON_ERROR_TEXT_LENGTH + 64];
     json_t *msg = mcp_parse(buf, len, why, sizeof(why));
     if (!msg) {
-        /* Valid JSON the strict parse refuses, else whatever its ends show (a string holding
-         * a lone surrogate is refused by both parses). */
+        /* Valid JSON the strict parse refuses is an invalid request under its id. Text that
+         * neither parse takes (bad bytes, a lone surrogate) is a parse error, under the id
+         * its ends show if they show one. */
         json_t *id = refused_request_id(buf, len);
+        int code = id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR;
         if (!id)
             id = mcp_id_from_text(buf, len);
-        send_error(s, id, id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR, "%s", why);
+        send_error(s, id, code, "%s", why);
         json_decref(id);
         return MCP_MSG_INVALID;
     }

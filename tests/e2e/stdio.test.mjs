@@ -479,9 +479,9 @@ test('raw: a request the parser or the size cap refuses is answered under the id
   s.send('{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"1","timeout_s":1e400}}}\n');
   const head = '{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"';
   s.send(head + 'x'.repeat(1025 - head.length - 3) + '"}}\n');
-  for (const id of [42, 43, 7]) {
+  for (const [id, code] of [[42, -32700], [43, -32700], [7, -32600]]) {
     const m = await s.waitFor((r) => r.id === id);
-    assert.equal(m.error.code, -32600, JSON.stringify(m));
+    assert.equal(m.error.code, code, JSON.stringify(m));
   }
   assert.ok(!s.replies.some((m) => m.id === null), JSON.stringify(s.replies));
   s.child.stdin.end();
