@@ -137,9 +137,15 @@ static void wake_setup_waits(struct sandbox *sb)
 }
 
 /* The root for a file tool, or -1 and why there is none: the reason a sandbox broke says more
- * than files.c can. */
+ * than files.c can. The tools wait for a setup first (tool_wait_for_setup); what comes here
+ * during one (a resources/read, a link) is told so rather than held, with the loop. */
 static int root_for_files(struct sandbox *sb, struct sbx_err *err)
 {
+    if (sandbox_setting_up(sb))
+        return sbx_fail(err, EAGAIN,
+                        "sandbox %s is still starting: its files are there once its setup has "
+                        "ended, in a moment",
+                        sb->id);
     int fd = sandbox_root_fd(sb);
     if (fd < 0)
         sbx_fail(err, ENOENT, "sandbox %s has no files: %s", sb->id,

@@ -142,6 +142,13 @@ static void a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop(vo
     json_decref(request(&p, 11, "ping", json_object()));
     assert_true(now_ms() - t0 < 200);
     assert_null(peer_take(&p, 10));
+    /* A resource read is not held for it (nor is the loop): it says so at once. */
+    char uri[96];
+    snprintf(uri, sizeof(uri), "sandbox://%s/files/a.txt", sb->id);
+    json_t *res = request(&p, 12, "resources/read", json_pack("{s:s}", "uri", uri));
+    assert_non_null(json_object_get(res, "error"));
+    json_decref(res);
+    assert_true(now_ms() - t0 < 250);
     json_t *r = peer_wait(&p, 10);
     uint64_t waited = now_ms() - t0;
     assert_true(waited >= 250 && waited < 3000);
