@@ -1305,8 +1305,9 @@ test('hostile code: an endless printer in an idle sandbox costs the server littl
   const share = (cpu() - before) / 300;
   // Read as fast as it printed, it took about half a core here; a bite every 100 ms, nothing.
   assert.ok(share < 0.1, `the server spent ${Math.round(share * 100)}% of a core`);
-  const r = await run(c, "print('still here')", { sandbox_id: id });
-  assert.match(r.sc.stdout, /still here/);
+  // Still served (its output is the writer's too, and cut: rootless, nothing slows yes).
+  const r = await run(c, '6 * 7', { sandbox_id: id });
+  assert.equal(r.sc.result, '42');
   await c.close();
 });
 
