@@ -156,9 +156,14 @@ class OutputLost(Exception):
 
 
 def _usable(stream):
-    # Closed, detached (ValueError) or gone: not usable.
+    # Gone, closed or detached (ValueError) is not usable; a writer with no .closed (a tee
+    # class, say) is.
+    if stream is None:
+        return False
     try:
-        return stream is not None and not stream.closed
+        return not stream.closed
+    except AttributeError:
+        return hasattr(stream, "write")
     except Exception:
         return False
 
@@ -832,8 +837,12 @@ class Driver:
             for name, fd, (encoding, errors, line_buffering) in (
                     ("stdout", 1, self.stream_params[0]), ("stderr", 2, self.stream_params[1])):
                 if not _usable(getattr(sys, name, None)):
-                    setattr(sys, name, io.open(fd, "w", 1 if line_buffering else -1,
-                                               encoding, errors, closefd=False))
+                    # Also as sys.__stdout__ (__stderr__): then it outlives a replacement of
+                    # its own (whose buffer it shares), and sys.stdout = sys.__stdout__ works.
+                    stream = io.open(fd, "w", 1 if line_buffering else -1, encoding, errors,
+                                     closefd=False)
+                    setattr(sys, name, stream)
+                    setattr(sys, "__%s__" % name, stream)
 
     def execute(self, req):
         self.interrupt_pending = False

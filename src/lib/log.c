@@ -117,6 +117,14 @@ static bool rest_written(void)
     return true;
 }
 
+void log_flush(void)
+{
+    pthread_mutex_lock(&log_lock);
+    if (log_rest)
+        rest_written();
+    pthread_mutex_unlock(&log_lock);
+}
+
 /* Whether the line is, or will be, in the log whole. */
 static bool write_line(const char *line, size_t n)
 {

@@ -29,6 +29,9 @@ void log_close(void);
  * again), never a wait: for the server, whose loop must not stop because its host does not
  * read its stderr. A file stays as it is. */
 void log_never_block(void);
+/* Writes what is left of a line that went in part, if the reader has room now (the next line
+ * would, but a quiet server may have none to write for a while). */
+void log_flush(void);
 
 /* msg is free text; kv is an optional list of "key", "value" string pairs ended by NULL. */
 void log_emit(enum log_level lvl, const char *msg, ...) __attribute__((sentinel));

@@ -1048,17 +1048,19 @@ static bool too_big(struct mcp_session *s, size_t len, const json_t *id)
 
 /* The id of a request that is valid JSON but that the strict parse refuses (an integer past
  * 64 bits, a key given twice), read by a lenient parse: its client waits for an answer under
- * that id, not under null. NULL when there is none, or none that survives a double exactly. */
-static json_t *refused_request_id(const char *buf, size_t len)
+ * that id, not under null. NULL when there is none, or none that survives a double exactly;
+ * *valid says whether the lenient parse took the text. */
+static json_t *refused_request_id(const char *buf, size_t len, bool *valid)
 {
     json_t *loose = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, NULL);
+    *valid = loose != NULL;
     const json_t *id = json_object_get(loose, "id");
     json_t *out = NULL;
     if (json_is_string(json_object_get(loose, "method"))) {
         double d = json_real_value(id);
         if (json_is_string(id))
             out = json_incref((json_t *)id);
-        else if (json_is_real(id) && floor(d) == d && fabs(d) <= 0x1p53)
+        else if (json_is_real(id) && floor(d) == d && fabs(d) < 0x1p53)
             out = json_integer((json_int_t)d);
     }
     json_decref(loose);
@@ -1093,8 +1095,9 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
         /* Valid JSON the strict parse refuses is an invalid request under its id. Text that
          * neither parse takes (bad bytes, a lone surrogate) is a parse error, under the id
          * its ends show if they show one. */
-        json_t *id = refused_request_id(buf, len);
-        int code = id ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR;
+        bool valid;
+        json_t *id = refused_request_id(buf, len, &valid);
+        int code = valid ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR;
         if (!id)
             id = mcp_id_from_text(buf, len);
         send_error(s, id, code, "%s", why);

@@ -70,8 +70,7 @@ static void schedule_refill(struct sandbox_service *svc);
 
 int sandbox_root_fd(struct sandbox *sb)
 {
-    settle_setup(sb);
-    return sb->jail ? sb->jail->root_fd : -1;
+    return sb->jail && !sandbox_setting_up(sb) ? sb->jail->root_fd : -1;
 }
 
 bool sandbox_setting_up(const struct sandbox *sb)
@@ -111,12 +110,18 @@ void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb 
 
 void sandbox_wait_cancel(struct sandbox_wait *w)
 {
-    if (w->sb) {
-        struct sandbox_wait **pp = &w->sb->setup_waits;
+    struct sandbox *sb = w->sb;
+    if (sb) {
+        struct sandbox_wait **pp = &sb->setup_waits;
         while (*pp != w)
             pp = &(*pp)->next;
         *pp = w->next;
         w->sb = NULL;
+        /* Nobody waits any more: the setup has the ready timeout, as one nobody asked for. */
+        if (!sb->setup_waits && sb->setup_wait_timer) {
+            ev_timer_cancel(sb->setup_wait_timer);
+            sb->setup_wait_timer = NULL;
+        }
     }
     ev_task_cancel(w->loop, &w->task);
 }
@@ -146,6 +151,10 @@ static int root_for_files(struct sandbox *sb, struct sbx_err *err)
                         "sandbox %s is still starting: its files are there once its setup has "
                         "ended, in a moment",
                         sb->id);
+    /* One that failed to start may have a root (its egress proxy failed, say): nothing goes
+     * there, as it would be lost with the sandbox. */
+    if (sb->failed_start)
+        return sbx_fail(err, ENOENT, "sandbox %s has no files: %s", sb->id, sb->broken_reason);
     int fd = sandbox_root_fd(sb);
     if (fd < 0)
         sbx_fail(err, ENOENT, "sandbox %s has no files: %s", sb->id,
@@ -939,6 +948,12 @@ static void on_spawned(struct spawn_job *job)
     int r = sb->spawned ? attach_jail(sb, sb->spawned, &why) : -1;
     sb->spawned = NULL;
     if (r == 0) {
+        /* The setup itself gets the whole wait, whatever the jail's beginning took. */
+        if (sb->setup_wait_timer) {
+            ev_timer_cancel(sb->setup_wait_timer);
+            sb->setup_wait_timer =
+                ev_timer_add(svc->loop, svc->setup_wait_ms, on_setup_wait_timeout, sb);
+        }
         if (fn)
             fn(sb, NULL, sb->begun_data);
         return;
@@ -1529,6 +1544,7 @@ static void on_sweep(struct ev_loop *loop, void *data)
     struct sandbox_service *svc = data;
     const struct sbx_config *cfg = svc->cfg;
     int64_t now = (int64_t)wall_ms();
+    log_flush(); /* a log line cut by a full reader, on a server with nothing more to log */
     struct sandbox *sb = svc->list;
     while (sb) {
         struct sandbox *next = sb->next;

@@ -336,8 +336,8 @@ json_t *sandbox_limits_json(const struct sbx_profile *p);
 json_t *sandbox_usage_json(struct sandbox *sb);
 const char *sandbox_state_name(enum sandbox_state st);
 /* The sandbox's root directory (for the file tools), or -1 if it has none. It arrives with
- * the end of the setup, which this waits for (milliseconds): a tool that can wait without
- * holding the loop does so first (sandbox_wait_setup). */
+ * the end of the setup, which this never waits for: a tool waits first, off the loop
+ * (sandbox_wait_setup). */
 int sandbox_root_fd(struct sandbox *sb);
 /* Whether the sandbox's jail is still being begun or set up. */
 bool sandbox_setting_up(const struct sandbox *sb);

@@ -1179,6 +1179,8 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
                  ? -1
                  : sandbox_open_file(sb, canon, O_RDONLY | O_NONBLOCK | O_NOCTTY, &err);
     free(path);
+    if (fd < 0 && err.code == EAGAIN) /* the sandbox is still starting */
+        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32002, err.msg);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         if (fd >= 0)

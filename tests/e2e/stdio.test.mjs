@@ -92,9 +92,9 @@ test('raw: error codes for bad lines, and the server keeps answering', async () 
     await s.waitFor((m) => s.replies.indexOf(m) >= before && m.error);
     assert.equal(s.replies[s.replies.length - 1].error.code, code, line);
   }
-  // Valid JSON that the parser refuses (an integer past 64 bits, a key given twice) is still
-  // answered under its own id, which the client waits for; an id a double cannot hold exactly
-  // cannot be, and gets null.
+  // Valid JSON that the parser refuses (an integer past 64 bits, a key given twice) is an
+  // invalid request, still answered under its own id, which the client waits for; an id a
+  // double cannot hold exactly cannot be, and gets null.
   const refused = [
     [22, '{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a","offset":18446744073709551615}}}', /too big integer/],
     ['dup', '{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"run_code","arguments":{"code":"1","code":"2"}}}', /duplicate object key/],
@@ -105,7 +105,7 @@ test('raw: error codes for bad lines, and the server keeps answering', async () 
     s.send(line + '\n');
     const r = await s.waitFor((m) => s.replies.indexOf(m) >= before && m.error);
     assert.equal(r.id, id, line);
-    assert.equal(r.error.code, id === null ? -32700 : -32600, line);
+    assert.equal(r.error.code, -32600, line);
     assert.match(r.error.message, why);
   }
   // Invalid UTF-8 and deep nesting: errors, not crashes.
