@@ -110,18 +110,34 @@ static void a_source_is_held_to_its_rate_and_told_what_it_lost(void **state)
     json_decref(lines);
 }
 
-/* A host that does not read our stderr (a pipe) costs log lines, never a wait; once it reads,
- * a line says how many were lost, and every line that went in is whole. */
-static void a_full_pipe_costs_lines_not_a_wait(void **state)
+/* The log goes to a pipe that stands for stderr (p[0] reads it), never blocking, as the
+ * server's does; returns the real stderr, for log_back_to_the_file. */
+static int log_to_a_pipe(int p[2])
 {
-    (void)state;
-    int p[2];
     assert_int_equal(pipe(p), 0);
     int saved = dup(2);
     assert_true(saved >= 0);
     assert_int_equal(dup2(p[1], 2), 2);
     assert_int_equal(log_open(NULL, LOG_LVL_DEBUG), 0);
     log_never_block();
+    return saved;
+}
+
+static void log_back_to_the_file(int p[2], int saved)
+{
+    dup2(saved, 2);
+    close(saved);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(log_open(path, LOG_LVL_DEBUG), 0);
+}
+
+/* A host that does not read our stderr (a pipe) costs log lines, never a wait; once it reads,
+ * a line says how many were lost, and every line that went in is whole. */
+static void a_full_pipe_costs_lines_not_a_wait(void **state)
+{
+    (void)state;
+    int p[2], saved = log_to_a_pipe(p);
     /* The pipe's own description stays blocking: others write through it. */
     assert_false(fcntl(2, F_GETFL) & O_NONBLOCK);
     char value[1000];
@@ -141,11 +157,7 @@ static void a_full_pipe_costs_lines_not_a_wait(void **state)
     log_emit(LOG_LVL_INFO, "after", NULL);
     while ((r = read(p[0], buf + len, sizeof(buf) - len)) > 0)
         len += (size_t)r;
-    dup2(saved, 2);
-    close(saved);
-    close(p[0]);
-    close(p[1]);
-    assert_int_equal(log_open(path, LOG_LVL_DEBUG), 0);
+    log_back_to_the_file(p, saved);
 
     int fillers = 0, lost = 0, after = 0;
     char *save = NULL;
@@ -172,12 +184,7 @@ static void a_full_pipe_costs_lines_not_a_wait(void **state)
 static void a_line_that_goes_in_part_is_finished_before_the_next(void **state)
 {
     (void)state;
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    int saved = dup(2);
-    assert_int_equal(dup2(p[1], 2), 2);
-    assert_int_equal(log_open(NULL, LOG_LVL_DEBUG), 0);
-    log_never_block();
+    int p[2], saved = log_to_a_pipe(p);
     char filler[1000];
     memset(filler, 'f', sizeof(filler) - 1);
     filler[sizeof(filler) - 1] = '\0';
@@ -204,11 +211,7 @@ static void a_line_that_goes_in_part_is_finished_before_the_next(void **state)
     log_emit(LOG_LVL_INFO, "next", NULL);
     while ((r = read(p[0], all + len, sizeof(all) - len)) > 0)
         len += (size_t)r;
-    dup2(saved, 2);
-    close(saved);
-    close(p[0]);
-    close(p[1]);
-    assert_int_equal(log_open(path, LOG_LVL_DEBUG), 0);
+    log_back_to_the_file(p, saved);
 
     int longs = 0, nexts = 0;
     char *save = NULL;

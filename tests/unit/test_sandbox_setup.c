@@ -123,17 +123,32 @@ static void a_stalled_setup_is_not_waited_for_by_its_root(void **state)
     assert_gone(init);
 }
 
+/* A session of the stalled sandbox's owner; a wait for the setup is bounded by wait_ms, the
+ * ready timeout being far. */
+static struct sandbox *stalled_for_a_session(struct peer *p, unsigned wait_ms)
+{
+    cfg.profiles[0].pool_size = 0;
+    svc->ready_timeout_ms = 60000;
+    svc->setup_wait_ms = wait_ms;
+    peer_init(p, "tester");
+    return stalled_sandbox();
+}
+
+static void end_stalled(struct peer *p, struct sandbox *sb, pid_t init)
+{
+    sandbox_close(sb, NULL);
+    assert_gone(init);
+    mcp_session_free(p->s);
+    json_decref(p->inbox);
+}
+
 /* A file tool through the protocol waits for the setup off the loop (a ping is answered
  * meanwhile), and for setup_wait_ms at most, then hears why. */
 static void a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop(void **state)
 {
     (void)state;
-    cfg.profiles[0].pool_size = 0;
-    svc->ready_timeout_ms = 60000;
-    svc->setup_wait_ms = 300;
     struct peer p;
-    peer_init(&p, "tester");
-    struct sandbox *sb = stalled_sandbox();
+    struct sandbox *sb = stalled_for_a_session(&p, 300);
     pid_t init = sb->jail->pid;
     peer_send(&p, 10, "tools/call",
               json_pack("{s:s, s:{s:s, s:s, s:s}}", "name", "write_file", "arguments", "sandbox_id",
@@ -155,10 +170,7 @@ static void a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop(vo
     assert_true(is_error(r));
     assert_non_null(strstr(text_of(r), "setup did not finish in time"));
     json_decref(r);
-    sandbox_close(sb, NULL);
-    assert_gone(init);
-    mcp_session_free(p.s);
-    json_decref(p.inbox);
+    end_stalled(&p, sb, init);
 }
 
 /* The bound is the waiters': once the last one has gone (cancelled), the setup is left to the
@@ -166,12 +178,8 @@ static void a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop(vo
 static void a_cancelled_wait_leaves_the_setup_to_the_ready_timeout(void **state)
 {
     (void)state;
-    cfg.profiles[0].pool_size = 0;
-    svc->ready_timeout_ms = 60000;
-    svc->setup_wait_ms = 200;
     struct peer p;
-    peer_init(&p, "tester");
-    struct sandbox *sb = stalled_sandbox();
+    struct sandbox *sb = stalled_for_a_session(&p, 200);
     pid_t init = sb->jail->pid;
     peer_send(&p, 10, "tools/call",
               json_pack("{s:s, s:{s:s, s:s}}", "name", "list_files", "arguments", "sandbox_id",
@@ -181,10 +189,7 @@ static void a_cancelled_wait_leaves_the_setup_to_the_ready_timeout(void **state)
     run_loop_ms(400);
     assert_int_equal(sb->state, SBX_STARTING);
     assert_null(peer_take(&p, 10));
-    sandbox_close(sb, NULL);
-    assert_gone(init);
-    mcp_session_free(p.s);
-    json_decref(p.inbox);
+    end_stalled(&p, sb, init);
 }
 
 static void a_stalled_setup_breaks_the_sandbox_without_stalling_the_server(void **state)
