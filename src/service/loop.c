@@ -220,6 +220,13 @@ void ev_timer_cancel(struct ev_timer *t)
     rearm(l);
 }
 
+void ev_timer_clear(struct ev_timer **t)
+{
+    if (*t)
+        ev_timer_cancel(*t);
+    *t = NULL;
+}
+
 static void run_timers(struct ev_loop *l)
 {
     uint64_t expirations;

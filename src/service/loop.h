@@ -33,6 +33,8 @@ void ev_unwatch(struct ev_watch *w);
  * it from its own callback). */
 struct ev_timer *ev_timer_add(struct ev_loop *loop, uint64_t ms, ev_timer_cb cb, void *data);
 void ev_timer_cancel(struct ev_timer *t);
+/* Cancels *t if it is set, and clears it. */
+void ev_timer_clear(struct ev_timer **t);
 /* When the timer is due (CLOCK_MONOTONIC, ns, the clock of now_ns()). */
 uint64_t ev_timer_due(const struct ev_timer *t);
 

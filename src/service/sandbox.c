@@ -80,15 +80,23 @@ bool sandbox_setting_up(const struct sandbox *sb)
 
 /* A setup someone waits for gets setup_wait_ms: one that has not ended by then never will (a
  * stalled mount source, a stopped init). A jail still being begun gets another while. */
+static void on_setup_wait_timeout(struct ev_loop *loop, void *data);
+
+static void arm_setup_wait(struct sandbox *sb)
+{
+    sb->setup_wait_timer =
+        ev_timer_add(sb->svc->loop, sb->svc->setup_wait_ms, on_setup_wait_timeout, sb);
+}
+
 static void on_setup_wait_timeout(struct ev_loop *loop, void *data)
 {
+    (void)loop;
     struct sandbox *sb = data;
     sb->setup_wait_timer = NULL;
     if (sb->setup_w)
         abandon_setup(sb);
     else if (sb->spawning)
-        sb->setup_wait_timer =
-            ev_timer_add(loop, sb->svc->setup_wait_ms, on_setup_wait_timeout, sb);
+        arm_setup_wait(sb);
 }
 
 void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb fn, void *data)
@@ -104,8 +112,7 @@ void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb 
     if (sb->spawning)
         spawner_hurry(sb->svc->spawner, &sb->spawn_job);
     if (!sb->setup_wait_timer)
-        sb->setup_wait_timer =
-            ev_timer_add(w->loop, sb->svc->setup_wait_ms, on_setup_wait_timeout, sb);
+        arm_setup_wait(sb);
 }
 
 void sandbox_wait_cancel(struct sandbox_wait *w)
@@ -118,10 +125,8 @@ void sandbox_wait_cancel(struct sandbox_wait *w)
         *pp = w->next;
         w->sb = NULL;
         /* Nobody waits any more: the setup has the ready timeout, as one nobody asked for. */
-        if (!sb->setup_waits && sb->setup_wait_timer) {
-            ev_timer_cancel(sb->setup_wait_timer);
-            sb->setup_wait_timer = NULL;
-        }
+        if (!sb->setup_waits)
+            ev_timer_clear(&sb->setup_wait_timer);
     }
     ev_task_cancel(w->loop, &w->task);
 }
@@ -129,10 +134,7 @@ void sandbox_wait_cancel(struct sandbox_wait *w)
 /* The setup has ended, or never will: whoever waited for it goes on, from the loop. */
 static void wake_setup_waits(struct sandbox *sb)
 {
-    if (sb->setup_wait_timer) {
-        ev_timer_cancel(sb->setup_wait_timer);
-        sb->setup_wait_timer = NULL;
-    }
+    ev_timer_clear(&sb->setup_wait_timer);
     while (sb->setup_waits) {
         struct sandbox_wait *w = sb->setup_waits;
         sb->setup_waits = w->next;
@@ -234,11 +236,11 @@ int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, 
 
 uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
 {
-    /* Nothing is there before the setup has ended, and a status must not wait for it. */
-    if (sandbox_setting_up(sb))
+    int root = sandbox_root_fd(sb); /* none during the setup: nothing is there yet */
+    if (root < 0)
         return 0;
     struct sbx_err err = {0};
-    cleanup_fd int fd = files_open(sandbox_root_fd(sb), dir, O_RDONLY | O_DIRECTORY, &err);
+    cleanup_fd int fd = files_open(root, dir, O_RDONLY | O_DIRECTORY, &err);
     struct statfs st;
     if (fd < 0 || fstatfs(fd, &st) < 0)
         return 0;
@@ -613,8 +615,7 @@ void sandbox_output_for_run(struct sandbox *sb)
 {
     if (!sb->idle_output_timer)
         return;
-    ev_timer_cancel(sb->idle_output_timer);
-    sb->idle_output_timer = NULL;
+    ev_timer_clear(&sb->idle_output_timer);
     discard_pending(sb->out_fd);
     discard_pending(sb->err_fd);
     sandbox_hold_output(sb, 1, false);
@@ -817,10 +818,7 @@ static void retire_jail(struct sandbox_service *svc, struct jail *j)
 static void release_sandbox(struct sandbox *sb)
 {
     req_clear(sb);
-    if (sb->idle_output_timer) {
-        ev_timer_cancel(sb->idle_output_timer);
-        sb->idle_output_timer = NULL;
-    }
+    ev_timer_clear(&sb->idle_output_timer);
     ev_unwatch(sb->chan_w);
     ev_unwatch(sb->out_w);
     ev_unwatch(sb->err_w);
@@ -950,9 +948,8 @@ static void on_spawned(struct spawn_job *job)
     if (r == 0) {
         /* The setup itself gets the whole wait, whatever the jail's beginning took. */
         if (sb->setup_wait_timer) {
-            ev_timer_cancel(sb->setup_wait_timer);
-            sb->setup_wait_timer =
-                ev_timer_add(svc->loop, svc->setup_wait_ms, on_setup_wait_timeout, sb);
+            ev_timer_clear(&sb->setup_wait_timer);
+            arm_setup_wait(sb);
         }
         if (fn)
             fn(sb, NULL, sb->begun_data);

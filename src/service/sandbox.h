@@ -342,8 +342,8 @@ int sandbox_root_fd(struct sandbox *sb);
 /* Whether the sandbox's jail is still being begun or set up. */
 bool sandbox_setting_up(const struct sandbox *sb);
 /* Posts fn(data) on the loop once that has ended (whether it worked or not) or the sandbox is
- * closed: then sandbox_root_fd no longer waits. w is the caller's until then, or until
- * sandbox_wait_cancel. */
+ * closed: then sandbox_root_fd has the root, if there is one. w is the caller's until then, or
+ * until sandbox_wait_cancel. */
 void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb fn, void *data);
 void sandbox_wait_cancel(struct sandbox_wait *w);
 /* files_open_as, files_read and files_list in the sandbox, with its user's access rights. */
