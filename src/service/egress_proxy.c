@@ -96,8 +96,7 @@ static void conn_free(struct conn *c)
         set_accepting(px, true);
     if (c->job)
         resolver_cancel(c->job);
-    if (c->idle)
-        ev_timer_cancel(c->idle);
+    ev_timer_cancel(c->idle);
     ev_unwatch(c->cw);
     ev_unwatch(c->uw);
     cleanup_closep(&c->cfd);
@@ -142,8 +141,7 @@ static void on_idle(struct ev_loop *loop, void *data);
 /* The connection's one timer, for its current state (an idle, connect or linger limit). */
 static void rearm(struct conn *c)
 {
-    if (c->idle)
-        ev_timer_cancel(c->idle);
+    ev_timer_cancel(c->idle);
     c->idle = ev_timer_add(c->px->loop, timer_ms(c), on_idle, c);
 }
 
@@ -731,8 +729,7 @@ void egress_proxy_free(struct egress_proxy *px)
     px->accepting = true;
     while (px->conns)
         conn_free(px->conns);
-    if (px->resume)
-        ev_timer_cancel(px->resume);
+    ev_timer_cancel(px->resume);
     ev_unwatch(px->lw);
     close(px->listen_fd);
     free(px);

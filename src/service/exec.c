@@ -81,10 +81,7 @@ static void spill_end(struct exec *e, int idx, uint64_t deadline)
 /* Ends both output files, before a result that names them is built. */
 static void spill_end_all(struct exec *e, uint64_t wait_ms)
 {
-    if (e->settle_timer) {
-        ev_timer_cancel(e->settle_timer);
-        e->settle_timer = NULL;
-    }
+    ev_timer_clear(&e->settle_timer);
     uint64_t deadline = now_ms() + wait_ms;
     for (int i = 0; i < 2; i++)
         spill_end(e, i, deadline);
@@ -94,11 +91,8 @@ static void spill_end_all(struct exec *e, uint64_t wait_ms)
 static void cancel_run_timers(struct exec *e)
 {
     struct ev_timer **timers[] = {&e->deadline, &e->grace, &e->progress_timer};
-    for (size_t i = 0; i < ARRAY_SIZE(timers); i++) {
-        if (*timers[i])
-            ev_timer_cancel(*timers[i]);
-        *timers[i] = NULL;
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(timers); i++)
+        ev_timer_clear(timers[i]);
 }
 
 void exec_free(struct exec *e)

@@ -222,8 +222,7 @@ void ev_timer_cancel(struct ev_timer *t)
 
 void ev_timer_clear(struct ev_timer **t)
 {
-    if (*t)
-        ev_timer_cancel(*t);
+    ev_timer_cancel(*t);
     *t = NULL;
 }
 

@@ -32,6 +32,7 @@ void ev_unwatch(struct ev_watch *w);
  * a timer that has fired is freed by the loop after its callback returns, so do not cancel
  * it from its own callback). */
 struct ev_timer *ev_timer_add(struct ev_loop *loop, uint64_t ms, ev_timer_cb cb, void *data);
+/* A NULL timer is nothing to cancel. */
 void ev_timer_cancel(struct ev_timer *t);
 /* Cancels *t if it is set, and clears it. */
 void ev_timer_clear(struct ev_timer **t);

@@ -451,10 +451,7 @@ static void handle_frame(struct sandbox *sb, json_t *frame)
 {
     const char *op = json_string_value(json_object_get(frame, "op"));
     if (op && strcmp(op, "ready") == 0) {
-        if (sb->start_timer) {
-            ev_timer_cancel(sb->start_timer);
-            sb->start_timer = NULL;
-        }
+        ev_timer_clear(&sb->start_timer);
         sb->restarts = 0;
         const char *loaded = json_string_value(json_object_get(frame, "driver"));
         if (loaded && strcmp(loaded, "source") == 0 && log_rate_take(&sb->log_rate, sb->id))
@@ -1153,10 +1150,8 @@ static void close_because(struct sandbox *sb, json_t **final_usage, const char *
         svc->n_live--;
     exec_fail_all(sb, reason);
     wake_setup_waits(sb);
-    if (sb->start_timer)
-        ev_timer_cancel(sb->start_timer);
-    if (sb->revive_timer)
-        ev_timer_cancel(sb->revive_timer);
+    ev_timer_cancel(sb->start_timer);
+    ev_timer_cancel(sb->revive_timer);
     release_sandbox(sb);
     if (sb->owner && svc->history) {
         history_close_sandbox(svc->history, sb->id, (int64_t)wall_ms(), NULL);
@@ -1714,16 +1709,11 @@ void sandbox_service_free(struct sandbox_service *svc)
         ev_timer_cancel(sb->free_timer);
         free_sandbox(sb);
     }
-    if (svc->sweeper)
-        ev_timer_cancel(svc->sweeper);
-    if (svc->refill)
-        ev_timer_cancel(svc->refill);
-    if (svc->refill_retry)
-        ev_timer_cancel(svc->refill_retry);
-    if (svc->history_timer)
-        ev_timer_cancel(svc->history_timer);
-    if (svc->purge_timer)
-        ev_timer_cancel(svc->purge_timer);
+    ev_timer_cancel(svc->sweeper);
+    ev_timer_cancel(svc->refill);
+    ev_timer_cancel(svc->refill_retry);
+    ev_timer_cancel(svc->history_timer);
+    ev_timer_cancel(svc->purge_timer);
     history_close(svc->history); /* flushes what is pending */
     free_network(svc);
     for (size_t i = 0; i < ARRAY_SIZE(svc->expired); i++)

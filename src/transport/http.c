@@ -170,8 +170,7 @@ static void run_mhd(struct http_transport *t)
     uint64_t due = now_ns() + ms * 1000000ull;
     if (t->timer && ev_timer_due(t->timer) <= due)
         return;
-    if (t->timer)
-        ev_timer_cancel(t->timer);
+    ev_timer_cancel(t->timer);
     t->timer = ev_timer_add(t->loop, ms, on_timer, t);
 }
 
@@ -375,8 +374,7 @@ static struct http_session *find_session(struct http_transport *t, const char *i
 
 static void stream_destroy(struct sse_stream *st)
 {
-    if (st->sse_timer)
-        ev_timer_cancel(st->sse_timer);
+    ev_timer_cancel(st->sse_timer);
     json_decref(st->request_id);
     free(st->buf);
     free(st);
@@ -676,10 +674,7 @@ static void session_free(struct http_session *s)
         struct sse_stream *next = st->next;
         if (st->conn) {
             st->done = true;
-            if (st->sse_timer) {
-                ev_timer_cancel(st->sse_timer);
-                st->sse_timer = NULL;
-            }
+            ev_timer_clear(&st->sse_timer);
             stream_wake(st);
             st->s = NULL; /* freed when MHD lets go of it (stream_gone, or a parked POST's
                              handler) */
@@ -689,8 +684,7 @@ static void session_free(struct http_session *s)
         }
         st = next;
     }
-    if (s->end_timer)
-        ev_timer_cancel(s->end_timer);
+    ev_timer_cancel(s->end_timer);
     http_replay_free(&s->replay);
     free(s->owner);
     free(s);
@@ -859,10 +853,7 @@ static enum MHD_Result resume_post(struct http_transport *t, struct MHD_Connecti
     rq->parked = NULL;
     st->waiting = false;
     st->conn = NULL;
-    if (st->sse_timer) {
-        ev_timer_cancel(st->sse_timer);
-        st->sse_timer = NULL;
-    }
+    ev_timer_clear(&st->sse_timer);
     return answer_post(t, c, rq, st);
 }
 
@@ -1917,11 +1908,9 @@ void http_transport_stop(struct http_transport *t)
     while (t->conns.head) /* each closed connection removed its own; none should be left */
         http_conn_remove(&t->conns, t->conns.head);
     ev_unwatch(t->w);
-    if (t->timer)
-        ev_timer_cancel(t->timer);
+    ev_timer_cancel(t->timer);
     ev_task_cancel(t->loop, &t->kick);
-    if (t->sweeper)
-        ev_timer_cancel(t->sweeper);
+    ev_timer_cancel(t->sweeper);
     http_auth_free(&t->auth);
     http_jwks_free(t->jwks);
     strmap_free(&t->sessions_by_id);
