@@ -19,21 +19,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "service_fixture.h"
 #include "service_peer.h"
+#include "transport/http.h"
 #include "util.h"
 
 /* A sandbox caught in its setup: its init stopped before the setup's end was reported. The
  * setup takes milliseconds, so a few tries may be needed to catch one. */
-static struct sandbox *stalled_sandbox(void)
+static struct sandbox *stalled_sandbox_of(const char *owner)
 {
     for (int attempt = 0; attempt < 20; attempt++) {
         struct sandbox *sb = NULL;
         struct sbx_err err = {0};
-        if (sandbox_create(svc, "tester", NULL, NULL, NULL, &sb, &err) < 0)
+        if (sandbox_create(svc, owner, NULL, NULL, NULL, &sb, &err) < 0)
             fail_msg("create: %s", err.msg);
         pid_t init = sb->jail->pid;
         kill(init, SIGSTOP);
@@ -48,6 +52,11 @@ static struct sandbox *stalled_sandbox(void)
     }
     fail_msg("never caught a sandbox in its setup");
     return NULL;
+}
+
+static struct sandbox *stalled_sandbox(void)
+{
+    return stalled_sandbox_of("tester");
 }
 
 /* Takes every free fd number below the soft limit, which it lowers to the highest fd open
@@ -217,6 +226,73 @@ static void a_stalled_setup_breaks_the_sandbox_without_stalling_the_server(void 
     assert_gone(init);
 }
 
+/* One HTTP request to the transport on this thread's loop: the loop runs while the answer
+ * comes. Returns the status line's code. */
+static int http_get_status(uint16_t port, const char *request)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(send(fd, request, strlen(request), 0), (ssize_t)strlen(request));
+    char reply[512] = "";
+    ssize_t n = -1;
+    for (int i = 0; i < 100 && n < 0; i++) {
+        run_loop_ms(20);
+        n = recv(fd, reply, sizeof(reply) - 1, MSG_DONTWAIT);
+    }
+    close(fd);
+    assert_true(n > 12);
+    reply[n] = 0;
+    return atoi(reply + 9); /* "HTTP/1.1 503 ..." */
+}
+
+/* A download (GET /files/ID/PATH) from a sandbox whose setup has not ended is not held, nor
+ * is the loop: 503, so the client may come back; once it has started, the same GET is served. */
+static void a_download_during_a_setup_is_told_to_come_back(void **state)
+{
+    (void)state;
+    cfg.profiles[0].pool_size = 0;
+    svc->ready_timeout_ms = 60000;
+    char tokens[96];
+    snprintf(tokens, sizeof(tokens), "%s/tokens", state_dir);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fputs("owner1:a-token-for-the-test\n", f);
+    fclose(f);
+    free(cfg.auth_tokens_file);
+    cfg.auth_tokens_file = strdup(tokens);
+    struct http_transport *t = NULL;
+    struct sbx_err err = {0};
+    if (http_transport_start(loop, srv, &cfg, "127.0.0.1:0", &t, &err) < 0)
+        fail_msg("http: %s", err.msg);
+    http_transport_serve_files(t, svc);
+
+    struct sandbox *sb = stalled_sandbox_of("owner1");
+    pid_t init = sb->jail->pid;
+    char request[256];
+    snprintf(request, sizeof(request),
+             "GET /files/%s/hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "Authorization: Bearer a-token-for-the-test\r\nConnection: close\r\n\r\n",
+             sb->id);
+    uint64_t t0 = now_ms();
+    assert_int_equal(http_get_status(http_transport_port(t), request), 503);
+    assert_true(now_ms() - t0 < 1000);
+
+    kill(init, SIGCONT);
+    for (int i = 0; i < 200 && sandbox_setting_up(sb); i++)
+        run_loop_ms(10);
+    assert_false(sandbox_setting_up(sb));
+    assert_int_equal(sandbox_write_file(sb, "/workspace/hello.txt", "hi", 2, &err), 0);
+    assert_int_equal(http_get_status(http_transport_port(t), request), 200);
+
+    sandbox_close(sb, NULL);
+    run_loop_ms(50);
+    http_transport_stop(t);
+    free(cfg.auth_tokens_file);
+    cfg.auth_tokens_file = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +301,7 @@ int main(void)
         cmocka_unit_test(a_stalled_setup_is_not_waited_for_by_its_root),
         cmocka_unit_test(a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop),
         cmocka_unit_test(a_cancelled_wait_leaves_the_setup_to_the_ready_timeout),
+        cmocka_unit_test(a_download_during_a_setup_is_told_to_come_back),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
