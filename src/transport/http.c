@@ -259,6 +259,17 @@ static enum MHD_Result reply(struct http_transport *t, struct MHD_Connection *c,
     return send_response(t, c, status, r);
 }
 
+/* A JSON document as the body (doc is taken). */
+static enum MHD_Result reply_json(struct http_transport *t, struct MHD_Connection *c,
+                                  unsigned status, json_t *doc, size_t flags)
+{
+    char *body = json_dumps(doc, flags);
+    json_decref(doc);
+    enum MHD_Result r = body ? reply(t, c, status, "application/json", body, NULL) : MHD_NO;
+    free(body);
+    return r;
+}
+
 /* A JSON-RPC error body, as MCP clients expect, in a response the caller may add headers to. */
 static struct MHD_Response *error_response(int code, const char *message)
 {
@@ -1486,12 +1497,10 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
          * kernel layers are there; before that, or without a service, 503. */
         json_t *detail = NULL;
         bool ok = t->svc && sandbox_service_ready(t->svc, &detail);
-        char *body = detail ? json_dumps(detail, JSON_COMPACT) : xstrdup("{\"ready\":false}");
-        json_decref(detail);
-        enum MHD_Result r = reply(t, c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
-                                  "application/json", body, NULL);
-        free(body);
-        return r;
+        if (!detail)
+            detail = json_pack("{s:b}", "ready", false);
+        return reply_json(t, c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, detail,
+                          JSON_COMPACT);
     }
     if (get_or_head && strcmp(url, "/metrics") == 0) {
         size_t len;
@@ -1511,20 +1520,10 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                              : (t->jwks ? cfg->jwt_issuer : NULL);
         if (as)
             json_object_set_new(doc, "authorization_servers", json_pack("[s]", as));
-        char *body = json_dumps(doc, JSON_COMPACT);
-        json_decref(doc);
-        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "application/json", body, NULL);
-        free(body);
-        return r;
+        return reply_json(t, c, MHD_HTTP_OK, doc, JSON_COMPACT);
     }
-    if (get_or_head && strcmp(url, "/api/v1/openapi.json") == 0) {
-        json_t *doc = openapi_doc(t);
-        char *body = json_dumps(doc, JSON_INDENT(1));
-        json_decref(doc);
-        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "application/json", body, NULL);
-        free(body);
-        return r;
-    }
+    if (get_or_head && strcmp(url, "/api/v1/openapi.json") == 0)
+        return reply_json(t, c, MHD_HTTP_OK, openapi_doc(t), JSON_INDENT(1));
     if (get_or_head && strcmp(url, "/docs") == 0) {
         json_t *doc = openapi_doc(t);
         char *page = docs_page(doc);
