@@ -71,6 +71,7 @@ static const struct key_def global_keys[] = {
     G("packages.proxy_max_bytes", KT_SIZE, proxy_max_bytes, 1ull << 20, 1ull << 40),
     G("packages.proxy_idle_timeout_s", KT_U32, proxy_idle_timeout_s, 1, 86400),
     G("http.listen", KT_STRING, http_listen, 0, 0),
+    G("http.public_url", KT_STRING, public_url, 0, 0),
     G("http.allowed_hosts", KT_LIST, allowed_hosts, 0, 0),
     G("http.allowed_origins", KT_LIST, allowed_origins, 0, 0),
     G("http.cors_origins", KT_LIST, cors_origins, 0, 0),

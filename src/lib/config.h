@@ -92,6 +92,7 @@ struct sbx_config {
 
     /* [http] */
     char *http_listen; /* "127.0.0.1:8080" */
+    char *public_url;  /* where clients reach the server, behind a proxy: "https://name" */
     struct string_list allowed_hosts;
     struct string_list allowed_origins;
     struct string_list cors_origins;

@@ -114,7 +114,7 @@ struct http_transport {
     bool stopping;
     struct sandbox_service *svc; /* for file downloads; NULL until attached */
     uint8_t link_key[HTTP_LINK_KEY_LEN];
-    char base_url[96];
+    char *base_url; /* http_public_base */
 };
 
 #define LINK_TTL_S 3600
@@ -191,10 +191,18 @@ static void count(unsigned status)
     metrics_counter_add("mcp_http_requests_total", "HTTP requests by status code", labels, 1);
 }
 
-/* Where clients reach us, from the Host header already checked against the allowed names. */
+static bool public_url_set(const struct http_transport *t)
+{
+    return t->cfg->public_url && *t->cfg->public_url;
+}
+
+/* Where clients reach us: http.public_url, else from the Host header already checked against
+ * the allowed names. */
 static const char *base_url(struct http_transport *t, struct MHD_Connection *c)
 {
     static char url[300];
+    if (public_url_set(t))
+        return t->base_url;
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     if (host)
         snprintf(url, sizeof(url), "http://%s", host);
@@ -210,7 +218,11 @@ static const char *base_url(struct http_transport *t, struct MHD_Connection *c)
  * here by sending its Host. */
 static const char *resource_url(struct http_transport *t, struct MHD_Connection *c)
 {
-    static char url[300];
+    static char url[HTTP_PUBLIC_URL_MAX + 8];
+    if (public_url_set(t)) {
+        snprintf(url, sizeof(url), "%s/mcp", t->base_url);
+        return url;
+    }
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     size_t name_len = http_host_name_len(host);
     if (name_len == 0 || name_len > 255)
@@ -357,15 +369,20 @@ static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c
     return refuse_why(t, c, status, code, message, NULL);
 }
 
+/* What a JWT's audience must be, and what /.well-known/oauth-protected-resource names as the
+ * resource: http.jwt_audience, else the resource URL for this Host (see resource_url). */
+static const char *audience(struct http_transport *t, struct MHD_Connection *c)
+{
+    const char *aud = t->cfg->jwt_audience;
+    return aud && *aud ? aud : resource_url(t, c);
+}
+
 /* The caller's principal from its Authorization header (see http_auth_principal), written to
- * buf when it comes from a JWT. A JWT's audience is http.jwt_audience, else the resource URL
- * that /.well-known/oauth-protected-resource names for this Host (see resource_url). */
+ * buf when it comes from a JWT, checked for audience(). */
 static const char *authenticate(struct http_transport *t, struct MHD_Connection *c, char *buf,
                                 size_t cap, const char **why)
 {
-    const char *aud = t->cfg->jwt_audience;
-    if (!aud || !*aud)
-        aud = resource_url(t, c);
+    const char *aud = audience(t, c);
     const char *p =
         http_auth_principal(&t->auth, t->jwks ? http_jwks_current(t->jwks, now_ms()) : NULL,
                             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), aud,
@@ -1509,10 +1526,11 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         free(text);
         return r;
     }
-    if (get_or_head && strcmp(url, "/.well-known/oauth-protected-resource") == 0) {
-        json_t *doc =
-            json_pack("{s:s, s:[s]}", "resource", "mcp", "bearer_methods_supported", "header");
-        json_object_set_new(doc, "resource", json_string(resource_url(t, c)));
+    /* RFC 9728 3.1: the resource's path (/mcp) may follow the well-known name. */
+    if (get_or_head && (strcmp(url, "/.well-known/oauth-protected-resource") == 0 ||
+                        strcmp(url, "/.well-known/oauth-protected-resource/mcp") == 0)) {
+        json_t *doc = json_pack("{s:s, s:[s]}", "resource", audience(t, c),
+                                "bearer_methods_supported", "header");
         /* With JWTs, their issuer is the authorization server unless one is named (RFC 8414
          * 2: an authorization server's identifier is its issuer). */
         const char *as = cfg->authorization_server && *cfg->authorization_server
@@ -1865,8 +1883,14 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
         sbx_fail_errno(err, errno, "drawing the link-signing key");
         goto fail;
     }
-    snprintf(t->base_url, sizeof(t->base_url), "http://%s:%u",
-             ss.ss_family == AF_INET6 && host[0] != '[' ? "[::1]" : host, t->port);
+    const char *why = NULL;
+    t->base_url = http_public_base(cfg->public_url, host, t->port,
+                                   (const char *const *)cfg->allowed_hosts.items,
+                                   cfg->allowed_hosts.len, &why);
+    if (!t->base_url) {
+        sbx_fail(err, EINVAL, "%s", why);
+        goto fail;
+    }
     run_mhd(t);
     char port[8];
     snprintf(port, sizeof(port), "%u", t->port);
@@ -1913,5 +1937,6 @@ void http_transport_stop(struct http_transport *t)
     http_auth_free(&t->auth);
     http_jwks_free(t->jwks);
     strmap_free(&t->sessions_by_id);
+    free(t->base_url);
     free(t);
 }

@@ -199,6 +199,73 @@ bool http_listen_is_loopback(const char *host)
            c < 256 && d < 256;
 }
 
+/* 0.0.0.0, ::, [::]: a listen address that is no address a client can use. */
+static bool listen_is_wildcard(const char *host)
+{
+    return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0;
+}
+
+static char *checked_public_url(const char *url, const char **why)
+{
+    size_t scheme = strncasecmp(url, "https://", 8) == 0  ? 8
+                    : strncasecmp(url, "http://", 7) == 0 ? 7
+                                                          : 0;
+    if (!scheme) {
+        *why = "http.public_url must start with http:// or https://";
+        return NULL;
+    }
+    if (strlen(url) > HTTP_PUBLIC_URL_MAX) {
+        *why = "http.public_url is too long";
+        return NULL;
+    }
+    const char *host = url + scheme;
+    size_t host_len = strcspn(host, "/");
+    for (const char *p = url; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f || strchr("?#\\\"<>`{}|^", *p)) {
+            *why = "http.public_url may hold no spaces, query, fragment or quotes";
+            return NULL;
+        }
+    size_t name_len, port_len;
+    const char *port;
+    if (host_len == 0 || memchr(host, '@', host_len) ||
+        !split_host(host, host_len, &name_len, &port, &port_len)) {
+        *why = "http.public_url needs a host (and no user name)";
+        return NULL;
+    }
+    size_t len = strlen(url);
+    while (len > scheme + host_len && url[len - 1] == '/')
+        len--;
+    return strndup(url, len);
+}
+
+char *http_public_base(const char *public_url, const char *listen_host, uint16_t port,
+                       const char *const *allowed, size_t n_allowed, const char **why)
+{
+    if (public_url && *public_url)
+        return checked_public_url(public_url, why);
+    char *url = NULL;
+    int n;
+    if (!listen_is_wildcard(listen_host)) {
+        bool v6 = strchr(listen_host, ':') && listen_host[0] != '[';
+        n = asprintf(&url, "http://%s%s%s:%u", v6 ? "[" : "", listen_host, v6 ? "]" : "",
+                     (unsigned)port);
+    } else if (n_allowed > 0) {
+        size_t name_len, port_len;
+        const char *p;
+        bool has_port = split_host(allowed[0], strlen(allowed[0]), &name_len, &p, &port_len) && p;
+        n = has_port ? asprintf(&url, "http://%s", allowed[0])
+                     : asprintf(&url, "http://%s:%u", allowed[0], (unsigned)port);
+    } else {
+        n = asprintf(&url, "http://%s:%u", listen_host[0] == '0' ? "127.0.0.1" : "[::1]",
+                     (unsigned)port);
+    }
+    if (n < 0) {
+        *why = "out of memory";
+        return NULL;
+    }
+    return url;
+}
+
 enum http_range http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
 {
     if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))

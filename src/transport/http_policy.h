@@ -44,6 +44,15 @@ bool http_content_type_json(const char *ctype);
  * is refused at startup unless authentication is configured. */
 bool http_listen_is_loopback(const char *host);
 
+/* Where clients reach this server, as the base of the URLs it hands out (download links, the
+ * OpenAPI servers, the resource metadata): `public_url` when set, without a trailing '/';
+ * else "http://<listen host>:<port>", and for a wildcard listen (0.0.0.0, ::) the first
+ * allowed host (with the port when it names none), or loopback without one. NULL, with why,
+ * when public_url is not an http:// or https:// URL with a host and nothing after its path. */
+#define HTTP_PUBLIC_URL_MAX 512
+char *http_public_base(const char *public_url, const char *listen_host, uint16_t port,
+                       const char *const *allowed, size_t n_allowed, const char **why);
+
 enum http_range { HTTP_RANGE_IGNORED, HTTP_RANGE_SATISFIABLE, HTTP_RANGE_UNSATISFIABLE };
 
 /* One byte range, "bytes=a-b", "bytes=a-" or "bytes=-n", against size (RFC 9110 14.1.2):

@@ -311,3 +311,54 @@ test('a JWKS URL over TLS must present a certificate the server trusts: the syst
     plain.close();
   }
 });
+
+// Behind a TLS proxy the server cannot see the URL clients use: http.public_url says it, and
+// http.jwt_audience the resource tokens are minted for. Everything the server hands out must
+// name those, or the SDK refuses the metadata and links point at the listen address.
+test('behind a proxy: http.public_url and http.jwt_audience name the resource, the 401\'s metadata URL, download links and the OpenAPI server', async () => {
+  const PUBLIC = 'https://sandbox.example.test/sbx';
+  const base = `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\n` +
+    `public_url = "${PUBLIC}/"\nallowed_hosts = ["127.0.0.1", "sandbox.example.test"]\n`;
+  const proxied = join(dir, 'proxied.toml');
+  writeFileSync(proxied, base);
+  let { port } = await startHttp(join(dir, 'state-proxied'), ['--config', proxied]);
+  const local = `http://127.0.0.1:${port}`;
+  // Without jwt_audience, the resource (and so the audience) is the public URL's /mcp.
+  for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
+    const meta = await (await fetch(local + path)).json();
+    assert.equal(meta.resource, `${PUBLIC}/mcp`, path);
+  }
+  const refused = await post(`${local}/mcp`, INIT);
+  assert.equal(refused.status, 401);
+  assert.equal(refused.headers.get('www-authenticate'), `Bearer resource_metadata="${PUBLIC}/.well-known/oauth-protected-resource"`);
+  const wrongAud = await post(`${local}/mcp`, INIT, { Authorization: `Bearer ${jwt(claimsFor('alice', `${local}/mcp`))}` });
+  assert.equal(wrongAud.status, 401, 'a token for the listen address is not one for the public resource');
+  const api = await (await fetch(`${local}/api/v1/openapi.json`)).json();
+  assert.deepEqual(api.servers, [{ url: PUBLIC }]);
+
+  const alice = await sdkClient(`${local}/mcp`, jwt(claimsFor('alice', `${PUBLIC}/mcp`)));
+  const r = await alice.callTool({ name: 'run_code', arguments: { code: "open('out.txt', 'w').write('proxied')" } });
+  const dl = r.content.find((x) => x.type === 'resource_link' && x.name === 'out.txt')._meta['mcp-sandbox/download'];
+  assert.match(dl, /^https:\/\/sandbox\.example\.test\/sbx\/files\/sb-[0-9a-f]{12}\/out\.txt\?exp=\d+&sig=[0-9a-f]{64}$/);
+  // What the proxy forwards (its prefix taken off) is a working link.
+  const res = await fetch(local + dl.slice(PUBLIC.length));
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), 'proxied');
+  await alice.close();
+  await stopHttp();
+
+  // With jwt_audience, that is the resource the metadata names; public_url still makes the links.
+  const AUD = 'https://audience.example.test/mcp';
+  writeFileSync(proxied, `${base}jwt_audience = "${AUD}"\n`);
+  ({ port } = await startHttp(join(dir, 'state-proxied'), ['--config', proxied]));
+  const meta = await (await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource`)).json();
+  assert.equal(meta.resource, AUD);
+  const ok = await post(`http://127.0.0.1:${port}/mcp`, INIT, { Authorization: `Bearer ${jwt(claimsFor('alice', AUD))}` });
+  assert.equal(ok.status, 200);
+  await ok.body?.cancel();
+  await stopHttp();
+
+  // A public_url that is no URL stops startup, naming the key.
+  writeFileSync(proxied, `${base.replace(`public_url = "${PUBLIC}/"`, 'public_url = "sandbox.example.test"')}`);
+  await assert.rejects(startHttp(join(dir, 'state-proxied'), ['--config', proxied]), /http\.public_url must start with http:\/\/ or https:\/\//);
+});

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "transport/http_policy.h"
 
@@ -134,6 +136,57 @@ static void byte_ranges(void **state)
         assert_int_equal(http_range_parse(ignored[i], 100, &from, &to), HTTP_RANGE_IGNORED);
 }
 
+static void assert_base(const char *want, const char *public_url, const char *listen,
+                        const char *const *allowed, size_t n)
+{
+    const char *why = NULL;
+    char *got = http_public_base(public_url, listen, 8080, allowed, n, &why);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void refused_public_url(const char *public_url, const char *why_part)
+{
+    const char *why = NULL;
+    assert_null(http_public_base(public_url, "127.0.0.1", 8080, NULL, 0, &why));
+    assert_non_null(strstr(why, why_part));
+}
+
+/* The base of the URLs handed out: what a client outside can use, not a wildcard address. */
+static void public_base_urls(void **state)
+{
+    (void)state;
+    const char *const named[] = {"sandbox.example.internal", "other"};
+    const char *const with_port[] = {"sandbox.example.internal:9000"};
+    assert_base("http://127.0.0.1:8080", NULL, "127.0.0.1", named, 2);
+    assert_base("http://[::1]:8080", "", "[::1]", NULL, 0);
+    assert_base("http://sandbox.example.internal:8080", NULL, "0.0.0.0", named, 2);
+    assert_base("http://sandbox.example.internal:9000", NULL, "[::]", with_port, 1);
+    assert_base("http://127.0.0.1:8080", NULL, "0.0.0.0", NULL, 0);
+    assert_base("http://[::1]:8080", NULL, "[::]", NULL, 0);
+    /* public_url wins, without its trailing slashes; a path prefix stays */
+    assert_base("https://sandbox.example.internal", "https://sandbox.example.internal/", "0.0.0.0",
+                named, 2);
+    assert_base("https://h.example:8443/sbx", "https://h.example:8443/sbx//", "127.0.0.1", NULL, 0);
+    assert_base("http://[2001:db8::1]:80", "http://[2001:db8::1]:80", "127.0.0.1", NULL, 0);
+    refused_public_url("ftp://h.example", "http:// or https://");
+    refused_public_url("sandbox.example.internal", "http:// or https://");
+    refused_public_url("https://", "needs a host");
+    refused_public_url("https:///path", "needs a host");
+    refused_public_url("https://user@h.example", "needs a host");
+    refused_public_url("https://h.example:80x", "needs a host");
+    refused_public_url("https://h.example/a b", "no spaces");
+    refused_public_url("https://h.example/?q=1", "query");
+    refused_public_url("https://h.example/#f", "query");
+    refused_public_url("https://h.example/\"x", "quotes");
+    char long_url[HTTP_PUBLIC_URL_MAX + 16] = "https://h.example/";
+    size_t start = strlen(long_url);
+    memset(long_url + start, 'a', sizeof(long_url) - start - 1);
+    long_url[sizeof(long_url) - 1] = '\0';
+    refused_public_url(long_url, "too long");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +198,7 @@ int main(void)
         cmocka_unit_test(content_type_json),
         cmocka_unit_test(listen_loopback),
         cmocka_unit_test(byte_ranges),
+        cmocka_unit_test(public_base_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
