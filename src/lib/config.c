@@ -70,6 +70,7 @@ static const struct key_def global_keys[] = {
     G("packages.proxy_max_connections", KT_U32, proxy_max_connections, 1, 10000),
     G("packages.proxy_max_bytes", KT_SIZE, proxy_max_bytes, 1ull << 20, 1ull << 40),
     G("packages.proxy_idle_timeout_s", KT_U32, proxy_idle_timeout_s, 1, 86400),
+    G("packages.proxy_connect_timeout_s", KT_U32, proxy_connect_timeout_s, 1, 600),
     G("http.listen", KT_STRING, http_listen, 0, 0),
     G("http.public_url", KT_STRING, public_url, 0, 0),
     G("http.allowed_hosts", KT_LIST, allowed_hosts, 0, 0),
@@ -238,6 +239,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->proxy_max_connections = 16;
     cfg->proxy_max_bytes = 2ull << 30;
     cfg->proxy_idle_timeout_s = 60;
+    cfg->proxy_connect_timeout_s = 10;
     cfg->http_listen = xstrdup("127.0.0.1:8080");
     cfg->http_max_body_bytes = 16ull << 20;
     cfg->http_max_connections = 1024;

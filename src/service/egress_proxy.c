@@ -20,8 +20,7 @@
 
 #define RELAY_BUF       (32 * 1024)
 #define ACCEPTS_PER_RUN 16
-#define REFUSE_LINGER   2000  /* ms to drain a refused client before closing */
-#define CONNECT_TIMEOUT 10000 /* ms for a lookup, and for each address dialled */
+#define REFUSE_LINGER   2000 /* ms to drain a refused client before closing */
 
 enum conn_state { ST_HEAD, ST_RESOLVING, ST_CONNECTING, ST_RELAY, ST_REFUSING };
 
@@ -461,8 +460,7 @@ static void try_connect(struct conn *c)
             return;
         }
         touch(c); /* each address gets the whole connect timeout */
-        if (!c->idle)
-            rearm(c);
+        rearm(c);
         return;
     }
     if (policy_refusal)
@@ -506,6 +504,8 @@ static void decide(struct conn *c)
     }
     ev_watch_modify(c->cw, 0); /* the client waits while we dial */
     c->st = ST_RESOLVING;
+    touch(c); /* the lookup's limit, from now */
+    rearm(c);
     if (c->rule->ip_literal) {
         /* An address needs no DNS: getaddrinfo with AI_NUMERICHOST returns at once. */
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
@@ -581,8 +581,10 @@ static uint32_t timer_ms(const struct conn *c)
     case ST_REFUSING:
         return REFUSE_LINGER;
     case ST_RESOLVING:
-    case ST_CONNECTING:
-        return idle < CONNECT_TIMEOUT ? idle : CONNECT_TIMEOUT;
+    case ST_CONNECTING: {
+        uint32_t dial = c->px->limits.connect_ms;
+        return idle < dial ? idle : dial;
+    }
     default:
         return idle;
     }

@@ -845,6 +845,7 @@ static int finish_spawn(struct sandbox *sb, struct sbx_err *err)
             .max_connections = cfg->proxy_max_connections,
             .max_bytes = cfg->proxy_max_bytes,
             .idle_ms = cfg->proxy_idle_timeout_s * 1000,
+            .connect_ms = cfg->proxy_connect_timeout_s * 1000,
         };
         if (egress_proxy_new(svc->loop, svc->resolver, svc->egress, &lim, sb->id,
                              steal_fd(&sb->jail->proxy_fd), &sb->proxy, err) < 0)

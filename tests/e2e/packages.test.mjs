@@ -4,7 +4,7 @@
 // it lets through, and each way it refuses.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync, chmodSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,26 @@ const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-packages-'));
 chmodSync(dir, 0o755);
 const indexDir = join(dir, 'index');
 const requests = [];
-let index, secret, tunnelTarget, indexPort, secretPort, tunnelPort;
+let index, secret, tunnelTarget, indexPort, secretPort, tunnelPort, blackhole, blackholePort;
+
+// A listener whose accept queue is full: further SYNs to it are dropped, so a connect hangs.
+const BLACKHOLE = `
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(0)
+held = []
+for _ in range(3):
+    c = socket.socket()
+    c.setblocking(False)
+    try:
+        c.connect(s.getsockname())
+    except BlockingIOError:
+        pass
+    held.append(c)
+print(s.getsockname()[1], flush=True)
+time.sleep(3600)
+`;
 
 // The index: static files, except a project whose page never comes (for the install timeout).
 function serveIndex(req, res) {
@@ -45,6 +64,8 @@ before(async () => {
   // An allowed https-style host:port (reached through CONNECT); the proxy does not look inside.
   tunnelTarget = createServer(serveIndex);
   tunnelPort = await listen(tunnelTarget);
+  blackhole = spawn('/usr/bin/python3', ['-c', BLACKHOLE], { stdio: ['ignore', 'pipe', 'inherit'] });
+  blackholePort = await new Promise((res) => blackhole.stdout.once('data', (d) => res(Number(String(d).trim()))));
 });
 
 after(async () => {
@@ -55,6 +76,7 @@ after(async () => {
   secret.close();
   tunnelTarget.closeAllConnections();
   tunnelTarget.close();
+  blackhole.kill();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -63,7 +85,7 @@ function configFile(extraToml = '') {
   const cfg = join(dir, `config-${++n}.toml`);
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
-proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}"]
+proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}", "127.0.0.1:${blackholePort}"]
 allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow"]
 ${extraToml}
 `);
@@ -248,7 +270,7 @@ print(json.dumps({
   for (const k of ['other_host', 'connect_other_host']) {
     assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
     assert.match(got[k], /refused by the sandbox's network policy \(network: packages\): the host is not on the list/, k);
-    assert.match(got[k], new RegExp(`Allowed: http://127\\.0\\.0\\.1:${indexPort}, https://localhost:${indexPort}, https://127\\.0\\.0\\.1:${tunnelPort}\\.`), k);
+    assert.match(got[k], new RegExp(`Allowed: http://127\\.0\\.0\\.1:${indexPort}, https://localhost:${indexPort}, https://127\\.0\\.0\\.1:${tunnelPort}, https://127\\.0\\.0\\.1:${blackholePort}\\.`), k);
   }
   for (const k of ['other_port', 'other_port_get']) {
     assert.match(got[k], /^HTTP\/1\.1 403 Forbidden/, k);
@@ -377,6 +399,22 @@ print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big),
   assert.match(log, new RegExp(`"msg":"egress allowed","sandbox":"${a}","method":"GET","target":"127\\.0\\.0\\.1:${indexPort}"`));
   assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"status":"429"`));
   assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"reason":"the sandbox's egress byte budget is used up"`));
+});
+
+// The dial has its own limit, however long the idle limit is: a black-holed address is given
+// up after proxy_connect_timeout_s (it used to wait for the idle limit, 60 s by default).
+test('a connect that hangs is given up after proxy_connect_timeout_s, not the idle limit', async () => {
+  const { client: c } = await server('proxy_idle_timeout_s = 30\nproxy_connect_timeout_s = 1\n');
+  const a = await sandbox(c, 'packages');
+  const got = JSON.parse(await py(c, a, ASK + `
+import json, time
+t = time.time()
+answer = ask("CONNECT 127.0.0.1:${blackholePort} HTTP/1.1\\r\\n\\r\\n")
+print(json.dumps({"answer": answer, "took": time.time() - t}))
+`));
+  assert.match(got.answer, /^HTTP\/1\.1 502 Bad Gateway.*connecting to 127\.0\.0\.1:\d+ timed out/s);
+  assert.ok(got.took > 0.8 && got.took < 6, `gave up after ${got.took} s`);
+  await c.close();
 });
 
 test('over Streamable HTTP: install and import, and /metrics counts the proxy\'s decisions', async () => {
