@@ -294,20 +294,20 @@ static bool tchar(char c)
 }
 
 /* Headers that concern the hop between client and proxy, not the origin server. */
+static bool header_is(const char *name, size_t len, const char *want)
+{
+    return strlen(want) == len && strncasecmp(name, want, len) == 0;
+}
+
 static bool hop_by_hop(const char *name, size_t len)
 {
     static const char *const names[] = {
         "connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate",
         "te",         "trailer",          "upgrade"};
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-        if (strlen(names[i]) == len && strncasecmp(names[i], name, len) == 0)
+        if (header_is(name, len, names[i]))
             return true;
     return false;
-}
-
-static bool header_is(const char *name, size_t len, const char *want)
-{
-    return strlen(want) == len && strncasecmp(name, want, len) == 0;
 }
 
 /* A Content-Length value (digits, optional spaces around); a second one must agree. */
@@ -338,6 +338,30 @@ static const char *find_crlf(const char *s, const char *end)
         if (p[0] == '\r' && p[1] == '\n')
             return p;
     return NULL;
+}
+
+/* Whether a Connection header among the lines from `first` to `end` lists this header's name:
+ * such a header is for this hop alone and is not forwarded (RFC 9110 7.6.1). */
+static bool named_by_connection(const char *first, const char *end, const char *name, size_t len)
+{
+    for (const char *line = first; line < end;) {
+        const char *lend = find_crlf(line, end);
+        if (!lend)
+            return false;
+        const char *colon = memchr(line, ':', (size_t)(lend - line));
+        if (colon && header_is(line, (size_t)(colon - line), "connection"))
+            for (const char *p = colon + 1; p < lend;) {
+                while (p < lend && (*p == ' ' || *p == '\t' || *p == ','))
+                    p++;
+                const char *token = p;
+                while (p < lend && *p != ',' && *p != ' ' && *p != '\t')
+                    p++;
+                if ((size_t)(p - token) == len && strncasecmp(token, name, len) == 0)
+                    return true;
+            }
+        line = lend + 2;
+    }
+    return false;
 }
 
 /* The request line: METHOD SP target SP HTTP/1.x. */
@@ -492,7 +516,8 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
             *why = "malformed or conflicting Content-Length";
             return -1;
         }
-        if (up && !is_host && !hop_by_hop(line, nlen)) {
+        if (up && !is_host && !hop_by_hop(line, nlen) &&
+            !named_by_connection(eol + 2, blank + 2, line, nlen)) {
             memcpy(up + o, line, (size_t)(lend - line) + 2);
             o += (size_t)(lend - line) + 2;
         }

@@ -150,16 +150,18 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
     struct egress_proxy *px = c->px;
     char body[1024];
     const char *what = c->req.method[0] ? c->req.method : "request";
+    /* A head refused before its target was read names no target. */
+    const char *sep = c->target[0] ? " " : "";
     if (status == 403) {
         char *allowed = egress_policy_describe(px->policy);
         snprintf(body, sizeof(body),
-                 "mcp-sandbox egress proxy: %s %s refused by the sandbox's network policy "
+                 "mcp-sandbox egress proxy: %s%s%s refused by the sandbox's network policy "
                  "(network: packages): %s. Allowed: %s.\n",
-                 what, c->target[0] ? c->target : "", why, allowed);
+                 what, sep, c->target, why, allowed);
         free(allowed);
     } else {
-        snprintf(body, sizeof(body), "mcp-sandbox egress proxy: %s %s: %s\n", what,
-                 c->target[0] ? c->target : "", why);
+        snprintf(body, sizeof(body), "mcp-sandbox egress proxy: %s%s%s: %s\n", what, sep, c->target,
+                 why);
     }
     snprintf(px->last_refusal, sizeof(px->last_refusal), "%.*s", (int)strcspn(body, "\n"), body);
     char msg[1536];

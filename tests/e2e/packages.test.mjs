@@ -283,6 +283,7 @@ print(json.dumps({
   assert.match(got.connect_plain_http, /^HTTP\/1\.1 403 Forbidden.*plain http: send the request as an absolute http:\/\/ URL/s);
   assert.match(got.forward_to_https, /^HTTP\/1\.1 403 Forbidden.*is https: reach it through CONNECT/s);
   assert.match(got.garbage, /^HTTP\/1\.1 400 Bad Request/);
+  assert.match(got.garbage, /\r\n\r\nmcp-sandbox egress proxy: request: \S/, 'no target is named when none was read');
   assert.match(got.origin_form, /^HTTP\/1\.1 400 .*absolute http:\/\/ URL/s);
   const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
   assert.ok(st.sc.network.connections_denied >= 5, JSON.stringify(st.sc.network));

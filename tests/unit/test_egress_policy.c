@@ -212,6 +212,17 @@ static void forwarded_heads_are_rewritten(void **state)
     free(up);
     free(req.upstream);
 
+    /* Headers that a Connection header names are for this hop (RFC 9110 7.6.1): not forwarded,
+     * in whatever case or order, before or after the Connection header. */
+    h = "GET http://h/ HTTP/1.1\r\nX-Secret: 1\r\nConnection: keep-alive,, x-SECRET\t, "
+        "X-Other\r\nX-Other: 2\r\nX-Secret-Not: 3\r\nconnection: x-late\r\nX-Late: 4\r\n\r\n";
+    assert_int_equal(egress_parse_request(h, strlen(h), &req, &why), 1);
+    up = strndup(req.upstream, req.upstream_len);
+    assert_string_equal(up, "GET / HTTP/1.1\r\nX-Secret-Not: 3\r\nHost: h:80\r\n"
+                            "Connection: close\r\n\r\n");
+    free(up);
+    free(req.upstream);
+
     h = "POST http://h/upload HTTP/1.1\r\nContent-Length: 5\r\ncontent-length:5\r\n\r\nhello";
     assert_int_equal(egress_parse_request(h, strlen(h), &req, &why), 1);
     assert_int_equal(req.body_len, 5);
