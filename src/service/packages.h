@@ -18,8 +18,9 @@
 
 /* pip's report is written where sandbox code can rewrite it: what the server takes from it is
  * bounded, so a forged one costs the loop no more than an honest one. */
-#define PACKAGES_REPORT_MAX 512  /* entries read from one report */
-#define PACKAGES_LIST_MAX   1024 /* packages recorded per sandbox */
+#define PACKAGES_REPORT_MAX  512  /* entries read from one report */
+#define PACKAGES_LIST_MAX    1024 /* packages recorded per sandbox */
+#define PACKAGES_VERSION_MAX 128  /* longer versions are shown cut */
 /* JSON values in one report: an honest one has about a hundred per package. Parsed, the most
  * costs the loop about 25 MB for a moment. */
 #define PACKAGES_REPORT_MAX_VALUES 100000

@@ -164,6 +164,16 @@ static int root_for_files(struct sandbox *sb, struct sbx_err *err)
     return fd;
 }
 
+bool sandbox_oom_since_last_look(struct sandbox *sb, bool driver_died, uint64_t peak)
+{
+    if (!sb->jail || !(driver_died || peak + (1u << 20) >= sb->profile->memory_bytes))
+        return false;
+    uint64_t kills = jail_oom_kills(sb->jail);
+    bool fired = kills > sb->oom_kills_seen;
+    sb->oom_kills_seen = kills;
+    return fired;
+}
+
 /* The sandbox user's ids on the host, for file access as that user. */
 static struct fs_ids user_ids(const struct sandbox *sb)
 {

@@ -346,6 +346,10 @@ bool sandbox_setting_up(const struct sandbox *sb);
  * until sandbox_wait_cancel. */
 void sandbox_wait_setup(struct sandbox *sb, struct sandbox_wait *w, ev_timer_cb fn, void *data);
 void sandbox_wait_cancel(struct sandbox_wait *w);
+/* Whether the OOM killer took a process of the sandbox (a child, or the interpreter) since the
+ * last look, given the run's memory peak: only a group that reached its limit can have had
+ * one, so the count is read only then (or when the interpreter died). */
+bool sandbox_oom_since_last_look(struct sandbox *sb, bool driver_died, uint64_t peak);
 /* files_open_as, files_read and files_list in the sandbox, with its user's access rights. */
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err);
 int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,

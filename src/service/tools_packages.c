@@ -100,6 +100,9 @@ static void on_install_done(struct exec *e)
     bool success = o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
     int exit_code = (int)json_integer_value(json_object_get(o->frame, "exit_code"));
 
+    uint64_t peak = 0;
+    bool oom = sb->jail && jail_read_memory_peak(sb->jail, &peak) == 0 &&
+               sandbox_oom_since_last_look(sb, o->driver_died, peak);
     char *reason = NULL;
     json_t *installed;
     if (success) {
@@ -128,7 +131,15 @@ static void on_install_done(struct exec *e)
                                             "was restarted");
         else {
             char *why = packages_failure_reason(all, all_len);
-            reason = xasprintf("pip failed (exit code %d): %s", exit_code, why);
+            char held[160] = "";
+            if (oom)
+                sandbox_memory_in_files(sb, held, sizeof(held));
+            reason = oom ? xasprintf("pip was killed by the OOM killer: the sandbox's memory "
+                                     "limit is %llu MiB%s (a larger profile has more). pip's "
+                                     "exit code %d: %s",
+                                     (unsigned long long)(sb->profile->memory_bytes >> 20), held,
+                                     exit_code, why)
+                         : xasprintf("pip failed (exit code %d): %s", exit_code, why);
             free(why);
         }
         /* pip never shows a proxy's refusal: "no matching distribution" may be the byte
@@ -171,10 +182,10 @@ static void on_install_done(struct exec *e)
                                          "in run_code (no restart needed).",
                                          sb->id, *names ? names : "nothing new")
                              : xasprintf("%s\n\n%s", reason, json_string_value(output));
-        json_t *sc =
-            json_pack("{s:s, s:b, s:O, s:O, s:o, s:s?, s:f, s:b}", "sandbox_id", sb->id, "success",
-                      success, "installed", installed, "packages", sb->packages, "output", output,
-                      "error", reason, "duration_ms", duration_ms, "timed_out", o->timed_out);
+        json_t *sc = json_pack("{s:s, s:b, s:O, s:O, s:o, s:s?, s:f, s:b, s:b}", "sandbox_id",
+                               sb->id, "success", success, "installed", installed, "packages",
+                               sb->packages, "output", output, "error", reason, "duration_ms",
+                               duration_ms, "timed_out", o->timed_out, "oom_killed", oom);
         output = NULL;
         mcp_call_finish(e->call,
                         json_pack("{s:[{s:s, s:s}], s:o, s:b}", "content", "type", "text", "text",
@@ -272,9 +283,9 @@ static const struct mcp_tool_def tool_defs[] = {
      "\"properties\":{\"name\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"
      "\"requested\":{\"type\":\"boolean\"}}}},\"packages\":{\"type\":\"array\",\"items\":{"
      "\"type\":\"object\"}},\"output\":{\"type\":\"string\"},\"error\":{\"type\":[\"string\","
-     "\"null\"]},\"duration_ms\":{\"type\":\"number\"},\"timed_out\":{\"type\":\"boolean\"}},"
-     "\"required\":[\"sandbox_id\",\"success\",\"installed\",\"packages\",\"output\","
-     "\"duration_ms\",\"timed_out\"]}",
+     "\"null\"]},\"duration_ms\":{\"type\":\"number\"},\"timed_out\":{\"type\":\"boolean\"},"
+     "\"oom_killed\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"success\","
+     "\"installed\",\"packages\",\"output\",\"duration_ms\",\"timed_out\",\"oom_killed\"]}",
      false, false, true, true, t_install_packages},
 };
 

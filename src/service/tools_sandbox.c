@@ -210,14 +210,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     uint64_t peak = 0;
     if (!sb->jail || jail_read_memory_peak(sb->jail, &peak) < 0)
         peak = (uint64_t)json_integer_value(json_object_get(f, "maxrss_bytes"));
-    /* Whether the OOM killer took a process during this run (a child, or the interpreter):
-     * only a group that reached its limit can have had one, so the count is read only then
-     * (or when the interpreter died), and compared with what the last look saw. */
-    if (sb->jail && (o->driver_died || peak + (1u << 20) >= sb->profile->memory_bytes)) {
-        uint64_t kills = jail_oom_kills(sb->jail);
-        e->outcome.oom_killed = kills > sb->oom_kills_seen;
-        sb->oom_kills_seen = kills;
-    }
+    e->outcome.oom_killed = sandbox_oom_since_last_look(sb, o->driver_died, peak);
 
     /* The interpreter died between executions: the first result someone reads since then says
      * so, unless its own run killed the interpreter again, which says as much. */

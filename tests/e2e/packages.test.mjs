@@ -42,6 +42,21 @@ time.sleep(3600)
 function serveIndex(req, res) {
   requests.push(req.url);
   if (req.url.startsWith('/simple/sbxslow')) return; // hangs until the client gives up
+  if (req.url.startsWith('/simple/sbxhuge')) { // a page larger than a sandbox's memory
+    res.writeHead(200, { 'Content-Type': 'text/html' });
+    const chunk = Buffer.alloc(1 << 20, 'a');
+    let sent = 0;
+    const pump = () => {
+      while (sent < 1024) {
+        sent++;
+        if (!res.write(chunk)) return void res.once('drain', pump);
+      }
+      res.end();
+    };
+    res.on('close', () => { sent = Infinity; });
+    pump();
+    return;
+  }
   const path = normalize(join(indexDir, decodeURIComponent(req.url.split('?')[0])));
   const file = path.endsWith('/') ? join(path, 'index.html') : path;
   if (!file.startsWith(indexDir) || !existsSync(file)) {
@@ -86,7 +101,7 @@ function configFile(extraToml = '') {
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
 proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}", "127.0.0.1:${blackholePort}"]
-allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow"]
+allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge"]
 ${extraToml}
 `);
   return cfg;
@@ -415,6 +430,21 @@ print(json.dumps({"answer": answer, "took": time.time() - t}))
 `));
   assert.match(got.answer, /^HTTP\/1\.1 502 Bad Gateway.*connecting to 127\.0\.0\.1:\d+ timed out/s);
   assert.ok(got.took > 0.8 && got.took < 6, `gave up after ${got.took} s`);
+  await c.close();
+});
+
+// pip that the memory limit kills is said to be, as a run is: not just "exit code 137".
+test('an install that pip loses to the memory limit says so, and the sandbox serves on', async () => {
+  const { client: c } = await server('[profiles.standard]\nmemory = "128M"\n');
+  const a = await sandbox(c, 'packages');
+  const r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxhuge'] });
+  assert.equal(r.r.isError, true);
+  assert.equal(r.sc.oom_killed, true, r.sc.error);
+  assert.equal(r.sc.timed_out, false);
+  assert.match(r.sc.error, /^pip was killed by the OOM killer: the sandbox's memory limit is 128 MiB/);
+  assert.equal(await py(c, a, '1 + 1'), '2', 'the sandbox serves the next call');
+  const ok = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxdemo'] });
+  assert.equal(ok.sc.oom_killed, false);
   await c.close();
 });
 

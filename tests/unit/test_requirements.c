@@ -188,6 +188,21 @@ static void pip_reports_and_failures_are_read(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(installed, 1), "name")),
                         "sbxdemo");
     assert_true(json_is_true(json_object_get(json_array_get(installed, 0), "requested")));
+    /* A long local version (PEP 440 sets no bound) is shown cut, not left out. */
+    char long_report[1024], version[300] = "1.0+";
+    memset(version + 4, '0', sizeof(version) - 5);
+    version[sizeof(version) - 1] = '\0';
+    snprintf(long_report, sizeof(long_report),
+             "{\"install\":[{\"metadata\":{\"name\":\"evilver\",\"version\":\"%s\"}}]}", version);
+    json_t *long_one = NULL;
+    assert_int_equal(packages_parse_report(long_report, strlen(long_report), &long_one, NULL), 0);
+    assert_int_equal(json_array_size(long_one), 1);
+    const char *shown = json_string_value(json_object_get(json_array_get(long_one, 0), "version"));
+    assert_int_equal(strlen(shown), PACKAGES_VERSION_MAX);
+    assert_memory_equal(shown, version, PACKAGES_VERSION_MAX - 3);
+    assert_string_equal(shown + PACKAGES_VERSION_MAX - 3, "...");
+    json_decref(long_one);
+
     json_t *bad = NULL;
     assert_int_equal(packages_parse_report("[1]", 3, &bad, NULL), -1);
     assert_int_equal(packages_parse_report("{", 1, &bad, NULL), -1);
