@@ -2,6 +2,7 @@
  * never corrupt the file), schema migrations as data, prepared statements kept. */
 #include "history.h"
 
+#include "log.h"
 #include "util.h"
 
 #include <fcntl.h>
@@ -93,6 +94,12 @@ struct history {
     size_t n_pending, pending_bytes;
     uint64_t next_order;
     struct sandbox_op *ops, **ops_tail;
+    /* While writes fail (a full disk), what is queued stays for the next try, which waits
+     * HISTORY_RETRY_MS; past the queue's bounds the oldest records go, and are counted. */
+    bool failing;
+    uint64_t retry_at_ms;
+    uint64_t dropped;
+    char failure[SBX_ERR_MSG_MAX];
 };
 
 static void free_pending(struct pending *p)
@@ -225,8 +232,10 @@ void history_close(struct history *h)
 {
     if (!h)
         return;
-    if (h->db && h->st[ARRAY_SIZE(h->st) - 1])
-        history_flush(h, NULL);
+    h->retry_at_ms = 0; /* a last try, whenever the one before was */
+    if (h->db && h->st[ARRAY_SIZE(h->st) - 1] && history_flush(h, NULL) < 0)
+        log_msgf(LOG_LVL_WARNING, "history: %llu execution records were not written: %s",
+                 (unsigned long long)(h->n_pending + h->dropped), h->failure);
     while (h->pending) {
         struct pending *p = h->pending;
         h->pending = p->next;
@@ -369,10 +378,32 @@ static int by_sandbox_then_arrival(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+static size_t pending_size(const struct pending *p)
+{
+    return sizeof(*p) + strlen(p->sandbox_id) + (p->r.code ? strlen(p->r.code) : 0) +
+           (p->r.stdout_text ? strlen(p->r.stdout_text) : 0) +
+           (p->r.error ? strlen(p->r.error) : 0);
+}
+
+/* While writes fail, the queue keeps its bounds by letting its oldest records go. */
+static void drop_oldest(struct history *h)
+{
+    while (h->pending &&
+           (h->n_pending > HISTORY_PENDING_MAX || h->pending_bytes > HISTORY_PENDING_BYTES)) {
+        struct pending *p = h->pending;
+        h->pending = p->next;
+        if (!h->pending)
+            h->pending_tail = &h->pending;
+        h->n_pending--;
+        h->pending_bytes -= pending_size(p);
+        free_pending(p);
+        h->dropped++;
+    }
+}
+
 int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
                 struct sbx_err *err)
 {
-    (void)err;
     struct pending *p = xcalloc(1, sizeof(*p));
     p->sandbox_id = xstrdup(sandbox_id);
     p->r = *r;
@@ -384,14 +415,15 @@ int history_add(struct history *h, const char *sandbox_id, const struct history_
     *h->pending_tail = p;
     h->pending_tail = &p->next;
     h->n_pending++;
-    h->pending_bytes += sizeof(*p) + strlen(sandbox_id) + (p->r.code ? strlen(p->r.code) : 0) +
-                        (p->r.stdout_text ? strlen(p->r.stdout_text) : 0) +
-                        (p->r.error ? strlen(p->r.error) : 0);
+    h->pending_bytes += pending_size(p);
     /* Bounded even if nobody flushes: write through once enough piled up. The bound is in
      * bytes (previews can be 2 KiB each), so that a busy server (thousands of executions a
      * second) commits a few large transactions per flush interval, not one per 256. */
-    if (h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES)
-        return history_flush(h, err);
+    if (h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES) {
+        int rc = history_flush(h, err);
+        drop_oldest(h);
+        return rc;
+    }
     return 0;
 }
 
@@ -400,49 +432,75 @@ bool history_pending(const struct history *h)
     return h->pending != NULL || h->ops != NULL;
 }
 
-int history_flush(struct history *h, struct sbx_err *err)
+/* Writes what is queued in one transaction; on failure it is all rolled back, and the
+ * reason (SQLite's own, read before the rollback replaces it) is in err. */
+static int write_queued(struct history *h, struct sbx_err *err)
 {
-    if (!h->pending && !h->ops)
-        return 0;
-    struct sbx_err sub = {0};
-    int rc = 0;
-    struct sandbox_op *ops = h->ops;
-    h->ops = NULL;
-    h->ops_tail = &h->ops;
     struct pending **v = xmalloc((h->n_pending ? h->n_pending : 1) * sizeof(*v));
     size_t n = 0;
     for (struct pending *p = h->pending; p; p = p->next)
         v[n++] = p;
-    h->pending = NULL;
-    h->pending_tail = &h->pending;
-    h->n_pending = h->pending_bytes = 0;
     /* Grouped by sandbox: one numbering update and one trim per sandbox, not per record. */
     qsort(v, n, sizeof(*v), by_sandbox_then_arrival);
-    sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
+    int rc = sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK
+                 ? 0
+                 : db_fail(h, err, "starting a transaction");
     /* Sandbox rows first: executions are numbered in their row. */
-    while (ops) {
-        struct sandbox_op *op = ops;
-        ops = op->next;
-        if (write_op(h, op, &sub) < 0)
-            rc = -1;
-        free_op(op);
-    }
-    for (size_t a = 0, b; a < n; a = b) {
+    for (struct sandbox_op *op = h->ops; op && rc == 0; op = op->next)
+        rc = write_op(h, op, err);
+    for (size_t a = 0, b; a < n && rc == 0; a = b) {
         for (b = a + 1; b < n && strcmp(v[b]->sandbox_id, v[a]->sandbox_id) == 0; b++)
             ;
         /* Records of a sandbox that is gone from the table are dropped, not fatal. */
+        struct sbx_err sub = {0};
         if (write_group(h, v + a, b - a, &sub) < 0 && sub.code != ENOENT)
-            rc = -1;
+            rc = sbx_fail(err, sub.code, "%s", sub.msg);
     }
-    for (size_t i = 0; i < n; i++)
-        free_pending(v[i]);
     free(v);
-    if (sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
-        return db_fail(h, err, "writing executions");
-    }
+    if (rc == 0 && sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        rc = db_fail(h, err, "writing executions");
     if (rc < 0)
-        return sbx_fail(err, sub.code, "%s", sub.msg);
+        sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+int history_flush(struct history *h, struct sbx_err *err)
+{
+    if (!h->pending && !h->ops)
+        return 0;
+    if (h->failing && now_ms() < h->retry_at_ms)
+        return sbx_fail(err, EIO, "%s", h->failure);
+    struct sbx_err why = {0};
+    if (write_queued(h, &why) < 0) {
+        if (!h->failing)
+            log_emit(LOG_LVL_WARNING, "history write failed; kept to be tried again", "error",
+                     why.msg, NULL);
+        h->failing = true;
+        h->retry_at_ms = now_ms() + HISTORY_RETRY_MS;
+        snprintf(h->failure, sizeof(h->failure), "%s", why.msg);
+        drop_oldest(h);
+        return sbx_fail(err, why.code ? why.code : EIO, "%s", why.msg);
+    }
+    while (h->ops) {
+        struct sandbox_op *op = h->ops;
+        h->ops = op->next;
+        free_op(op);
+    }
+    h->ops_tail = &h->ops;
+    while (h->pending) {
+        struct pending *p = h->pending;
+        h->pending = p->next;
+        free_pending(p);
+    }
+    h->pending_tail = &h->pending;
+    h->n_pending = h->pending_bytes = 0;
+    if (h->failing) {
+        char lost[32];
+        snprintf(lost, sizeof(lost), "%llu", (unsigned long long)h->dropped);
+        log_emit(LOG_LVL_NOTICE, "history writes work again", "records_lost", lost, NULL);
+        h->failing = false;
+        h->dropped = 0;
+    }
     return 0;
 }
 

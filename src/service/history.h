@@ -14,6 +14,8 @@
 /* Records kept in memory until the next flush, at most (then history_add writes through). */
 #define HISTORY_PENDING_MAX   8192
 #define HISTORY_PENDING_BYTES (2u << 20)
+/* After a failed write (a full disk, say), the next try waits this long. */
+#define HISTORY_RETRY_MS 1000
 
 struct history;
 
@@ -43,6 +45,9 @@ int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms,
  * shortly after, so a burst of executions costs one transaction). Reads flush first. */
 int history_add(struct history *h, const char *sandbox_id, const struct history_record *r,
                 struct sbx_err *err);
+/* Writes what is queued in one transaction. When that fails, everything stays queued for the
+ * next try (until HISTORY_RETRY_MS has passed, a flush only says why it failed), the oldest
+ * records going past the queue's bounds; the first failure and the recovery are logged. */
 int history_flush(struct history *h, struct sbx_err *err);
 bool history_pending(const struct history *h);
 /* The newest last_n records, oldest first: {timestamp, language, success, duration_ms,

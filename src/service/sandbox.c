@@ -1574,14 +1574,14 @@ static void on_sweep(struct ev_loop *loop, void *data)
 
 #define HISTORY_FLUSH_MS 100
 
+/* A write that failed (history.c says why in the log) keeps what was queued: it is tried
+ * again a while later, even if nothing new comes. */
 static void on_history_flush(struct ev_loop *loop, void *data)
 {
-    (void)loop;
     struct sandbox_service *svc = data;
     svc->history_timer = NULL;
-    struct sbx_err err = {0};
-    if (history_flush(svc->history, &err) < 0)
-        log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+    if (history_flush(svc->history, NULL) < 0 && !svc->stopping)
+        svc->history_timer = ev_timer_add(loop, HISTORY_RETRY_MS, on_history_flush, svc);
 }
 
 /* What is queued reaches the database within HISTORY_FLUSH_MS, in one transaction. */
@@ -1621,9 +1621,7 @@ static void on_history_purge(struct ev_loop *loop, void *data)
 void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
                          const struct history_record *rec)
 {
-    struct sbx_err err = {0};
-    if (history_add(svc->history, sandbox_id, rec, &err) < 0)
-        log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+    history_add(svc->history, sandbox_id, rec, NULL); /* a failure is logged there, and kept */
     history_soon(svc);
 }
 

@@ -5,9 +5,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "service/history.h"
@@ -367,6 +369,69 @@ static void corrupt_or_unwritable_gives_a_clear_error(void **state)
     assert_true(err.msg[0] != '\0');
 }
 
+/* Sets the file size limit (a write at or past it fails, as on a full disk), or restores it. */
+static void file_size_limit(bool on)
+{
+    static struct rlimit saved;
+    if (on) {
+        signal(SIGXFSZ, SIG_IGN);
+        assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+        struct rlimit tiny = {.rlim_cur = 1, .rlim_max = saved.rlim_max};
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+    } else {
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    }
+}
+
+/* A write that fails loses nothing: the sandbox's row and the records stay queued, the reason
+ * given is SQLite's own, and a flush once HISTORY_RETRY_MS has passed writes them all. Past the
+ * queue's bounds while it fails, the oldest records go (memory stays bounded). */
+static void a_failed_write_keeps_what_was_queued_for_the_next_try(void **state)
+{
+    (void)state;
+    struct history *h = open_db("full.sqlite3");
+    struct sbx_err err = {0};
+    history_record_sandbox(h, "sb-a", "o", NULL, "standard", 1, &err);
+    add(h, "sb-a", "first", true);
+    assert_int_equal(history_flush(h, &err), 0);
+
+    file_size_limit(true);
+    history_record_sandbox(h, "sb-b", "o", NULL, "standard", 2, &err);
+    add(h, "sb-b", "made while full", true);
+    add(h, "sb-a", "second", true);
+    assert_int_equal(history_flush(h, &err), -1);
+    file_size_limit(false);
+    /* Before the fix: "cannot rollback - no transaction is active". */
+    assert_null(strstr(err.msg, "no transaction"));
+    assert_non_null(strstr(err.msg, "history database: "));
+    assert_true(history_pending(h));
+    /* Within the retry wait nothing is tried (a full disk is not hammered). */
+    memset(&err, 0, sizeof(err));
+    assert_int_equal(history_flush(h, &err), -1);
+    assert_true(err.msg[0]);
+    usleep((HISTORY_RETRY_MS + 50) * 1000);
+    assert_int_equal(history_flush(h, &err), 0);
+    assert_false(history_pending(h));
+    assert_int_equal(history_total(h, "sb-a"), 2);
+    assert_int_equal(history_total(h, "sb-b"), 1);
+    json_t *recs = NULL;
+    assert_int_equal(history_list(h, "sb-b", 10, &recs, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(recs, 0), "code_preview")),
+                        "made while full");
+    json_decref(recs);
+
+    file_size_limit(true);
+    struct history_record r = {
+        .timestamp_ms = 1, .language = "python", .success = true, .code = "x"};
+    for (int i = 0; i < HISTORY_PENDING_MAX + 10; i++)
+        history_add(h, "sb-a", &r, &err);
+    file_size_limit(false);
+    usleep((HISTORY_RETRY_MS + 50) * 1000);
+    assert_int_equal(history_flush(h, &err), 0);
+    assert_int_equal(history_total(h, "sb-a"), 2 + HISTORY_PENDING_MAX);
+    history_close(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +444,7 @@ int main(void)
         cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
         cmocka_unit_test(pending_records_are_bounded_in_count_and_bytes),
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
+        cmocka_unit_test(a_failed_write_keeps_what_was_queued_for_the_next_try),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
