@@ -403,9 +403,16 @@ static int set_value(const struct key_def *k, void *base, const struct raw_value
             return 0;
         }
         char *copy = xstrdup(v->text), *save = NULL;
+        /* "a, b": the spaces around an item are the list's, not the item's. */
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            t += strspn(t, " \t");
+            size_t tlen = strlen(t);
+            while (tlen && (t[tlen - 1] == ' ' || t[tlen - 1] == '\t'))
+                tlen--;
+            if (!tlen)
+                continue;
             l->items = xrealloc(l->items, (l->len + 1) * sizeof(char *));
-            l->items[l->len++] = xstrdup(t);
+            l->items[l->len++] = xstrndup(t, tlen);
         }
         free(copy);
         return 0;
@@ -512,6 +519,10 @@ static int on_toml_key(void *ud, const char *table, const char *key, const struc
 {
     if (!key)
         return on_toml_table(ud, table, err);
+    /* A quoted "limits.max_sandboxes" is one key of that name, which no table has; read as a
+     * path it would slip past the duplicate check. */
+    if (strchr(key, '.'))
+        return sbx_fail(err, EINVAL, "unknown key \"%s\" (no key name holds a '.')", key);
     char full[320];
     snprintf(full, sizeof(full), "%s%s%s", table, table[0] ? "." : "", key);
     struct raw_value rv = {v, NULL};
@@ -559,6 +570,9 @@ int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *e
         if (!eq || strncmp(*e, "MCP_SANDBOX_", 12) != 0)
             continue;
         size_t nlen = (size_t)(eq - *e);
+        /* As in a file: a value that is not UTF-8 could not be printed back as TOML. */
+        if (utf8_valid_prefix(eq + 1, strlen(eq + 1)) != strlen(eq + 1))
+            return sbx_fail(err, EINVAL, "%.*s is not valid UTF-8", (int)nlen, *e);
         char name[160];
         bool matched = false;
         /* The documented short form for the state directory. */
@@ -575,26 +589,30 @@ int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *e
                     return sbx_err_wrap(err, "%.*s", (int)nlen, *e);
             }
         }
-        /* MCP_SANDBOX_PROFILES_<NAME>_<FIELD>: the field is matched from the end. */
+        /* MCP_SANDBOX_PROFILES_<NAME>_<FIELD>: the field is matched from the end, the longest
+         * that fits (MAX_TIMEOUT_S, not TIMEOUT_S of a profile "<name>_max"). */
         if (!matched && nlen > 21 && !strncmp(*e, "MCP_SANDBOX_PROFILES_", 21)) {
-            for (size_t i = 0; i < ARRAY_SIZE(profile_keys) && !matched; i++) {
+            size_t best = ARRAY_SIZE(profile_keys), best_len = 0;
+            for (size_t i = 0; i < ARRAY_SIZE(profile_keys); i++) {
                 env_name(profile_keys[i].name, name, sizeof(name));
                 const char *field = name + 12; /* "MEMORY" */
                 size_t flen = strlen(field);
-                if (nlen > 21 + flen + 1 && !strncmp(*e + nlen - flen, field, flen) &&
-                    (*e)[nlen - flen - 1] == '_') {
-                    char key[160], pname[SBX_NAME_MAX];
-                    size_t plen = nlen - 21 - flen - 1;
-                    if (plen >= sizeof(pname))
-                        continue;
-                    for (size_t c = 0; c < plen; c++)
-                        pname[c] = (char)tolower((unsigned char)(*e)[21 + c]);
-                    pname[plen] = '\0';
-                    snprintf(key, sizeof(key), "profiles.%s.%s", pname, profile_keys[i].name);
-                    matched = true;
-                    if (config_set(cfg, key, eq + 1, CONFIG_SRC_ENV, err) < 0)
-                        return sbx_err_wrap(err, "%.*s", (int)nlen, *e);
+                if (flen > best_len && nlen > 21 + flen + 1 &&
+                    !strncmp(*e + nlen - flen, field, flen) && (*e)[nlen - flen - 1] == '_') {
+                    best = i;
+                    best_len = flen;
                 }
+            }
+            char key[160], pname[SBX_NAME_MAX];
+            size_t plen = nlen - 21 - best_len - 1;
+            if (best < ARRAY_SIZE(profile_keys) && plen < sizeof(pname)) {
+                for (size_t c = 0; c < plen; c++)
+                    pname[c] = (char)tolower((unsigned char)(*e)[21 + c]);
+                pname[plen] = '\0';
+                snprintf(key, sizeof(key), "profiles.%s.%s", pname, profile_keys[best].name);
+                matched = true;
+                if (config_set(cfg, key, eq + 1, CONFIG_SRC_ENV, err) < 0)
+                    return sbx_err_wrap(err, "%.*s", (int)nlen, *e);
             }
         }
         if (!matched)
@@ -627,10 +645,17 @@ int config_check(struct sbx_config *cfg, struct sbx_err *err)
                 memcpy((char *)&cfg->profiles[p] + profile_keys[k].off,
                        (char *)&cfg->profiles[0] + profile_keys[k].off,
                        profile_field_size(profile_keys[k].type));
-    /* A profile's own default is always within its maximum. */
-    for (size_t p = 0; p < cfg->n_profiles; p++)
-        if (cfg->profiles[p].max_timeout_ms < cfg->profiles[p].timeout_ms)
-            cfg->profiles[p].max_timeout_ms = cfg->profiles[p].timeout_ms;
+    /* A profile's own default must be within its maximum: a contradiction is refused rather
+     * than one of the two rewritten. */
+    for (size_t p = 0; p < cfg->n_profiles; p++) {
+        const struct sbx_profile *pr = &cfg->profiles[p];
+        if (pr->max_timeout_ms < pr->timeout_ms)
+            return sbx_fail(err, EINVAL,
+                            "profiles.%s.timeout_s = %u is more than its max_timeout_s = %u "
+                            "(a call's default cannot exceed what a call may ask for): raise "
+                            "max_timeout_s too, or lower timeout_s",
+                            pr->name, pr->timeout_ms / 1000, pr->max_timeout_ms / 1000);
+    }
     if (!config_profile(cfg, cfg->default_profile))
         return sbx_fail(err, EINVAL, "isolation.default_profile = \"%s\" names no profile",
                         cfg->default_profile);

@@ -22,28 +22,6 @@ static int perr(struct parser *p, const char *at, const char *fmt, const char *a
                     msg);
 }
 
-/* Where the first byte that is not part of well-formed UTF-8 is, or n. */
-static size_t utf8_bad_at(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!len || i + len > n)
-            return i;
-        unsigned cp = len == 1 ? c : c & (0x7f >> len);
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        static const unsigned min[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return i;
-        i += len;
-    }
-    return n;
-}
-
 /* FILE:LINE:COLUMN of byte at in text, as the parser's own errors say it. */
 static int fail_at(struct sbx_err *err, const char *file, const char *text, size_t at,
                    const char *what)
@@ -430,7 +408,7 @@ int toml_parse(const char *text, size_t len, const char *filename, toml_key_fn f
     int rc = 0;
     if (len > TOML_MAX_INPUT)
         return sbx_fail(err, EFBIG, "%s: larger than %u bytes", p.file, TOML_MAX_INPUT);
-    size_t bad = utf8_bad_at((const unsigned char *)text, len);
+    size_t bad = utf8_valid_prefix(text, len);
     if (bad < len)
         return fail_at(err, p.file, text, bad, "not valid UTF-8");
     const char *nul = memchr(text, '\0', len);

@@ -242,6 +242,15 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+size_t utf8_valid_prefix(const char *buf, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = 0, l;
+    while (i < len && (l = utf8_seq(s + i, len - i)))
+        i += l;
+    return i;
+}
+
 size_t utf8_scrub(char *buf, size_t len)
 {
     unsigned char *s = (unsigned char *)buf;

@@ -95,6 +95,8 @@ int write_file_str(const char *path, const char *s);
  * bytes, cut or overlong sequences, surrogates) with '?', in place, so the text can travel
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
+/* Where the first byte that is not part of well-formed UTF-8 is, or len when there is none. */
+size_t utf8_valid_prefix(const char *buf, size_t len);
 /* Whether the JSON text holds at most max values, counted as the commas, colons and openings
  * outside strings (an upper bound): a linear scan, before a parser builds anything (jansson
  * spends about 200 bytes on each {}). */

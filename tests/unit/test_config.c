@@ -220,6 +220,53 @@ static void precedence_default_file_env_flag(void **state)
     config_free(&cfg);
 }
 
+/* What used to be taken the wrong way, or rewritten without a word. */
+static void no_value_is_misread_or_rewritten(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    /* MAX_TIMEOUT_S is max_timeout_s, not timeout_s of a new profile "tight_max". */
+    config_init_defaults(&cfg);
+    char *env[] = {"MCP_SANDBOX_PROFILES_TIGHT_MAX_TIMEOUT_S=60",
+                   "MCP_SANDBOX_FILES_UPLOAD_ROOTS= /a , /b,,", NULL};
+    assert_int_equal(config_load_env(&cfg, env, &err), 0);
+    assert_int_equal(config_profile(&cfg, "tight")->max_timeout_ms, 60000);
+    assert_int_equal(config_profile(&cfg, "tight")->timeout_ms, 5000);
+    assert_null(config_profile(&cfg, "tight_max"));
+    assert_int_equal(cfg.upload_roots.len, 2);
+    assert_string_equal(cfg.upload_roots.items[0], "/a");
+    assert_string_equal(cfg.upload_roots.items[1], "/b");
+    assert_int_equal(config_check(&cfg, &err), 0);
+    config_free(&cfg);
+
+    /* A default over the maximum is refused, not one of them rewritten. */
+    assert_int_equal(
+        load_text(&cfg, "[profiles.standard]\ntimeout_s = 100\nmax_timeout_s = 50\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "profiles.standard.timeout_s = 100 is more than its "
+                                    "max_timeout_s = 50"));
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[profiles.tight]\ntimeout_s = 60\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "raise max_timeout_s too"));
+    config_free(&cfg);
+
+    /* A quoted key is one name: "limits.max_sandboxes" is no key (and no way past the
+     * duplicate check). */
+    assert_int_equal(
+        load_text(&cfg, "\"limits.max_sandboxes\" = 5\n[limits]\nmax_sandboxes = 7\n", &err), -1);
+    assert_non_null(strstr(err.msg, ":1:1: unknown key \"limits.max_sandboxes\""));
+    config_free(&cfg);
+
+    /* The environment is held to the file's rules: UTF-8 only, so --print parses back. */
+    config_init_defaults(&cfg);
+    char *bad[] = {"MCP_SANDBOX_SERVER_STATE_DIR=/a\xff\xfe", NULL};
+    assert_int_equal(config_load_env(&cfg, bad, &err), -1);
+    assert_non_null(strstr(err.msg, "MCP_SANDBOX_SERVER_STATE_DIR is not valid UTF-8"));
+    config_free(&cfg);
+}
+
 static void jwt_keys(void **state)
 {
     (void)state;
@@ -320,6 +367,7 @@ int main(void)
         cmocka_unit_test(accepts_the_subset),
         cmocka_unit_test(refuses_with_line_and_column),
         cmocka_unit_test(precedence_default_file_env_flag),
+        cmocka_unit_test(no_value_is_misread_or_rewritten),
         cmocka_unit_test(jwt_keys),
         cmocka_unit_test(print_round_trips),
     };
