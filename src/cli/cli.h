@@ -25,8 +25,14 @@ int cli_rerun_in_own_scope(struct cli_ctx *ctx);
 /* First thing in main: a copy started by cli_rerun_in_own_scope tells the original. */
 void cli_scope_copy_started(void);
 /* The signals run passes on to the command, and the original to its copy: SIGINT, SIGTERM,
- * SIGHUP and SIGQUIT. */
+ * SIGHUP, SIGQUIT, and the others whose default action would end us with the sandbox's cgroups
+ * behind (SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR); each only if it was
+ * not ignored when we started (nohup, a script's background job): that one stays ignored. */
 void cli_passed_signals(sigset_t *set);
+/* Adds sig to set unless its disposition is SIG_IGN. */
+void cli_add_unless_ignored(sigset_t *set, int sig);
+/* Whether sig is one a user sends to stop a command (the second of them kills outright). */
+bool cli_is_stop_signal(int sig);
 
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);

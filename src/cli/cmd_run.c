@@ -195,6 +195,62 @@ static json_t *stream_json(struct stream *s)
     return j ? j : json_string("");
 }
 
+/* What --json reports about a run. */
+struct run_report {
+    int exit_code; /* -1 when the command did not exit by itself */
+    int term_signal;
+    bool timed_out, oom_killed;
+    uint64_t duration_ns;
+    struct jail_usage usage;
+    double setup_us;
+    struct stream *streams; /* stdout, stderr; NULL when the command never started */
+    const char *limits_backend;
+    const char *degraded; /* comma-separated */
+    const char *error;    /* why the command never started */
+};
+
+/* The one JSON report, on stdout, also when the command could not start. */
+static void print_report(const struct run_report *r)
+{
+    json_t *rep = json_object();
+    json_object_set_new(rep, "exit_code",
+                        r->exit_code >= 0 ? json_integer(r->exit_code) : json_null());
+    json_object_set_new(rep, "signal", json_integer(r->term_signal));
+    json_object_set_new(rep, "timed_out", json_boolean(r->timed_out));
+    json_object_set_new(rep, "oom_killed", json_boolean(r->oom_killed));
+    json_object_set_new(rep, "duration_ms", json_real((double)r->duration_ns / 1e6));
+    json_object_set_new(rep, "cpu_ms", json_real((double)r->usage.cpu_ns / 1e6));
+    json_object_set_new(rep, "memory_peak_bytes",
+                        json_integer((json_int_t)r->usage.memory_peak_bytes));
+    json_object_set_new(rep, "setup_us", json_real(r->setup_us));
+    static const char *const names[] = {"stdout", "stderr"};
+    struct stream *of[2] = {r->streams, r->streams ? &r->streams[1] : NULL};
+    char key[32];
+    for (int k = 0; k < 2; k++)
+        json_object_set_new(rep, names[k], of[k] ? stream_json(of[k]) : json_string(""));
+    for (int k = 0; k < 2; k++) {
+        snprintf(key, sizeof(key), "%s_truncated", names[k]);
+        json_object_set_new(rep, key, json_boolean(of[k] && outbuf_truncated(&of[k]->buf)));
+    }
+    for (int k = 0; k < 2; k++) {
+        snprintf(key, sizeof(key), "%s_bytes", names[k]);
+        json_object_set_new(rep, key, json_integer(of[k] ? (json_int_t)of[k]->buf.total : 0));
+    }
+    json_object_set_new(rep, "limits_backend", json_string(r->limits_backend));
+    json_t *deg = json_array();
+    char *list = xstrdup(r->degraded ? r->degraded : ""), *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(deg, json_string(t));
+    free(list);
+    json_object_set_new(rep, "degraded", deg);
+    if (r->error)
+        json_object_set_new(rep, "error", json_string(r->error));
+    char *text = json_dumps(rep, JSON_COMPACT);
+    puts(text);
+    free(text);
+    json_decref(rep);
+}
+
 /* Ctrl-Z: init stops every process in the sandbox, then this one stops as a shell expects (by
  * SIGTSTP itself, which the kernel discards in an orphaned process group, where nothing would
  * ever continue us). Returns how long we stood stopped. */
@@ -211,6 +267,9 @@ static uint64_t stop_with_sandbox(struct jail *j)
     jail_signal(j, SIGCONT);
     return now_ns() - t;
 }
+
+/* How long output left in the pipes may still go to a slow reader after a timeout. */
+#define FLUSH_GRACE_NS 1000000000ull
 
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 {
@@ -256,9 +315,15 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         jail_shutdown();
         /* A shell's codes: not found 127; found but not runnable (a directory, no x bit,
          * no format the kernel knows) 126; the sandbox itself failed 125. */
-        return err.code == ENOENT                                                ? 127
-               : err.code == EACCES || err.code == EISDIR || err.code == ENOEXEC ? 126
-                                                                                 : 125;
+        int status = err.code == ENOENT                                                ? 127
+                     : err.code == EACCES || err.code == EISDIR || err.code == ENOEXEC ? 126
+                                                                                       : 125;
+        if (o.json)
+            print_report(&(struct run_report){.exit_code = status,
+                                              .duration_ns = now_ns() - t0,
+                                              .limits_backend = "none",
+                                              .error = err.msg});
+        return status;
     }
     /* And init is spared outright where we may lower the score (root with CAP_SYS_RESOURCE):
      * the kernel applies it to every process of this memory, init's too, not the command's. */
@@ -280,12 +345,16 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
     uint64_t deadline = t0 + (uint64_t)o.profile.timeout_ms * 1000000ull;
-    bool timed_out = false, exited = false;
+    bool timed_out = false, exited = false, abandoned = false;
     int exit_code = -1, term_signal = 0;
     int signals_seen = 0;
+    /* Once the sandbox has ended, what is left of its output still goes to our reader; but
+     * not past a signal, nor (after a timeout or a stop signal) past a short grace, whatever
+     * the reader does. */
+    uint64_t flush_until = UINT64_MAX;
 
-    while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 || streams[0].len ||
-           streams[1].len) {
+    while (!abandoned && (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 || streams[0].len ||
+                          streams[1].len)) {
         struct pollfd pfd[6];
         int n = 0, i_in = -1, i_child = -1, i_pid = -1, i_sig = -1, i_stream[2] = {-1, -1};
         for (int k = 0; k < 2; k++) {
@@ -301,19 +370,22 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
             i_child = n, pfd[n++] = (struct pollfd){child_in, POLLOUT, 0};
         if (!exited)
             i_pid = n, pfd[n++] = (struct pollfd){j->pidfd, POLLIN, 0};
-        if (!exited && sig_fd >= 0)
+        if (sig_fd >= 0)
             i_sig = n, pfd[n++] = (struct pollfd){sig_fd, POLLIN, 0};
-        uint64_t now = now_ns();
+        uint64_t now = now_ns(), until = exited ? flush_until : deadline;
         int wait_ms = -1;
-        if (!exited)
-            wait_ms = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
+        if (until != UINT64_MAX)
+            wait_ms = now >= until ? 0 : (int)((until - now) / 1000000ull) + 1;
         int r = poll(pfd, (nfds_t)n, wait_ms);
         if (r < 0 && errno != EINTR)
             break;
         if (!exited && !timed_out && now_ns() >= deadline) {
             timed_out = true;
             jail_kill(j);
+            flush_until = now_ns() + FLUSH_GRACE_NS;
         }
+        if (exited && now_ns() >= flush_until)
+            break;
         if (r <= 0)
             continue;
         for (int k = 0; k < 2; k++) {
@@ -348,16 +420,23 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         if (i_sig >= 0 && pfd[i_sig].revents) {
             struct signalfd_siginfo si;
             while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                if (si.ssi_signo == SIGTSTP) {
+                int sig = (int)si.ssi_signo;
+                if (sig == SIGTSTP) {
                     deadline += stop_with_sandbox(j);
-                    continue;
+                } else if (exited) {
+                    abandoned = true; /* told to go while output waited for its reader */
+                } else if (!cli_is_stop_signal(sig)) {
+                    jail_signal(j, sig); /* SIGUSR1 and the like: the command's to handle */
+                } else {
+                    /* The first goes to the command (through init), which may handle it; a
+                     * second means stop now. Either way, output is not held for long after. */
+                    if (signals_seen++ == 0)
+                        jail_signal(j, sig);
+                    else
+                        jail_kill(j);
+                    if (flush_until == UINT64_MAX)
+                        flush_until = now_ns() + FLUSH_GRACE_NS;
                 }
-                /* The first goes to the command (through init), which may handle it; a
-                 * second means stop now. */
-                if (signals_seen++ == 0)
-                    jail_signal(j, (int)si.ssi_signo);
-                else
-                    jail_kill(j);
             }
         }
         if (i_pid >= 0 && pfd[i_pid].revents) {
@@ -391,35 +470,16 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         status = exit_code;
 
     if (o.json) {
-        json_t *rep = json_object();
-        json_object_set_new(rep, "exit_code",
-                            exit_code >= 0 ? json_integer(exit_code) : json_null());
-        json_object_set_new(rep, "signal", json_integer(term_signal));
-        json_object_set_new(rep, "timed_out", json_boolean(timed_out));
-        json_object_set_new(rep, "oom_killed", json_boolean(oom));
-        json_object_set_new(rep, "duration_ms", json_real((double)duration_ns / 1e6));
-        json_object_set_new(rep, "cpu_ms", json_real((double)usage.cpu_ns / 1e6));
-        json_object_set_new(rep, "memory_peak_bytes",
-                            json_integer((json_int_t)usage.memory_peak_bytes));
-        json_object_set_new(rep, "setup_us", json_real((double)j->setup_ns / 1e3));
-        json_object_set_new(rep, "stdout", stream_json(&streams[0]));
-        json_object_set_new(rep, "stderr", stream_json(&streams[1]));
-        json_object_set_new(rep, "stdout_truncated",
-                            json_boolean(outbuf_truncated(&streams[0].buf)));
-        json_object_set_new(rep, "stderr_truncated",
-                            json_boolean(outbuf_truncated(&streams[1].buf)));
-        json_object_set_new(rep, "stdout_bytes", json_integer((json_int_t)streams[0].buf.total));
-        json_object_set_new(rep, "stderr_bytes", json_integer((json_int_t)streams[1].buf.total));
-        json_object_set_new(rep, "limits_backend", json_string(j->limits_backend));
-        json_t *deg = json_array();
-        char *save = NULL;
-        for (char *t = strtok_r(j->degraded, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            json_array_append_new(deg, json_string(t));
-        json_object_set_new(rep, "degraded", deg);
-        char *s = json_dumps(rep, JSON_COMPACT);
-        puts(s);
-        free(s);
-        json_decref(rep);
+        print_report(&(struct run_report){.exit_code = exit_code,
+                                          .term_signal = term_signal,
+                                          .timed_out = timed_out,
+                                          .oom_killed = oom,
+                                          .duration_ns = duration_ns,
+                                          .usage = usage,
+                                          .setup_us = (double)j->setup_ns / 1e3,
+                                          .streams = streams,
+                                          .limits_backend = j->limits_backend,
+                                          .degraded = j->degraded});
     } else if (timed_out) {
         fprintf(stderr, "mcp-sandbox: timed out after %u s; everything in the sandbox was killed\n",
                 o.profile.timeout_ms / 1000);
@@ -438,6 +498,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     for (int i = 0; i < 2; i++)
         if (streams[i].fd >= 0)
             close(streams[i].fd);
+    /* The groups of a run that was SIGKILLed are removed by the next one (about 30 us here,
+     * once the caller has its output). */
+    jail_sweep_stale();
     jail_destroy(j);
     jail_shutdown();
     if (sig_fd >= 0)

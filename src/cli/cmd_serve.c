@@ -102,12 +102,8 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     sigaddset(&set, SIGTERM);
     /* Ctrl-C, and a terminal or ssh session that closed: the same clean end, unless they were
      * ignored when we started (nohup, a background job of a script), as they would be. */
-    static const int unless_ignored[] = {SIGINT, SIGHUP};
-    for (size_t i = 0; i < ARRAY_SIZE(unless_ignored); i++) {
-        struct sigaction old;
-        if (sigaction(unless_ignored[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-            sigaddset(&set, unless_ignored[i]);
-    }
+    cli_add_unless_ignored(&set, SIGINT);
+    cli_add_unless_ignored(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
     sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (ev_loop_new(&loop, &err) < 0 || sfd < 0)

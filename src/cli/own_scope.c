@@ -46,13 +46,25 @@ void cli_scope_copy_started(void)
     }
 }
 
+void cli_add_unless_ignored(sigset_t *set, int sig)
+{
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+        sigaddset(set, sig);
+}
+
+bool cli_is_stop_signal(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
 void cli_passed_signals(sigset_t *set)
 {
+    static const int passed[] = {SIGINT,  SIGTERM,   SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2,
+                                 SIGALRM, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
     sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-    sigaddset(set, SIGQUIT);
+    for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
+        cli_add_unless_ignored(set, passed[i]);
 }
 
 /* Whether the manager systemd-run would ask is there: the system's, or for a user the user's
@@ -111,7 +123,7 @@ static int wait_for_copy(pid_t pid, int ready_fd, const sigset_t *passed, bool *
         if (pfd[2].revents) {
             struct signalfd_siginfo si;
             while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                if (!*signalled)
+                if (!*signalled && cli_is_stop_signal((int)si.ssi_signo))
                     *signalled = (int)si.ssi_signo;
                 if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE || si.ssi_code == SI_TKILL)
                     kill(pid, (int)si.ssi_signo);

@@ -46,6 +46,9 @@ out=$("$SBX" run -- echo hi --log-file x 2>&1); expect "run: (control) after --,
 # --json keeps what is UTF-8 of the output; only the bytes that are not become '?'.
 out=$("$SBX" run --json -- sh -c 'printf "h\303\251llo \377\n"' | python3 -c 'import json,sys; print(json.load(sys.stdin)["stdout"], end="")')
 expect "run: --json keeps the characters around a bad byte" "^héllo \?$" "$out"
+# --json promises one report: also when the command never starts (it printed nothing before).
+out=$("$SBX" run --json -- /no/such/command 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["exit_code"], r["error"])'; echo "rc=${PIPESTATUS[0]}")
+expect "run: --json reports a command that cannot start" "^127 cannot run /no/such/command: No such file or directory rc=127$" "$(echo $out)"
 
 # Limits given on the command line have the bounds the config file gives them: none of them
 # can make a limit disappear.
@@ -91,6 +94,7 @@ groups_of() { find /sys/fs/cgroup -maxdepth 7 -name "mcp-sandbox.$1*" 2>/dev/nul
 # wait_ready FILE: until the command inside has printed "ready" (5 s at most).
 wait_ready() { for _ in $(seq 1 100); do grep -qs ready "$1" && return 0; sleep 0.05; done; return 1; }
 sig_out=${TMPDIR:-/tmp}/sbx-sig.$$
+with_int=(env --default-signal=INT)
 "$SBX" run -- /bin/sh -c 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
 runner=$!
 wait_ready "$sig_out"
@@ -102,7 +106,9 @@ kill -TERM "$runner"; wait "$runner"; rc=$?
 expect "run: SIGTERM reaches the command, which handles it" "got-term" "$(cat "$sig_out")"
 expect "run: and run exits with the command's code" "^rc=7$" "rc=$rc"
 expect "run: a signalled run leaves no cgroup behind" "^0$" "$(groups_of "$runner")"
-"$SBX" run -- /bin/sh -c 'trap "" TERM INT; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
+# A script's background job starts with SIGINT ignored, and run then leaves it so (as any
+# program would): these jobs get it back, as a shell's foreground job has it.
+"${with_int[@]}" "$SBX" run -- /bin/sh -c 'trap "" TERM INT; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
 runner=$!
 wait_ready "$sig_out"
 kill -TERM "$runner"; sleep 0.3
@@ -111,11 +117,69 @@ kill -INT "$runner"; wait "$runner"; rc=$?
 expect "run: a second signal kills everything (exit 137)" "^rc=137$" "rc=$rc"
 expect "run: and says so on stderr" "signalled twice: everything in the sandbox was killed" "$(cat "$sig_out")"
 expect "run: and leaves no cgroup behind" "^0$" "$(groups_of "$runner")"
-"$SBX" run -- /bin/sleep 30 > "$sig_out" 2>&1 &
+"${with_int[@]}" "$SBX" run -- /bin/sleep 30 > "$sig_out" 2>&1 &
 runner=$!
 sleep 0.5
 kill -INT "$runner"; wait "$runner"; rc=$?
 expect "run: Ctrl-C (SIGINT) ends a command that does not handle it: exit 130" "^rc=130$" "rc=$rc"
+"$SBX" run -- /bin/sh -c 'echo ready; sleep 1; echo finished' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -INT "$runner"; wait "$runner"; rc=$?
+expect "run: (control) as a script's background job, SIGINT stays ignored" "^ready finished rc=0$" "$(tr '\n' ' ' < "$sig_out")rc=$rc"
+# Under nohup (SIGHUP ignored when run started) a hangup is not passed on: the command goes on,
+# as it would under nohup by itself. The control, without nohup, passes it (exit 129).
+nohup "$SBX" run -- /bin/sh -c 'echo ready; sleep 1; echo survived' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -HUP "$runner"; wait "$runner"; rc=$?
+expect "run: under nohup a SIGHUP does not reach the command" "survived rc=0" "$(grep -v nohup "$sig_out" | tr '\n' ' ')rc=$rc"
+"$SBX" run -- /bin/sh -c 'echo ready; sleep 1; echo survived' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -HUP "$runner"; wait "$runner"; rc=$?
+expect "run: (control) without nohup it does (exit 129)" "^ready rc=129$" "$(tr '\n' ' ' < "$sig_out")rc=$rc"
+# SIGUSR1 and the other signals whose default ends a process go to the command too, and run
+# cleans up after it: they used to end run itself, leaving the sandbox's cgroups behind. They
+# are the command's to handle, as often as it likes: only a second stop signal kills.
+"$SBX" run -- /bin/sh -c 'trap "echo got-usr1" USR1; echo ready; while :; do sleep 0.1; done' > "$sig_out" 2>&1 &
+runner=$!
+wait_ready "$sig_out"
+kill -USR1 "$runner"; sleep 0.3; kill -USR1 "$runner"; sleep 0.3
+kill -0 "$runner" 2>/dev/null && alive=alive || alive=gone
+kill -TERM "$runner"; wait "$runner"
+expect "run: SIGUSR1 reaches the command, twice, and run goes on" "^got-usr1 got-usr1 alive$" "$(grep got "$sig_out" | tr '\n' ' ')$alive"
+"$SBX" run -- /bin/sleep 30 > "$sig_out" 2>&1 &
+runner=$!
+sleep 0.5
+kill -USR1 "$runner"; wait "$runner"; rc=$?
+expect "run: SIGUSR1 ends a command that does not handle it (exit 138)" "^rc=138$" "rc=$rc"
+expect "run: and leaves no cgroup behind" "^0$" "$(groups_of "$runner")"
+# Once the command has ended, what is left of its output waits for the reader, but neither past
+# a signal nor, after a timeout, past a second's grace: a reader that never reads cannot hold
+# run. (It used to stay until the reader left, deaf to signals.)
+t0=$(date +%s%N)
+"$SBX" run -- /bin/sh -c 'head -c 300000 /dev/zero' > >(sleep 6) 2>/dev/null &
+runner=$!
+sleep 1; kill -TERM "$runner"; wait "$runner"
+expect "run: a signal ends run while its output waits for a reader that does not read" "^fast$" \
+    "$([ $((($(date +%s%N) - t0) / 1000000)) -lt 4000 ] && echo fast || echo slow)"
+t0=$(date +%s%N)
+( "$SBX" run --timeout 1 -- yes 2>/dev/null; echo "rc=$? ms=$((($(date +%s%N) - t0) / 1000000))" > "$sig_out" ) | sleep 6
+read -r rc ms < "$sig_out"
+expect "run: after a timeout run exits within a second's grace whatever the reader does ($rc $ms)" "^rc=124 fast$" \
+    "$rc $([ "${ms#ms=}" -lt 3500 ] && echo fast || echo slow)"
+if is_root; then
+    # A run killed outright (SIGKILL) cannot clean up: the next run removes what it left.
+    "$SBX" run -- /bin/sleep 30 > "$sig_out" 2>&1 &
+    runner=$!
+    sleep 0.5
+    kill -KILL "$runner"; wait "$runner" 2>/dev/null
+    for _ in $(seq 1 50); do [ -z "$(find /sys/fs/cgroup -maxdepth 7 -path "*mcp-sandbox.$runner*" -name cgroup.procs -size +0 2>/dev/null)" ] && break; sleep 0.1; done
+    left=$(groups_of "$runner")
+    "$SBX" run -- /bin/true
+    expect "run: the groups a SIGKILLed run left ($left) are removed by the next run" "^0$" "$(groups_of "$runner")"
+fi
 
 # Ctrl-Z (SIGTSTP) stops everything in the sandbox and then run; a continue resumes them all.
 # The kernel stops a process on SIGTSTP only where a shell could continue it: run is started in
