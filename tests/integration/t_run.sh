@@ -175,7 +175,11 @@ if is_root; then
     runner=$!
     sleep 0.5
     kill -KILL "$runner"; wait "$runner" 2>/dev/null
-    for _ in $(seq 1 50); do [ -z "$(find /sys/fs/cgroup -maxdepth 7 -path "*mcp-sandbox.$runner*" -name cgroup.procs -size +0 2>/dev/null)" ] && break; sleep 0.1; done
+    # Its sandbox dies with it; only then are the groups empty, and removable.
+    for _ in $(seq 1 50); do
+        [ -z "$(find /sys/fs/cgroup -maxdepth 8 -path "*mcp-sandbox.$runner*" -name cgroup.procs -exec cat {} + 2>/dev/null)" ] && break
+        sleep 0.1
+    done
     left=$(groups_of "$runner")
     "$SBX" run -- /bin/true
     expect "run: the groups a SIGKILLed run left ($left) are removed by the next run" "^0$" "$(groups_of "$runner")"
