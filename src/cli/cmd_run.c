@@ -32,9 +32,12 @@ struct run_opts {
 
 static int parse_u32(const char *s, uint32_t *out, uint32_t min, uint32_t max)
 {
-    char *end = NULL;
-    unsigned long v = strtoul(s, &end, 10);
-    if (!end || *end || s[0] == '-' || v < min || v > max)
+    /* Digits only: strtoul would also take " 5", "+5" and "-5". */
+    if (!*s || strspn(s, "0123456789") != strlen(s))
+        return -1;
+    errno = 0;
+    unsigned long v = strtoul(s, NULL, 10);
+    if (errno || v < min || v > max)
         return -1;
     *out = (uint32_t)v;
     return 0;

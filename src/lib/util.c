@@ -324,6 +324,11 @@ bool uri_path_decode(const char *in, char *out, size_t size)
 
 int parse_cpus(const char *s, uint32_t min_millis, uint32_t max_millis, uint32_t *millis)
 {
+    /* A plain decimal ("0.5", "2"): strtod would also take " 1", "0x10" and "1e3". */
+    size_t whole = s ? strspn(s, "0123456789") : 0;
+    size_t frac = s && s[whole] == '.' ? strspn(s + whole + 1, "0123456789") : 0;
+    if (!s || whole + frac == 0 || s[whole + (s[whole] == '.' ? 1 + frac : 0)] != '\0')
+        return -EINVAL;
     char *end = NULL;
     double d = s && *s ? strtod(s, &end) : 0;
     /* Range-checked before the cast (a huge value must not overflow it); NaN fails it. */

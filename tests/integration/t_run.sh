@@ -52,7 +52,7 @@ expect "run: --json reports a command that cannot start" "^127 cannot run /no/su
 
 # Limits given on the command line have the bounds the config file gives them: none of them
 # can make a limit disappear.
-for bad in "--cpus nan" "--cpus 0.005" "--cpus 1e9" "--memory= -1" "--memory 2048G" "--workspace-size 17179869183G"; do
+for bad in "--cpus nan" "--cpus 0.005" "--cpus 1e9" "--cpus 0x1" "--cpus 1e0" "--memory= -1" "--memory 2048G" "--workspace-size 17179869183G" "--timeout +5" "--pids 0x10"; do
     out=$("$SBX" run ${bad%% *} "${bad#* }" -- true 2>&1; echo "rc=$?")
     expect "run: $bad is a usage error" "^rc=2$" "$out"
 done

@@ -63,6 +63,16 @@ static void sizes_and_cpu_counts(void **state)
     assert_int_equal(parse_cpus("1e9", 10, 1024000, &m), -EINVAL);
     assert_int_equal(parse_cpus("0.5x", 10, 1024000, &m), -EINVAL);
     assert_int_equal(parse_cpus("", 10, 1024000, &m), -EINVAL);
+    /* A plain decimal only: strtod's other forms are no CPU count. */
+    assert_int_equal(parse_cpus("0x1", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("1e3", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus(" 1", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("+1", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus(".", 10, 1024000, &m), -EINVAL);
+    assert_int_equal(parse_cpus("1.", 10, 1024000, &m), 0);
+    assert_int_equal(m, 1000);
+    assert_int_equal(parse_cpus(".25", 10, 1024000, &m), 0);
+    assert_int_equal(m, 250);
 }
 
 /* An added profile takes what it does not set from standard as it finally stands, whatever
