@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,18 +18,28 @@
 
 static struct feature_status table[FEAT__COUNT];
 
-/* Try unshare(CLONE_NEWUSER | flag) in a child; returns 0 or the errno it got. */
-static int try_unshare(int flag)
+/* Try unshare(CLONE_NEWUSER | flag) in a child, as nobody when unprivileged is set (root's
+ * own success says nothing of what an ordinary user may do); returns 0 or the errno it got. */
+static int try_unshare_as(int flag, bool unprivileged)
 {
     pid_t pid = fork();
     if (pid < 0)
         return errno;
-    if (pid == 0)
+    if (pid == 0) {
+        if (unprivileged && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                             setresuid(65534, 65534, 65534) < 0))
+            _exit(errno & 0x7f);
         _exit(unshare(CLONE_NEWUSER | flag) == 0 ? 0 : (errno & 0x7f));
+    }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+}
+
+static int try_unshare(int flag)
+{
+    return try_unshare_as(flag, false);
 }
 
 static void set(enum feature_id id, const char *name, bool ok, bool required, const char *detail,
@@ -59,9 +70,16 @@ static void probe_namespaces(void)
         {FEAT_NS_CGROUP, "cgroup namespace", CLONE_NEWCGROUP},
     };
     int e = try_unshare(0);
-    char detail[64];
-    snprintf(detail, sizeof(detail), e ? "unshare: %s" : "unprivileged creation works",
-             strerror(e));
+    char detail[96];
+    if (e)
+        snprintf(detail, sizeof(detail), "unshare: %s", strerror(e));
+    else if (geteuid() != 0)
+        snprintf(detail, sizeof(detail), "unprivileged creation works");
+    else {
+        int u = try_unshare_as(0, true);
+        snprintf(detail, sizeof(detail), "creation works (as root; for an ordinary user: %s)",
+                 u ? strerror(u) : "works too");
+    }
     set(FEAT_USERNS, "user namespaces", e == 0, true, detail,
         "sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=15000 (and, on "
         "Ubuntu, kernel.apparmor_restrict_unprivileged_userns=0)");
