@@ -519,7 +519,7 @@ static void decide(struct conn *c)
         on_resolved(e == 0 ? res : NULL, e, c);
         return;
     }
-    c->job = resolver_lookup(px->resolver, r->host, r->port, on_resolved, c);
+    c->job = resolver_lookup(px->resolver, px, r->host, r->port, on_resolved, c);
 }
 
 static void read_head(struct conn *c)

@@ -16,7 +16,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define MAX_RUNNING 8 /* lookups at once; more wait in line */
+#define MAX_RUNNING       32 /* lookups at once; more wait in line */
+#define MAX_RUNNING_OWNER 2  /* of one owner (a sandbox's proxy), cancelled ones included */
 
 struct notify_socket {
     int fd; /* the threads' end */
@@ -30,6 +31,7 @@ struct resolver_job {
     char port[8];
     resolver_fn fn;
     void *data;
+    const void *owner;
     bool started, cancelled; /* loop thread only */
     atomic_int refs;
     struct addrinfo *res; /* written by the thread before it notifies */
@@ -89,10 +91,22 @@ static void unlink_job(struct resolver *r, struct resolver_job *job)
         }
 }
 
+/* Lookups of owner running now, those cancelled included: their threads hold a slot until
+ * getaddrinfo returns, which a silent DNS server can make 30 s or more. */
+static size_t running_of(const struct resolver *r, const void *owner)
+{
+    size_t n = 0;
+    for (const struct resolver_job *job = r->jobs; job; job = job->next)
+        n += job->started && job->owner == owner;
+    return n;
+}
+
+/* Oldest first, but no owner gets more than MAX_RUNNING_OWNER at once: a sandbox asking for
+ * names that never resolve cannot make every other sandbox's lookups wait behind its own. */
 static void start_waiting(struct resolver *r)
 {
     for (struct resolver_job *job = r->jobs; job && r->running < MAX_RUNNING; job = job->next) {
-        if (job->started)
+        if (job->started || running_of(r, job->owner) >= MAX_RUNNING_OWNER)
             continue;
         job->started = true;
         r->running++;
@@ -183,11 +197,12 @@ void resolver_free(struct resolver *r)
     free(r);
 }
 
-struct resolver_job *resolver_lookup(struct resolver *r, const char *host, uint16_t port,
-                                     resolver_fn fn, void *data)
+struct resolver_job *resolver_lookup(struct resolver *r, const void *owner, const char *host,
+                                     uint16_t port, resolver_fn fn, void *data)
 {
     struct resolver_job *job = xcalloc(1, sizeof(*job));
     job->r = r;
+    job->owner = owner;
     snprintf(job->host, sizeof(job->host), "%s", host);
     snprintf(job->port, sizeof(job->port), "%u", port);
     job->fn = fn;
