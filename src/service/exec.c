@@ -104,6 +104,8 @@ void exec_free(struct exec *e)
     spill_end_all(e, SPILL_WAIT_MS);
     outbuf_free(&e->out);
     outbuf_free(&e->err);
+    if (e->done_data_free)
+        e->done_data_free(e->done_data);
     json_decref(e->outcome.frame);
     json_decref(e->argv);
     json_decref(e->env);
@@ -155,6 +157,7 @@ double exec_duration_ms(const struct exec *e)
  * result after this one says so. */
 static void send_result(struct sandbox *sb, struct exec *e)
 {
+    e->done_data_free = NULL; /* done owns it now */
     if (e->done)
         e->done(e);
     if (sb->death_after_run.pending) {
@@ -311,32 +314,36 @@ static void on_cancel(struct mcp_call *call, void *data)
     end_oneshot(sb);
 }
 
-static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *language,
-                   const char *code, const char *cwd, json_t *argv, json_t *env,
-                   uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err)
+/* The new execution, or NULL (and why) when the sandbox takes no more. */
+static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const char *language,
+                            const char *code, const char *cwd, json_t *argv, json_t *env,
+                            uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err)
 {
     const struct sbx_config *cfg = sb->svc->cfg;
     if (sb->state == SBX_BROKEN) {
         json_decref(argv);
         json_decref(env);
-        return sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
+        sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
+        return NULL;
     }
     if (sb->oneshot && (sb->queue || sb->executions)) {
         json_decref(argv);
         json_decref(env);
-        return sbx_fail(err, EPERM,
-                        "sandbox %s is create_run_close's: it runs that one execution and ends "
-                        "(create_sandbox makes a sandbox to keep)",
-                        sb->id);
+        sbx_fail(err, EPERM,
+                 "sandbox %s is create_run_close's: it runs that one execution and ends "
+                 "(create_sandbox makes a sandbox to keep)",
+                 sb->id);
+        return NULL;
     }
     if (sb->queue_len >= cfg->max_queue_depth) {
         json_decref(argv);
         json_decref(env);
-        return sandbox_count_rejection("limits.max_queue_depth"),
-               sbx_fail(err, EBUSY,
-                        "limit reached: limits.max_queue_depth = %u executions are already "
-                        "queued (running or waiting) for sandbox %s",
-                        cfg->max_queue_depth, sb->id);
+        sandbox_count_rejection("limits.max_queue_depth");
+        sbx_fail(err, EBUSY,
+                 "limit reached: limits.max_queue_depth = %u executions are already queued "
+                 "(running or waiting) for sandbox %s",
+                 cfg->max_queue_depth, sb->id);
+        return NULL;
     }
     struct exec *e = xcalloc(1, sizeof(*e));
     e->argv = argv;
@@ -366,7 +373,7 @@ static int enqueue(struct sandbox *sb, struct mcp_call *call, const char *langua
     if (call)
         mcp_call_on_cancel(call, on_cancel, e);
     exec_start_next(sb);
-    return 0;
+    return e;
 }
 
 int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language, const char *code,
@@ -380,14 +387,20 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
                         "shell commands are not available in it (use a profile without "
                         "static_guard for them)",
                         sb->profile->name);
-    return enqueue(sb, call, language, code, cwd, NULL, NULL, timeout_ms, done, data, err);
+    return enqueue(sb, call, language, code, cwd, NULL, NULL, timeout_ms, done, data, err) ? 0 : -1;
 }
 
 int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
                       const char *summary, json_t *argv, json_t *env, const char *cwd,
-                      uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err)
+                      uint32_t timeout_ms, exec_done_fn done, void *data,
+                      void (*data_free)(void *data), struct sbx_err *err)
 {
-    return enqueue(sb, call, language, summary, cwd, argv, env, timeout_ms, done, data, err);
+    struct exec *e =
+        enqueue(sb, call, language, summary, cwd, argv, env, timeout_ms, done, data, err);
+    if (!e)
+        return -1;
+    e->done_data_free = data_free;
+    return 0;
 }
 
 void exec_start_next(struct sandbox *sb)

@@ -78,12 +78,14 @@ json_t *packages_pip_env(uint16_t proxy_port)
 }
 
 json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
-                          const char *report_path)
+                          const char *report_path, bool dry_run)
 {
     json_t *a = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s]", "/usr/bin/python3", "-I", "-m", "pip",
                           "install", "--no-input", "--disable-pip-version-check", "--no-cache-dir",
                           "--progress-bar=off", "--upgrade", "--target=" PACKAGES_DIR, "--report",
                           report_path);
+    if (dry_run)
+        json_array_append_new(a, json_string("--dry-run"));
     if (cfg->only_binary)
         json_array_append_new(a, json_string("--only-binary=:all:"));
     if (cfg->index_url && *cfg->index_url) {

@@ -32,9 +32,10 @@ char **packages_sandbox_env(const struct sbx_config *cfg, uint16_t proxy_port);
 void packages_env_free(char **env);
 
 /* ["/usr/bin/python3", "-I", "-m", "pip", "install", ..., reqs...] for install_packages, with
- * pip writing its JSON report to report_path. */
+ * pip writing its JSON report to report_path; with dry_run it only resolves (the report says
+ * what it would install). */
 json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
-                          const char *report_path);
+                          const char *report_path, bool dry_run);
 /* The whole environment pip runs with: the proxy, no configuration file (PIP_CONFIG_FILE is
  * /dev/null, so neither ~/.config/pip nor /etc/pip.conf is read), nothing from the sandbox's
  * interpreter. Everything else pip needs is on its command line. */

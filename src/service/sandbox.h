@@ -124,6 +124,8 @@ struct exec {
     struct exec_outcome outcome;
     exec_done_fn done;
     void *done_data;
+    /* Frees done_data when done is never called (a queued run cancelled); done owns it. */
+    void (*done_data_free)(void *data);
     struct exec *next;
 };
 
@@ -304,7 +306,8 @@ int sandbox_exec(struct sandbox *sb, struct mcp_call *call, const char *language
  * summary stands for it in the history. Otherwise like sandbox_exec. */
 int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *language,
                       const char *summary, json_t *argv, json_t *env, const char *cwd,
-                      uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err);
+                      uint32_t timeout_ms, exec_done_fn done, void *data,
+                      void (*data_free)(void *data), struct sbx_err *err);
 /* Refuses a reset of create_run_close's sandbox, which ends with its one execution. */
 int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). A sandbox broken

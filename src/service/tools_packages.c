@@ -87,75 +87,31 @@ static json_t *read_report(struct sandbox *sb, const char *path)
     return installed;
 }
 
-static void on_install_done(struct exec *e)
+/* One install_packages call, the data of its executions: with packages.allowed set, pip first
+ * resolves without installing (--dry-run), and every project it would install, dependencies
+ * included, must be on the list; only then does the install run. */
+struct install {
+    uint64_t denied_before; /* the proxy's refusals before the call: those after are its own */
+    json_t *argv;           /* the install, while the check runs */
+    uint64_t deadline_ms;   /* both runs within packages.max_install_seconds */
+};
+
+static void install_free(void *data)
+{
+    struct install *in = data;
+    json_decref(in->argv);
+    free(in);
+}
+
+/* The call's answer, its history record and its count; takes installed, reason and output
+ * (pip_output). */
+static void install_finish(struct exec *e, bool success, json_t *installed, char *reason,
+                           json_t *output, bool oom)
 {
     struct sandbox *sb = e->sb;
     struct sandbox_service *svc = sb->svc;
     const struct exec_outcome *o = &e->outcome;
     double duration_ms = exec_duration_ms(e);
-    char *all = NULL;
-    size_t all_len = 0;
-    json_t *output = pip_output(e, &all, &all_len);
-    const char *path = report_path(e->argv);
-    bool success = o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
-    int exit_code = (int)json_integer_value(json_object_get(o->frame, "exit_code"));
-
-    uint64_t peak = 0;
-    bool oom = sb->jail && jail_read_memory_peak(sb->jail, &peak) == 0 &&
-               sandbox_oom_since_last_look(sb, o->driver_died, peak);
-    char *reason = NULL;
-    json_t *installed;
-    if (success) {
-        installed = read_report(sb, path);
-        packages_merge(sb->packages, installed);
-        struct sbx_err err = {0};
-        if (svc->history && history_set_packages(svc->history, sb->id, sb->packages, &err) < 0)
-            log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
-        /* The running interpreter sees the new packages without a restart. (A sandbox that
-         * broke or closed while the install's files were saved has none to tell.) */
-        if (!sb->closing && sb->state != SBX_BROKEN)
-            sandbox_send(sb, json_pack("{s:s, s:I}", "op", "refresh_imports", "id",
-                                       (json_int_t)++sb->next_seq));
-    } else {
-        installed = json_array();
-        struct sbx_err ignored = {0};
-        if (path && sandbox_root_fd(sb) >= 0)
-            files_remove(sandbox_root_fd(sb), path, &ignored);
-        if (o->timed_out)
-            reason = xasprintf("the install timed out after %u s (packages.max_install_seconds) "
-                               "and was stopped; nothing was installed",
-                               e->timeout_ms / 1000);
-        else if (!o->frame)
-            reason = xstrdup(o->reason[0] ? o->reason
-                                          : "pip did not finish: the sandbox's interpreter "
-                                            "was restarted");
-        else {
-            char *why = packages_failure_reason(all, all_len);
-            char held[160] = "";
-            if (oom)
-                sandbox_memory_in_files(sb, held, sizeof(held));
-            reason = oom ? xasprintf("pip was killed by the OOM killer: the sandbox's memory "
-                                     "limit is %llu MiB%s (a larger profile has more). pip's "
-                                     "exit code %d: %s",
-                                     (unsigned long long)(sb->profile->memory_bytes >> 20), held,
-                                     exit_code, why)
-                         : xasprintf("pip failed (exit code %d): %s", exit_code, why);
-            free(why);
-        }
-        /* pip never shows a proxy's refusal: "no matching distribution" may be the byte
-         * budget, or a host off the list. Said when the proxy refused anything meanwhile. */
-        struct egress_stats st;
-        uint64_t denied_before = (uint64_t)(uintptr_t)e->done_data;
-        if (sb->proxy && (egress_proxy_stats(sb->proxy, &st), st.denied > denied_before)) {
-            char *with = xasprintf("%s. Meanwhile the sandbox's egress proxy refused %llu "
-                                   "request(s), the last with: %s",
-                                   reason, (unsigned long long)(st.denied - denied_before),
-                                   egress_proxy_last_refusal(sb->proxy));
-            free(reason);
-            reason = with;
-        }
-    }
-
     char labels[48];
     snprintf(labels, sizeof(labels), "outcome=\"%s\"",
              success        ? "ok"
@@ -196,7 +152,146 @@ static void on_install_done(struct exec *e)
     json_decref(output);
     json_decref(installed);
     free(reason);
+}
+
+static void on_install_done(struct exec *e)
+{
+    struct sandbox *sb = e->sb;
+    struct sandbox_service *svc = sb->svc;
+    const struct exec_outcome *o = &e->outcome;
+    struct install *in = e->done_data;
+    char *all = NULL;
+    size_t all_len = 0;
+    json_t *output = pip_output(e, &all, &all_len);
+    const char *path = report_path(e->argv);
+    bool success = o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
+    int exit_code = (int)json_integer_value(json_object_get(o->frame, "exit_code"));
+
+    uint64_t peak = 0;
+    bool oom = sb->jail && jail_read_memory_peak(sb->jail, &peak) == 0 &&
+               sandbox_oom_since_last_look(sb, o->driver_died, peak);
+    char *reason = NULL;
+    json_t *installed;
+    if (success) {
+        installed = read_report(sb, path);
+        packages_merge(sb->packages, installed);
+        struct sbx_err err = {0};
+        if (svc->history && history_set_packages(svc->history, sb->id, sb->packages, &err) < 0)
+            log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+        /* The running interpreter sees the new packages without a restart. (A sandbox that
+         * broke or closed while the install's files were saved has none to tell.) */
+        if (!sb->closing && sb->state != SBX_BROKEN)
+            sandbox_send(sb, json_pack("{s:s, s:I}", "op", "refresh_imports", "id",
+                                       (json_int_t)++sb->next_seq));
+    } else {
+        installed = json_array();
+        struct sbx_err ignored = {0};
+        if (path && sandbox_root_fd(sb) >= 0)
+            files_remove(sandbox_root_fd(sb), path, &ignored);
+        if (o->timed_out)
+            reason = xasprintf("the install timed out after %u s (packages.max_install_seconds) "
+                               "and was stopped; nothing was installed",
+                               svc->cfg->max_install_seconds);
+        else if (!o->frame)
+            reason = xstrdup(o->reason[0] ? o->reason
+                                          : "pip did not finish: the sandbox's interpreter "
+                                            "was restarted");
+        else {
+            char *why = packages_failure_reason(all, all_len);
+            char held[160] = "";
+            if (oom)
+                sandbox_memory_in_files(sb, held, sizeof(held));
+            reason = oom ? xasprintf("pip was killed by the OOM killer: the sandbox's memory "
+                                     "limit is %llu MiB%s (a larger profile has more). pip's "
+                                     "exit code %d: %s",
+                                     (unsigned long long)(sb->profile->memory_bytes >> 20), held,
+                                     exit_code, why)
+                         : xasprintf("pip failed (exit code %d): %s", exit_code, why);
+            free(why);
+        }
+        /* pip never shows a proxy's refusal: "no matching distribution" may be the byte
+         * budget, or a host off the list. Said when the proxy refused anything meanwhile. */
+        struct egress_stats st;
+        if (sb->proxy && (egress_proxy_stats(sb->proxy, &st), st.denied > in->denied_before)) {
+            char *with = xasprintf("%s. Meanwhile the sandbox's egress proxy refused %llu "
+                                   "request(s), the last with: %s",
+                                   reason, (unsigned long long)(st.denied - in->denied_before),
+                                   egress_proxy_last_refusal(sb->proxy));
+            free(reason);
+            reason = with;
+        }
+    }
     free(all);
+    install_free(in);
+    install_finish(e, success, installed, reason, output, oom);
+}
+
+/* The projects of a pip report that packages.allowed does not list, comma-separated ("" for
+ * none). */
+static char *not_allowed(const struct sbx_config *cfg, const json_t *would)
+{
+    char *list = xstrdup("");
+    size_t i;
+    json_t *p;
+    json_array_foreach(would, i, p)
+    {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        char norm[REQUIREMENT_NAME_MAX + 1];
+        requirement_normalize(name ? name : "", norm, sizeof(norm));
+        if (requirement_allowed(&cfg->allowed_packages, norm))
+            continue;
+        char *longer = xasprintf("%s%s%s", list, *list ? ", " : "", name ? name : "?");
+        free(list);
+        list = longer;
+    }
+    return list;
+}
+
+/* The dry run has resolved: the install runs if every project is allowed. */
+static void on_check_done(struct exec *e)
+{
+    struct sandbox *sb = e->sb;
+    const struct sbx_config *cfg = sb->svc->cfg;
+    struct install *in = e->done_data;
+    const struct exec_outcome *o = &e->outcome;
+    if (!(o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out)) {
+        on_install_done(e); /* pip could not resolve: said as an install's failure */
+        return;
+    }
+    json_t *would = read_report(sb, report_path(e->argv));
+    char *refused = not_allowed(cfg, would);
+    json_decref(would);
+    if (!e->call) { /* cancelled: nothing was installed, nothing more runs */
+        free(refused);
+        install_free(in);
+        return;
+    }
+    if (*refused) {
+        sandbox_count_rejection("packages.allowed");
+        char *reason = xasprintf("this install would also bring in %s, not on this server's list "
+                                 "of installable packages (packages.allowed); nothing was "
+                                 "installed",
+                                 refused);
+        free(refused);
+        install_free(in);
+        char *all = NULL;
+        size_t all_len = 0;
+        json_t *output = pip_output(e, &all, &all_len);
+        free(all);
+        install_finish(e, false, json_array(), reason, output, false);
+        return;
+    }
+    free(refused);
+    uint64_t now = now_ms();
+    uint32_t left = in->deadline_ms > now + 1000 ? (uint32_t)(in->deadline_ms - now) : 1000;
+    json_t *argv = in->argv;
+    in->argv = NULL;
+    struct sbx_err err = {0};
+    if (sandbox_exec_argv(sb, e->call, "pip", e->code, argv, packages_pip_env(EGRESS_PROXY_PORT),
+                          "/", left, on_install_done, in, install_free, &err) < 0) {
+        install_free(in);
+        mcp_call_fail(e->call, "%s", err.msg);
+    }
 }
 
 static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
@@ -246,21 +341,32 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
                       sb->id, sb->network, sb->profile->name);
         return;
     }
-    /* A name sandbox code cannot know beforehand, so it cannot lay a report there first. */
-    char path[64];
+    /* Names sandbox code cannot know beforehand, so it cannot lay a report there first. */
+    char path[64], check_path[64];
     snprintf(path, sizeof(path), "/tmp/.mcp-pip-report-%016llx.json",
              (unsigned long long)unguessable_u64());
-    struct sbx_err err = {0};
-    /* The proxy's refusals so far, carried as the execution's data: those after it are this
-     * install's (on_install_done). */
+    snprintf(check_path, sizeof(check_path), "/tmp/.mcp-pip-check-%016llx.json",
+             (unsigned long long)unguessable_u64());
+    struct install *in = xcalloc(1, sizeof(*in));
+    /* The proxy's refusals so far: those after are this install's (on_install_done). */
     struct egress_stats st = {0};
     if (sb->proxy)
         egress_proxy_stats(sb->proxy, &st);
+    in->denied_before = st.denied;
+    in->deadline_ms = now_ms() + (uint64_t)cfg->max_install_seconds * 1000;
+    json_t *install = packages_pip_argv(cfg, reqs, n, path, false);
+    bool check = cfg->allowed_packages.len > 0;
+    if (check)
+        in->argv = install;
+    struct sbx_err err = {0};
     /* cwd /: read-only, so nothing there can pass for a local archive or project. */
-    if (sandbox_exec_argv(sb, call, "pip", summary, packages_pip_argv(cfg, reqs, n, path),
+    if (sandbox_exec_argv(sb, call, "pip", summary,
+                          check ? packages_pip_argv(cfg, reqs, n, check_path, true) : install,
                           packages_pip_env(EGRESS_PROXY_PORT), "/", cfg->max_install_seconds * 1000,
-                          on_install_done, (void *)(uintptr_t)st.denied, &err) < 0)
+                          check ? on_check_done : on_install_done, in, install_free, &err) < 0) {
+        install_free(in);
         mcp_call_fail(call, "%s", err.msg);
+    }
 }
 
 static const struct mcp_tool_def tool_defs[] = {

@@ -101,7 +101,7 @@ function configFile(extraToml = '') {
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
 proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}", "127.0.0.1:${blackholePort}"]
-allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge"]
+allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge", "sbxwants"]
 ${extraToml}
 `);
   return cfg;
@@ -238,8 +238,20 @@ test('packages outside packages.allowed, and smuggled options, are refused befor
     assert.match(r.text, why, bad);
   }
   assert.equal(requests.length, before, 'pip never ran: ' + requests.slice(before).join(' '));
-  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  let st = await call(c, 'get_sandbox_status', { sandbox_id: a });
   assert.deepEqual(st.sc.installed_packages, []);
+  // A project on the list that depends on one that is not: pip resolves first (nothing is
+  // installed), and the install is refused naming the dependency. (Before, it came along.)
+  r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxwants'] });
+  assert.equal(r.r.isError, true, r.text);
+  assert.match(r.sc.error, /^this install would also bring in sbxother, not on this server's list of installable packages \(packages\.allowed\); nothing was installed$/);
+  assert.deepEqual(r.sc.installed, []);
+  st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.deepEqual(st.sc.installed_packages, []);
+  const imp = await call(c, 'run_code', { sandbox_id: a, code: 'import sbxwants' });
+  assert.equal(imp.sc.error.type, 'ModuleNotFoundError');
+  const h = await call(c, 'get_execution_history', { sandbox_id: a });
+  assert.ok(h.sc.records.some((x) => x.language === 'pip' && !x.success && /sbxother/.test(x.error)), JSON.stringify(h.sc.records));
 });
 
 test('wheels only: a project with only an sdist is refused with pip\'s reason, and no setup.py runs', async () => {

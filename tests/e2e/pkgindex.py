@@ -10,6 +10,7 @@ Projects:
   Sbx_Mixed.Case 0.1 (wheel), a name that normalises to sbx-mixed-case
   sbxsrc   1.0 (sdist only): refused when only wheels are allowed
   sbxother 1.0 (wheel), for a server whose packages.allowed leaves it out
+  sbxwants 1.0 (wheel), allowed, but depends on sbxother
 and files/big.bin (2 MiB), for the proxy's byte budget.
 """
 import base64
@@ -96,6 +97,8 @@ def main():
     add("Sbx_Mixed.Case", *wheel("Sbx_Mixed.Case", "0.1", {"sbx_mixed_case.py": "OK = 1\n"}))
     add("sbxsrc", *sdist("sbxsrc", "1.0"))
     add("sbxother", *wheel("sbxother", "1.0", {"sbxother.py": "OK = 1\n"}))
+    add("sbxwants", *wheel("sbxwants", "1.0", {"sbxwants.py": "import sbxother\n"},
+                           requires=["sbxother"]))
 
     with open(os.path.join(top, "files", "big.bin"), "wb") as f:
         f.write(os.urandom(2 << 20))

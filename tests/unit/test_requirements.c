@@ -145,7 +145,8 @@ static void the_pip_command_line_is_fixed_around_the_requirements(void **state)
                                 CONFIG_SRC_FLAG, &err),
                      0);
     const char *reqs[] = {"numpy", "requests==2.31.0"};
-    json_t *argv = packages_pip_argv(&cfg, reqs, 2, "/tmp/r.json");
+    json_t *argv = packages_pip_argv(&cfg, reqs, 2, "/tmp/r.json", false);
+    assert_false(argv_has(argv, "--dry-run"));
     assert_string_equal(json_string_value(json_array_get(argv, 0)), "/usr/bin/python3");
     assert_true(argv_has(argv, "--only-binary=:all:"));
     assert_true(argv_has(argv, "--target=" PACKAGES_DIR));
@@ -158,8 +159,9 @@ static void the_pip_command_line_is_fixed_around_the_requirements(void **state)
     json_decref(argv);
 
     assert_int_equal(config_set(&cfg, "packages.only_binary", "false", CONFIG_SRC_FLAG, &err), 0);
-    argv = packages_pip_argv(&cfg, reqs, 1, "/tmp/r.json");
+    argv = packages_pip_argv(&cfg, reqs, 1, "/tmp/r.json", true);
     assert_false(argv_has(argv, "--only-binary=:all:"));
+    assert_true(argv_has(argv, "--dry-run")); /* the check packages.allowed makes first */
     json_decref(argv);
 
     char **env = packages_sandbox_env(&cfg, 3128);
