@@ -207,6 +207,10 @@ static void update_interest(struct conn *c)
     uint32_t ce = 0, ue = 0;
     if (!c->client_eof && c->up.len == 0)
         ce |= EPOLLIN;
+    /* A forwarded request's client that closes is gone (a half-close cannot be told from a
+     * close, and HTTP clients do not half-close): its slot is freed then, not at the reply. */
+    if (c->client_eof && c->req.kind == EGRESS_FORWARD)
+        ce |= EPOLLRDHUP;
     if (c->down.len > c->down.off)
         ce |= EPOLLOUT;
     if (!c->upstream_eof && c->down.len == 0)
@@ -304,8 +308,10 @@ static void relay(struct conn *c, bool from_client, uint32_t events)
     struct relay_buf *out = from_client ? &c->down : &c->up;
     bool *eof = from_client ? &c->client_eof : &c->upstream_eof;
     bool again;
-    /* A reset, or a client gone both ways: nothing more can be delivered. */
-    if ((events & EPOLLERR) || (from_client && (events & EPOLLHUP))) {
+    /* A reset, or a client gone both ways (or gone at all, for a forwarded request): nothing
+     * more can be delivered. */
+    if ((events & EPOLLERR) || (from_client && (events & EPOLLHUP)) ||
+        (from_client && c->client_eof && c->req.kind == EGRESS_FORWARD && (events & EPOLLRDHUP))) {
         conn_free(c);
         return;
     }
@@ -504,7 +510,7 @@ static void decide(struct conn *c)
         refuse(c, 403, "Forbidden", "the sandbox's egress byte budget is used up");
         return;
     }
-    ev_watch_modify(c->cw, 0); /* the client waits while we dial */
+    ev_watch_modify(c->cw, EPOLLRDHUP); /* the client waits while we dial (or leaves) */
     c->st = ST_RESOLVING;
     touch(c); /* the lookup's limit, from now */
     rearm(c);
@@ -570,8 +576,8 @@ static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
         return;
     case ST_RESOLVING:
     case ST_CONNECTING:
-        if (events & (EPOLLHUP | EPOLLERR))
-            conn_free(c); /* the client hung up while we dialled */
+        if (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+            conn_free(c); /* the client left while we dialled */
         return;
     }
 }

@@ -429,6 +429,29 @@ print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big),
   assert.match(log, new RegExp(`"msg":"egress denied","sandbox":"${a}".*"reason":"the sandbox's egress byte budget is used up"`));
 });
 
+// A forwarded request whose client leaves before the answer gives its slot back at once (it
+// used to hold it until the origin answered or the idle limit passed: 60 s by default).
+test('a client that leaves while its forwarded request waits for the origin frees its slot', async () => {
+  const { client: c } = await server('proxy_idle_timeout_s = 30\n');
+  const a = await sandbox(c, 'packages');
+  const open = async () => (await call(c, 'get_sandbox_status', { sandbox_id: a })).sc.network.connections_open;
+  await py(c, a, `
+import socket, time
+held = []
+for path in ("/simple/sbxslow/", "/simple/sbxslow/2"):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(("GET http://127.0.0.1:${indexPort}%s HTTP/1.1\\r\\n\\r\\n" % path).encode())
+    held.append(s)
+time.sleep(0.5)
+`);
+  assert.equal(await open(), 2, '(control) both wait for an origin that never answers');
+  await py(c, a, 'held[0].close()\nimport time\ntime.sleep(0.5)');
+  assert.equal(await open(), 1, 'the one whose client left is gone');
+  await py(c, a, 'held[1].close()\ntime.sleep(0.5)');
+  assert.equal(await open(), 0);
+  await c.close();
+});
+
 // The dial has its own limit, however long the idle limit is: a black-holed address is given
 // up after proxy_connect_timeout_s (it used to wait for the idle limit, 60 s by default).
 test('a connect that hangs is given up after proxy_connect_timeout_s, not the idle limit', async () => {
