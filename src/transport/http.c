@@ -1174,7 +1174,8 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
     const char *exp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "exp");
     const char *sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig");
     bool allowed = false;
-    if (sb && exp && sig)
+    /* exp as the link has it: digits only (strtoull would take "+1", " 1" and "1x" too). */
+    if (sb && exp && sig && *exp && strlen(exp) <= 19 && strspn(exp, "0123456789") == strlen(exp))
         allowed = http_link_verify(t->link_key, sandbox_id, rel, strtoull(exp, NULL, 10), sig,
                                    wall_ms() / 1000);
     if (sb && !allowed) {
@@ -1616,17 +1617,19 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     n[0] += strcasecmp(key, "Content-Length") == 0;
     n[1] += strcasecmp(key, "Transfer-Encoding") == 0;
     n[2] += strcasecmp(key, "Host") == 0;
+    n[3] += strcasecmp(key, "Authorization") == 0;
     return MHD_YES;
 }
 
 /* Framing that another reader of the stream (a proxy in front) could take differently: two
  * lengths, a length beside a transfer coding, two Hosts (RFC 9112 6.3, 3.2). libmicrohttpd
- * takes the first length and reads the rest of the body as the next request. */
+ * takes the first length and reads the rest of the body as the next request. Two
+ * Authorization headers, likewise: we would check the first, a proxy might log the last. */
 static bool ambiguous_framing(struct MHD_Connection *c)
 {
-    unsigned n[3] = {0, 0, 0};
+    unsigned n[4] = {0, 0, 0, 0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, n);
-    return n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1;
+    return n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1;
 }
 
 /* Refused, and the connection closed after the answer: nothing after these headers is read
@@ -1634,7 +1637,8 @@ static bool ambiguous_framing(struct MHD_Connection *c)
 static enum MHD_Result refuse_and_close(struct http_transport *t, struct MHD_Connection *c)
 {
     struct MHD_Response *r = error_response(
-        -32600, "ambiguous request framing: two Content-Length, Transfer-Encoding or Host headers");
+        -32600, "ambiguous request: two Content-Length, Transfer-Encoding, Host or Authorization "
+                "headers");
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");

@@ -36,9 +36,14 @@ static bool split_host(const char *s, size_t len, size_t *name_len, const char *
         return true;
     if (s[end] != ':' || end + 1 == len)
         return false;
-    for (size_t i = end + 1; i < len; i++)
+    unsigned long value = 0;
+    for (size_t i = end + 1; i < len; i++) {
         if (!isdigit((unsigned char)s[i]))
             return false;
+        value = value * 10 + (unsigned long)(s[i] - '0');
+        if (value > 65535) /* no port: and no overflow however many digits */
+            return false;
+    }
     *port = s + end + 1;
     *port_len = len - end - 1;
     return true;

@@ -452,7 +452,7 @@ test('a REST call that outlasts http.keepalive_s is still one JSON body', async 
   assert.match(body, /^ +\{/, 'kept alive with white space, which JSON allows');
 });
 
-test('ambiguous framing (two lengths, two Hosts) is a 400 that closes the connection: nothing is smuggled', async () => {
+test('ambiguous framing (two lengths, two Hosts, two Authorizations) is a 400 that closes the connection: nothing is smuggled', async () => {
   const { port } = await start();
   const raw = (text) => new Promise((resolve) => {
     const sock = net.connect(port, '127.0.0.1');
@@ -474,6 +474,9 @@ test('ambiguous framing (two lengths, two Hosts) is a 400 that closes the connec
   assert.match(got, /^HTTP\/1\.1 400 /);
   got = await raw('POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
   assert.match(got, /^HTTP\/1\.1 400 /);
+  // Which one would be checked, which one a proxy in front logs? Neither: refused.
+  got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n');
+  assert.match(got, /^HTTP\/1\.1 400 .*two Content-Length, Transfer-Encoding, Host or Authorization headers/s);
   // One of each is served as ever.
   got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
   assert.match(got, /^HTTP\/1\.1 200 /);
@@ -559,6 +562,13 @@ test('file links: signed and expiring, Range, the seed route, and only for the o
   assert.match(res.headers.get('content-security-policy'), /^sandbox;/);
   assert.equal(res.headers.get('content-disposition'), null, 'plain text is shown inline');
   assert.equal((await res.text()).length, 100);
+  // The link's exp as it was signed, digits only: no sign, space or tail the number parser
+  // would have skipped.
+  for (const bent of [dl.replace('exp=', 'exp=%2B'), dl.replace('exp=', 'exp=%20'), dl.replace(/exp=(\d+)/, 'exp=$1x')]) {
+    const r2 = await fetch(bent);
+    assert.equal(r2.status, 404, bent);
+    await r2.text();
+  }
   // A page sandbox code wrote must not run as this server's origin: a download, sandboxed.
   const page = await client.callTool({ name: 'run_code', arguments: { code: "open('r\u00e9port x.html', 'w').write('<script>fetch(\"/mcp\")</script>')" } });
   const pageLink = page.content.find((x) => x.type === 'resource_link' && x.name.endsWith('.html'));

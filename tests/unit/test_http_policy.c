@@ -36,6 +36,11 @@ static void configured_hosts_with_and_without_port(void **state)
     assert_true(http_host_allowed("box:9000", list, 2));
     assert_false(http_host_allowed("box:9001", list, 2));
     assert_false(http_host_allowed("box", list, 2));
+    /* a port is at most 65535, however it is written */
+    assert_true(http_host_allowed("mcp.internal:65535", list, 2));
+    assert_false(http_host_allowed("mcp.internal:65536", list, 2));
+    assert_false(http_host_allowed("mcp.internal:99999", list, 2));
+    assert_false(http_host_allowed("mcp.internal:18446744073709551617", list, 2));
     /* a configured list replaces the defaults */
     assert_false(http_host_allowed("localhost", list, 2));
 }
