@@ -64,6 +64,8 @@ static const char *const status_text[] = {
     [HTTP_JWT_ALG_NOT_ALLOWED] = "signature algorithm not allowed",
     [HTTP_JWT_UNKNOWN_KID] = "unknown kid",
     [HTTP_JWT_NO_KEY] = "no key for the signature algorithm",
+    [HTTP_JWT_KID_NEEDED] = "the token names no key (kid) and the key set has more than 4 keys "
+                            "for its algorithm",
     [HTTP_JWT_KEY_MISMATCH] = "signature algorithm does not match the key",
     [HTTP_JWT_BAD_SIGNATURE] = "bad signature",
     [HTTP_JWT_BAD_CLAIM] = "a registered claim has the wrong type",
@@ -97,6 +99,7 @@ struct http_jwt {
 };
 
 _Static_assert(ARRAY_SIZE(algs) <= 32, "allowed is a 32-bit mask");
+_Static_assert(HTTP_JWT_KIDLESS_TRIES == 4, "HTTP_JWT_KID_NEEDED's text says 4");
 
 /* José's default error handler prints to stderr, which is the server's JSON log stream. */
 static void jose_quiet(void *misc, const char *file, int line, uint64_t err, const char *fmt,
@@ -467,7 +470,12 @@ static enum http_jwt_status check_signature(const struct http_jwt *v, const char
     json_t *jws = json_pack("{s:s%, s:s%, s:s%}", "protected", parts[0], lens[0], "payload",
                             parts[1], lens[1], "signature", parts[2], lens[2]);
     st = kid ? HTTP_JWT_UNKNOWN_KID : HTTP_JWT_NO_KEY;
-    for (size_t i = 0; i < v->n_keys && st != HTTP_JWT_OK; i++) {
+    size_t fitting = 0;
+    for (size_t i = 0; !kid && i < v->n_keys; i++)
+        fitting += key_fits(&v->keys[i], a);
+    if (fitting > HTTP_JWT_KIDLESS_TRIES)
+        st = HTTP_JWT_KID_NEEDED;
+    for (size_t i = 0; i < v->n_keys && st != HTTP_JWT_OK && st != HTTP_JWT_KID_NEEDED; i++) {
         const struct jwt_key *k = &v->keys[i];
         if (kid ? !k->kid || strcmp(k->kid, kid) != 0 : !key_fits(k, a))
             continue;

@@ -25,8 +25,11 @@
 
 #include "lib/err.h"
 
-#define HTTP_JWT_MAX_BYTES     8192
-#define HTTP_JWT_MAX_KEYS      64
+#define HTTP_JWT_MAX_BYTES 8192
+#define HTTP_JWT_MAX_KEYS  64
+/* A token without a kid is tried against this many keys of its algorithm at most: each try
+ * is a signature check an unauthenticated client could otherwise multiply by 64. */
+#define HTTP_JWT_KIDLESS_TRIES 4
 #define HTTP_JWT_CLAIM_MAX     128
 #define HTTP_JWT_PRINCIPAL_MAX (4 + HTTP_JWT_CLAIM_MAX + 1)
 
@@ -40,6 +43,7 @@ enum http_jwt_status {
     HTTP_JWT_ALG_NOT_ALLOWED,
     HTTP_JWT_UNKNOWN_KID,
     HTTP_JWT_NO_KEY,
+    HTTP_JWT_KID_NEEDED,
     HTTP_JWT_KEY_MISMATCH,
     HTTP_JWT_BAD_SIGNATURE,
     HTTP_JWT_BAD_CLAIM,

@@ -301,6 +301,28 @@ static void key_choice(void **state)
     assert_int_equal(check(ec_only, tok, p), HTTP_JWT_NO_KEY);
     free(tok);
     http_jwt_free(ec_only);
+    /* Without a kid, a token is tried against HTTP_JWT_KIDLESS_TRIES keys of its algorithm at
+     * most: past that, each request would cost up to 64 signature checks. */
+    for (int keys = HTTP_JWT_KIDLESS_TRIES; keys <= HTTP_JWT_KIDLESS_TRIES + 1; keys++) {
+        json_t *set = json_pack("{s:[]}", "keys");
+        for (int i = 0; i < keys; i++) {
+            char kid[16];
+            snprintf(kid, sizeof(kid), "ec-%d", i);
+            json_array_append_new(json_object_get(set, "keys"), public_of(ec_key, kid));
+        }
+        text = json_dumps(set, JSON_COMPACT);
+        json_decref(set);
+        struct http_jwt *many = verifier_with(default_algs, 2, "sub", text);
+        free(text);
+        tok = sign(ec_key, "ES256", NULL, claims("a"));
+        assert_int_equal(check(many, tok, p),
+                         keys > HTTP_JWT_KIDLESS_TRIES ? HTTP_JWT_KID_NEEDED : HTTP_JWT_OK);
+        free(tok);
+        tok = sign(ec_key, "ES256", "ec-0", claims("a")); /* with a kid: one try, whatever */
+        assert_int_equal(check(many, tok, p), HTTP_JWT_OK);
+        free(tok);
+        http_jwt_free(many);
+    }
     /* A key's own "alg" pins it; without one, an ES alg still needs its own curve. */
     json_t *unpinned = public_of(ec_key, "ec-free");
     json_object_del(unpinned, "alg");
