@@ -17,9 +17,11 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -145,6 +147,10 @@ static void exec_searching_path(const struct jail_child_plan *plan)
     const char *file = plan->argv[0];
     if (strchr(file, '/')) {
         execve(file, plan->argv, (char *const *)plan->envp);
+        /* execve says EACCES for a directory; a shell says what it is. */
+        struct stat st;
+        if (errno == EACCES && stat(file, &st) == 0 && S_ISDIR(st.st_mode))
+            errno = EISDIR;
         return;
     }
     const char *path = "/usr/local/bin:/usr/bin:/bin";

@@ -12,7 +12,7 @@ out=$(PATH="$hostbin:$PATH" "$SBX" run -- host-only-cmd 2>&1); expect "run: the 
 rm -rf "$hostbin"
 out=$("$SBX" run -- /etc/passwd 2>&1; echo "rc=$?"); expect "run: a file that is not executable is refused (EACCES)" "cannot run /etc/passwd: Permission denied" "$out"
 expect "run: found but not runnable exits 126, as in a shell" "rc=126" "$out"
-out=$("$SBX" run -- /usr 2>&1; echo "rc=$?"); expect "run: a directory as the command exits 126" "rc=126" "$out"
+out=$("$SBX" run -- /usr 2>&1; echo "rc=$?"); expect "run: a directory as the command exits 126, saying so" "cannot run /usr: Is a directory rc=126" "$(echo $out)"
 out=$("$SBX" run -- "" 2>&1; echo "rc=$?"); expect "run: an empty command is a usage error" "empty string.*rc=2|rc=2" "$(echo $out)"
 
 # Programs reopen their stdio by name; the pipes are the sandbox user's to reopen.
