@@ -87,6 +87,7 @@ int main(int argc, char **argv)
     int nrest = 0;
     const char *flag_vals[ARRAY_SIZE(global_flags)] = {0};
     bool after_dashdash = false;
+    int unknown_flag = -1; /* where a flag no global one matched stood, before the command */
 
     bool has_dashdash = false;
     for (int i = 1; i < argc && !has_dashdash; i++)
@@ -141,10 +142,17 @@ int main(int argc, char **argv)
                     cmd = &subcommands[c];
             if (!cmd) {
                 free(rest);
+                /* "--log-levelx debug run": the word is a misspelt flag's value. */
+                if (unknown_flag == i - 1)
+                    return cli_usage_error("unknown command '%s' (after '%s', which is not a "
+                                           "flag mcp-sandbox takes before a command)",
+                                           a, argv[i - 1]);
                 return cli_usage_error("unknown command '%s'", a);
             }
             continue;
         }
+        if (!cmd)
+            unknown_flag = i; /* the subcommand's, or a misspelling */
         rest[nrest++] = argv[i];
     }
     if (!cmd) {
@@ -177,8 +185,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int lvl = log_level_from_name(ctx.cfg.log_level);
-    if (log_open(ctx.cfg.log_file, lvl < 0 ? LOG_LVL_INFO : (enum log_level)lvl) < 0) {
-        fprintf(stderr, "mcp-sandbox: cannot open log file %s\n", ctx.cfg.log_file);
+    int opened = log_open(ctx.cfg.log_file, lvl < 0 ? LOG_LVL_INFO : (enum log_level)lvl);
+    if (opened < 0) {
+        fprintf(stderr, "mcp-sandbox: cannot open log file %s: %s\n", ctx.cfg.log_file,
+                strerror(-opened));
         free(rest);
         config_free(&ctx.cfg);
         return 1;

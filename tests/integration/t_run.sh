@@ -14,6 +14,13 @@ out=$("$SBX" run -- /etc/passwd 2>&1; echo "rc=$?"); expect "run: a file that is
 expect "run: found but not runnable exits 126, as in a shell" "rc=126" "$out"
 out=$("$SBX" run -- /usr 2>&1; echo "rc=$?"); expect "run: a directory as the command exits 126, saying so" "cannot run /usr: Is a directory rc=126" "$(echo $out)"
 out=$("$SBX" run -- "" 2>&1; echo "rc=$?"); expect "run: an empty command is a usage error" "empty string.*rc=2|rc=2" "$(echo $out)"
+# Mistakes before the command say what they are.
+out=$("$SBX" --log-levelx debug run -- true 2>&1; echo "rc=$?")
+expect "cli: a misspelt global flag is named, not only its value taken for a command" "unknown command 'debug' \(after '--log-levelx', which is not a flag.*rc=2" "$(echo $out)"
+out=$("$SBX" --log-level=debug bogus 2>&1; echo "rc=$?")
+expect "cli: (control) after a flag that exists, just the unknown command" "unknown command 'bogus' Try.*rc=2" "$(echo $out)"
+out=$("$SBX" --log-file / run -- true 2>&1; echo "rc=$?")
+expect "cli: a log file that cannot be opened says why" "cannot open log file /: Is a directory rc=1" "$(echo $out)"
 
 # Programs reopen their stdio by name; the pipes are the sandbox user's to reopen.
 out=$("$SBX" run -- sh -c 'echo to-stdout > /dev/stdout; echo to-stderr > /dev/stderr' 2>&1)
