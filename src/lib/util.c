@@ -242,6 +242,16 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+char *utf8_cut_marked(const char *s, size_t max, const char *marker)
+{
+    if (strlen(s) <= max)
+        return xstrdup(s);
+    size_t keep = max - strlen(marker);
+    while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80)
+        keep--;
+    return xasprintf("%.*s%s", (int)keep, s, marker);
+}
+
 size_t utf8_valid_prefix(const char *buf, size_t len)
 {
     const unsigned char *s = (const unsigned char *)buf;

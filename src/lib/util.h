@@ -95,6 +95,9 @@ int write_file_str(const char *path, const char *s);
  * bytes, cut or overlong sequences, surrogates) with '?', in place, so the text can travel
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
+/* s whole when it has at most max bytes, else its first bytes (not splitting a UTF-8 sequence)
+ * and marker, at most max bytes in all (max > strlen(marker)). */
+char *utf8_cut_marked(const char *s, size_t max, const char *marker);
 /* Where the first byte that is not part of well-formed UTF-8 is, or len when there is none. */
 size_t utf8_valid_prefix(const char *buf, size_t len);
 /* Whether the JSON text holds at most max values, counted as the commas, colons and openings

@@ -316,18 +316,7 @@ static int write_op(struct history *h, const struct sandbox_op *op, struct sbx_e
 /* At most HISTORY_PREVIEW_MAX bytes, cut on a UTF-8 boundary, with a marker when cut. */
 static char *preview(const char *text)
 {
-    if (!text)
-        return NULL;
-    size_t len = strlen(text);
-    if (len <= HISTORY_PREVIEW_MAX)
-        return xstrdup(text);
-    size_t cut = HISTORY_PREVIEW_MAX - 3;
-    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
-        cut--;
-    char *p = xmalloc(cut + 4);
-    memcpy(p, text, cut);
-    memcpy(p + cut, "\xe2\x80\xa6", 4); /* "…" and the NUL */
-    return p;
+    return text ? utf8_cut_marked(text, HISTORY_PREVIEW_MAX, "\xe2\x80\xa6") : NULL; /* "…" */
 }
 
 /* Writes one sandbox's records (in order): they are numbered as a block with one update, and

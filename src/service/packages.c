@@ -103,18 +103,6 @@ json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs,
     return a;
 }
 
-/* s, or its first bytes up to max (not splitting a UTF-8 sequence) and "...". */
-static char *cut_marked(const char *s, size_t max)
-{
-    size_t len = strlen(s);
-    if (len <= max)
-        return xstrdup(s);
-    size_t keep = max - 3;
-    while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80)
-        keep--;
-    return xasprintf("%.*s...", (int)keep, s);
-}
-
 int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err)
 {
     if (!json_text_values_within(text, len, PACKAGES_REPORT_MAX_VALUES))
@@ -140,8 +128,8 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
             continue;
         /* What pip installed is shown, however long its name or version (a local version
          * can be long): cut, and said to be. */
-        char *shown_name = cut_marked(name, REQUIREMENT_NAME_MAX);
-        char *shown_version = cut_marked(version, PACKAGES_VERSION_MAX);
+        char *shown_name = utf8_cut_marked(name, REQUIREMENT_NAME_MAX, "...");
+        char *shown_version = utf8_cut_marked(version, PACKAGES_VERSION_MAX, "...");
         json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "name", shown_name, "version",
                                              shown_version, "requested",
                                              json_is_true(json_object_get(item, "requested"))));
