@@ -326,6 +326,13 @@ static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const cha
         sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);
         return NULL;
     }
+    /* (A run's done may ask for another while its sandbox closes: nothing would end that.) */
+    if (sb->closing) {
+        json_decref(argv);
+        json_decref(env);
+        sbx_fail(err, ESHUTDOWN, "sandbox %s is closing", sb->id);
+        return NULL;
+    }
     if (sb->oneshot && (sb->queue || sb->executions)) {
         json_decref(argv);
         json_decref(env);
@@ -681,6 +688,7 @@ void exec_fail_all(struct sandbox *sb, const char *reason)
         list = e->next;
         if (!e->settling) /* else it had ended, and its outcome stands */
             snprintf(e->outcome.reason, sizeof(e->outcome.reason), "%s", reason);
+        e->sandbox_ending = true;
         /* Its files end now, cut if their writers are not done: the sandbox is going (closed,
          * broken) or its processes are being killed (reset), and the loop must not wait for a
          * writer that may be stopped for good while everyone else waits too. */

@@ -120,6 +120,7 @@ struct exec {
     /* The run has ended, and its result waits for the output files' writers to finish; the
      * sandbox stays busy meanwhile, and the loop serves everyone else. */
     bool settling;
+    bool sandbox_ending; /* ended by exec_fail_all: the sandbox closes, broke or is reset */
     struct ev_timer *settle_timer;
     struct exec_outcome outcome;
     exec_done_fn done;

@@ -247,6 +247,17 @@ static char *not_allowed(const struct sbx_config *cfg, const json_t *would)
     return list;
 }
 
+/* The check ends the call: nothing was installed, for reason (taken). */
+static void install_refused(struct exec *e, struct install *in, char *reason)
+{
+    install_free(in);
+    char *all = NULL;
+    size_t all_len = 0;
+    json_t *output = pip_output(e, &all, &all_len);
+    free(all);
+    install_finish(e, false, json_array(), reason, output, false);
+}
+
 /* The dry run has resolved: the install runs if every project is allowed. */
 static void on_check_done(struct exec *e)
 {
@@ -256,6 +267,17 @@ static void on_check_done(struct exec *e)
     const struct exec_outcome *o = &e->outcome;
     if (!(o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out)) {
         on_install_done(e); /* pip could not resolve: said as an install's failure */
+        return;
+    }
+    /* Resolved, but the sandbox closes, broke or is being reset meanwhile: no install. */
+    if (e->sandbox_ending || sb->closing || sb->state == SBX_BROKEN) {
+        struct sbx_err ignored = {0};
+        if (sandbox_root_fd(sb) >= 0)
+            files_remove(sandbox_root_fd(sb), report_path(e->argv), &ignored);
+        install_refused(e, in,
+                        xasprintf("the install did not run: sandbox %s %s; nothing was installed",
+                                  sb->id,
+                                  sb->closing ? "was closed" : "was reset or broke meanwhile"));
         return;
     }
     json_t *would = read_report(sb, report_path(e->argv));
@@ -273,12 +295,7 @@ static void on_check_done(struct exec *e)
                                  "installed",
                                  refused);
         free(refused);
-        install_free(in);
-        char *all = NULL;
-        size_t all_len = 0;
-        json_t *output = pip_output(e, &all, &all_len);
-        free(all);
-        install_finish(e, false, json_array(), reason, output, false);
+        install_refused(e, in, reason);
         return;
     }
     free(refused);

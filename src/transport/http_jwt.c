@@ -64,8 +64,8 @@ static const char *const status_text[] = {
     [HTTP_JWT_ALG_NOT_ALLOWED] = "signature algorithm not allowed",
     [HTTP_JWT_UNKNOWN_KID] = "unknown kid",
     [HTTP_JWT_NO_KEY] = "no key for the signature algorithm",
-    [HTTP_JWT_KID_NEEDED] = "the token names no key (kid) and the key set has more than 4 keys "
-                            "for its algorithm",
+    [HTTP_JWT_KID_NEEDED] = ("the token names no key (kid) and the key set has more than 4 "
+                             "keys for its algorithm"),
     [HTTP_JWT_KEY_MISMATCH] = "signature algorithm does not match the key",
     [HTTP_JWT_BAD_SIGNATURE] = "bad signature",
     [HTTP_JWT_BAD_CLAIM] = "a registered claim has the wrong type",
