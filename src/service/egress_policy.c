@@ -486,6 +486,15 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
         o += path_len;
         o += (size_t)snprintf(up + o, cap - o, " HTTP/1.1\r\n");
     }
+    /* Headers the proxy itself reads cannot be made this hop's alone: dropping Content-Length
+     * while relaying its body would smuggle a second request, with any Host. */
+    static const char *const read_here[] = {"content-length", "host", "transfer-encoding"};
+    for (size_t i = 0; up && i < ARRAY_SIZE(read_here); i++)
+        if (named_by_connection(eol + 2, blank + 2, read_here[i], strlen(read_here[i]))) {
+            free(up);
+            *why = "Connection names Content-Length, Host or Transfer-Encoding";
+            return -1;
+        }
     int count = 0;
     bool have_length = false;
     for (const char *line = eol + 2; line < blank + 2;) {

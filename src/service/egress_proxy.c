@@ -56,6 +56,7 @@ struct conn {
 struct egress_proxy {
     struct ev_loop *loop;
     struct resolver *resolver;
+    uint64_t lookup_owner; /* this proxy's lookups, to the resolver (never reused) */
     const struct egress_policy *policy;
     struct egress_limits limits;
     char sandbox_id[32];
@@ -510,7 +511,9 @@ static void decide(struct conn *c)
         refuse(c, 403, "Forbidden", "the sandbox's egress byte budget is used up");
         return;
     }
-    ev_watch_modify(c->cw, EPOLLRDHUP); /* the client waits while we dial (or leaves) */
+    /* The client waits while we dial; a forwarded request's client that closes has left (a
+     * tunnel's may only have half-closed). */
+    ev_watch_modify(c->cw, r->kind == EGRESS_FORWARD ? EPOLLRDHUP : 0);
     c->st = ST_RESOLVING;
     touch(c); /* the lookup's limit, from now */
     rearm(c);
@@ -525,7 +528,7 @@ static void decide(struct conn *c)
         on_resolved(e == 0 ? res : NULL, e, c);
         return;
     }
-    c->job = resolver_lookup(px->resolver, px, r->host, r->port, on_resolved, c);
+    c->job = resolver_lookup(px->resolver, px->lookup_owner, r->host, r->port, on_resolved, c);
 }
 
 static void read_head(struct conn *c)
@@ -715,6 +718,8 @@ int egress_proxy_new(struct ev_loop *loop, struct resolver *resolver,
     struct egress_proxy *px = xcalloc(1, sizeof(*px));
     px->loop = loop;
     px->resolver = resolver;
+    static uint64_t proxies_made; /* the loop's thread only */
+    px->lookup_owner = ++proxies_made;
     px->policy = policy;
     px->limits = *limits;
     snprintf(px->sandbox_id, sizeof(px->sandbox_id), "%s", sandbox_id);

@@ -556,9 +556,30 @@ int64_t history_total(struct history *h, const char *sandbox_id)
     return n;
 }
 
+/* Lets go of the queued records of one sandbox (those before its reset). */
+static void drop_pending_of(struct history *h, const char *sandbox_id)
+{
+    struct pending **pp = &h->pending;
+    h->pending_tail = &h->pending;
+    while (*pp) {
+        struct pending *p = *pp;
+        if (strcmp(p->sandbox_id, sandbox_id) != 0) {
+            pp = &p->next;
+            h->pending_tail = pp;
+            continue;
+        }
+        *pp = p->next;
+        h->n_pending--;
+        h->pending_bytes -= pending_size(p);
+        free_pending(p);
+    }
+}
+
 int history_clear(struct history *h, const char *sandbox_id, struct sbx_err *err)
 {
     history_flush(h, NULL);
+    /* What a failed write kept of this sandbox's records came before the reset: not after. */
+    drop_pending_of(h, sandbox_id);
     sqlite3_exec(h->db, "BEGIN", NULL, NULL, NULL);
     sqlite3_stmt *s = stmt(h, ST_CLEAR_ROWS);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);

@@ -31,7 +31,7 @@ struct resolver_job {
     char port[8];
     resolver_fn fn;
     void *data;
-    const void *owner;
+    uint64_t owner;
     bool started, cancelled; /* loop thread only */
     atomic_int refs;
     struct addrinfo *res; /* written by the thread before it notifies */
@@ -93,7 +93,7 @@ static void unlink_job(struct resolver *r, struct resolver_job *job)
 
 /* Lookups of owner running now, those cancelled included: their threads hold a slot until
  * getaddrinfo returns, which a silent DNS server can make 30 s or more. */
-static size_t running_of(const struct resolver *r, const void *owner)
+static size_t running_of(const struct resolver *r, uint64_t owner)
 {
     size_t n = 0;
     for (const struct resolver_job *job = r->jobs; job; job = job->next)
@@ -197,7 +197,7 @@ void resolver_free(struct resolver *r)
     free(r);
 }
 
-struct resolver_job *resolver_lookup(struct resolver *r, const void *owner, const char *host,
+struct resolver_job *resolver_lookup(struct resolver *r, uint64_t owner, const char *host,
                                      uint16_t port, resolver_fn fn, void *data)
 {
     struct resolver_job *job = xcalloc(1, sizeof(*job));

@@ -21,10 +21,11 @@ int resolver_new(struct ev_loop *loop, struct resolver **out, struct sbx_err *er
 /* Jobs still running finish in their threads and are discarded. */
 void resolver_free(struct resolver *r);
 
-/* Looks up host (TCP addresses for port) for owner (who asks: lookups are shared out fairly
- * among owners); fn is called later from the loop, never from here. At most a few lookups
- * run at once, and two of one owner; the rest wait their turn. */
-struct resolver_job *resolver_lookup(struct resolver *r, const void *owner, const char *host,
+/* Looks up host (TCP addresses for port) for owner (who asks, an id never used again: lookups
+ * are shared out fairly among owners, and a cancelled one counts until its thread ends); fn is
+ * called later from the loop, never from here. At most a few lookups run at once, and two of
+ * one owner; the rest wait their turn. */
+struct resolver_job *resolver_lookup(struct resolver *r, uint64_t owner, const char *host,
                                      uint16_t port, resolver_fn fn, void *data);
 /* fn will not be called; safe until fn has been called. */
 void resolver_cancel(struct resolver_job *job);

@@ -399,6 +399,8 @@ static void a_failed_write_keeps_what_was_queued_for_the_next_try(void **state)
     history_record_sandbox(h, "sb-b", "o", NULL, "standard", 2, &err);
     add(h, "sb-b", "made while full", true);
     add(h, "sb-a", "second", true);
+    history_record_sandbox(h, "sb-c", "o", NULL, "standard", 3, &err);
+    add(h, "sb-c", "before its reset", true);
     assert_int_equal(history_flush(h, &err), -1);
     file_size_limit(false);
     /* Before the fix: "cannot rollback - no transaction is active". */
@@ -409,11 +411,14 @@ static void a_failed_write_keeps_what_was_queued_for_the_next_try(void **state)
     memset(&err, 0, sizeof(err));
     assert_int_equal(history_flush(h, &err), -1);
     assert_true(err.msg[0]);
+    /* A reset meanwhile: what was kept of that sandbox came before it, and is not written. */
+    assert_int_equal(history_clear(h, "sb-c", &err), 0);
     usleep((HISTORY_RETRY_MS + 50) * 1000);
     assert_int_equal(history_flush(h, &err), 0);
     assert_false(history_pending(h));
     assert_int_equal(history_total(h, "sb-a"), 2);
     assert_int_equal(history_total(h, "sb-b"), 1);
+    assert_int_equal(history_total(h, "sb-c"), 0);
     json_t *recs = NULL;
     assert_int_equal(history_list(h, "sb-b", 10, &recs, &err), 0);
     assert_string_equal(json_string_value(json_object_get(json_array_get(recs, 0), "code_preview")),

@@ -71,9 +71,9 @@ static void lookups_answer_through_the_loop(void **state)
     answered = loopback_seen = failed = 0;
     /* more than run at once: the rest wait their turn */
     for (int i = 0; i < 19; i++)
-        resolver_lookup(r, NULL, "localhost", 8765, on_result, loop);
-    resolver_lookup(r, NULL, "no-such-host.invalid", 80, on_result, loop);
-    struct resolver_job *gone = resolver_lookup(r, NULL, "localhost", 1, on_never, NULL);
+        resolver_lookup(r, 0, "localhost", 8765, on_result, loop);
+    resolver_lookup(r, 0, "no-such-host.invalid", 80, on_result, loop);
+    struct resolver_job *gone = resolver_lookup(r, 0, "localhost", 1, on_never, NULL);
     resolver_cancel(gone);
     struct ev_timer *t = ev_timer_add(loop, 20000, give_up, NULL);
     assert_int_equal(ev_loop_run(loop), 0);
@@ -93,7 +93,7 @@ static void freeing_with_lookups_in_flight_is_safe(void **state)
     assert_int_equal(ev_loop_new(&loop, NULL), 0);
     assert_int_equal(resolver_new(loop, &r, NULL), 0);
     for (int i = 0; i < 12; i++)
-        resolver_lookup(r, NULL, "localhost", 80, on_never, NULL);
+        resolver_lookup(r, 0, "localhost", 80, on_never, NULL);
     resolver_free(r);
     ev_loop_free(loop);
     /* the threads finish on their own and free their jobs */
@@ -166,14 +166,13 @@ static void one_owners_hanging_lookups_do_not_hold_up_another(void **state)
         struct resolver *r = NULL;
         if (ev_loop_new(&loop, NULL) < 0 || resolver_new(loop, &r, NULL) < 0)
             _exit(4);
-        int a, b;
         char name[64];
         for (int i = 0; i < 40; i++) {
             snprintf(name, sizeof(name), "slow-%d.example", i);
-            resolver_lookup(r, &a, name, 443, on_slow, NULL);
+            resolver_lookup(r, 1, name, 443, on_slow, NULL);
         }
         uint64_t t0 = now_ms();
-        resolver_lookup(r, &b, "localhost", 80, on_fair, loop);
+        resolver_lookup(r, 2, "localhost", 80, on_fair, loop);
         ev_timer_add(loop, 10000, give_up, NULL);
         ev_loop_run(loop);
         uint64_t took = fair_answer_ms - t0;
