@@ -25,9 +25,11 @@ int cli_rerun_in_own_scope(struct cli_ctx *ctx);
 /* First thing in main: a copy started by cli_rerun_in_own_scope tells the original. */
 void cli_scope_copy_started(void);
 /* The signals run passes on to the command, and the original to its copy: SIGINT, SIGTERM,
- * SIGHUP, SIGQUIT, and the others whose default action would end us with the sandbox's cgroups
- * behind (SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR); each only if it was
- * not ignored when we started (nohup, a script's background job): that one stays ignored. */
+ * SIGHUP, SIGQUIT, and every other that another process sends to end one by default (SIGUSR1,
+ * SIGUSR2, SIGALRM, SIGIO, SIGVTALRM, SIGPROF, SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ and the
+ * real-time ones), which would end us with the sandbox's cgroups behind; each only if it was
+ * not ignored when we started (nohup, a script's background job): that one stays ignored.
+ * Not the faults (SIGSEGV and the like, SIGABRT, SIGSYS, SIGTRAP): they are ours. */
 void cli_passed_signals(sigset_t *set);
 /* Adds sig to set unless its disposition is SIG_IGN. */
 void cli_add_unless_ignored(sigset_t *set, int sig);

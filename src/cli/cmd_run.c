@@ -348,13 +348,14 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
     uint64_t deadline = t0 + (uint64_t)o.profile.timeout_ms * 1000000ull;
-    bool timed_out = false, exited = false, abandoned = false;
+    bool timed_out = false, exited = false, grace_over = false;
     int exit_code = -1, term_signal = 0;
-    int signals_seen = 0;
+    int signals_seen = 0, abandoned_by = 0;
     /* Once the sandbox has ended, what is left of its output still goes to our reader; but
-     * not past a signal, nor (after a timeout or a stop signal) past a short grace, whatever
-     * the reader does. */
+     * not past a signal, nor (when a timeout or a stop signal ended it) past a short grace
+     * from its end, whatever the reader does. */
     uint64_t flush_until = UINT64_MAX;
+    bool abandoned = false;
 
     while (!abandoned && (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 || streams[0].len ||
                           streams[1].len)) {
@@ -385,10 +386,11 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         if (!exited && !timed_out && now_ns() >= deadline) {
             timed_out = true;
             jail_kill(j);
-            flush_until = now_ns() + FLUSH_GRACE_NS;
         }
-        if (exited && now_ns() >= flush_until)
+        if (exited && now_ns() >= flush_until) {
+            grace_over = true;
             break;
+        }
         if (r <= 0)
             continue;
         for (int k = 0; k < 2; k++) {
@@ -425,26 +427,31 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
             while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 int sig = (int)si.ssi_signo;
                 if (sig == SIGTSTP) {
-                    deadline += stop_with_sandbox(j);
+                    uint64_t stopped = stop_with_sandbox(j);
+                    deadline += stopped;
+                    if (flush_until != UINT64_MAX)
+                        flush_until += stopped;
                 } else if (exited) {
                     abandoned = true; /* told to go while output waited for its reader */
+                    abandoned_by = sig;
                 } else if (!cli_is_stop_signal(sig)) {
                     jail_signal(j, sig); /* SIGUSR1 and the like: the command's to handle */
                 } else {
                     /* The first goes to the command (through init), which may handle it; a
-                     * second means stop now. Either way, output is not held for long after. */
+                     * second means stop now. */
                     if (signals_seen++ == 0)
                         jail_signal(j, sig);
                     else
                         jail_kill(j);
-                    if (flush_until == UINT64_MAX)
-                        flush_until = now_ns() + FLUSH_GRACE_NS;
                 }
             }
         }
         if (i_pid >= 0 && pfd[i_pid].revents) {
             if (jail_try_reap(j, &exit_code, &term_signal) == 1) {
                 exited = true;
+                /* Told to stop (or timed out): output is not held for long after the end. */
+                if (timed_out || signals_seen)
+                    flush_until = now_ns() + FLUSH_GRACE_NS;
                 /* Whatever is left in the sandbox died with its init. */
                 if (child_in >= 0) {
                     close(child_in);
@@ -471,6 +478,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         status = 128 + term_signal;
     else
         status = exit_code;
+    /* Told to go while output still waited for its reader: as if the signal had ended us,
+     * which the caller can tell from the command's own status. */
+    if (abandoned)
+        status = 128 + abandoned_by;
 
     if (o.json) {
         print_report(&(struct run_report){.exit_code = exit_code,
@@ -492,6 +503,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     }
     if (signals_seen > 1 && !o.json)
         fprintf(stderr, "mcp-sandbox: signalled twice: everything in the sandbox was killed\n");
+    if (abandoned || grace_over)
+        fprintf(stderr, "mcp-sandbox: output the reader had not taken was dropped (%s)\n",
+                abandoned ? "a signal came after the command ended"
+                          : "a second after a stopped or timed-out command ended");
     if (j->degraded[0])
         fprintf(stderr, "mcp-sandbox: DEGRADED: running without %s\n", j->degraded);
     outbuf_free(&streams[0].buf);

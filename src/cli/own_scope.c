@@ -60,11 +60,13 @@ bool cli_is_stop_signal(int sig)
 
 void cli_passed_signals(sigset_t *set)
 {
-    static const int passed[] = {SIGINT,  SIGTERM,   SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2,
-                                 SIGALRM, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
+    static const int passed[] = {SIGINT, SIGTERM,   SIGHUP,  SIGQUIT, SIGUSR1,   SIGUSR2, SIGALRM,
+                                 SIGIO,  SIGVTALRM, SIGPROF, SIGPWR,  SIGSTKFLT, SIGXCPU, SIGXFSZ};
     sigemptyset(set);
     for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
         cli_add_unless_ignored(set, passed[i]);
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        cli_add_unless_ignored(set, sig);
 }
 
 /* Whether the manager systemd-run would ask is there: the system's, or for a user the user's

@@ -162,15 +162,47 @@ sleep 0.5
 kill -USR1 "$runner"; wait "$runner"; rc=$?
 expect "run: SIGUSR1 ends a command that does not handle it (exit 138)" "^rc=138$" "rc=$rc"
 expect "run: and leaves no cgroup behind" "^0$" "$(groups_of "$runner")"
+"$SBX" run -- /bin/sleep 30 > "$sig_out" 2>&1 &
+runner=$!
+sleep 0.5
+kill -s RTMIN "$runner"; wait "$runner"; rc=$?
+expect "run: a real-time signal goes to the command too, and no cgroup is left ($rc)" "^rc=$((128 + $(kill -l RTMIN))) 0$" "rc=$rc $(groups_of "$runner")"
 # Once the command has ended, what is left of its output waits for the reader, but neither past
 # a signal nor, after a timeout, past a second's grace: a reader that never reads cannot hold
 # run. (It used to stay until the reader left, deaf to signals.)
 t0=$(date +%s%N)
-"$SBX" run -- /bin/sh -c 'head -c 300000 /dev/zero' > >(sleep 6) 2>/dev/null &
+"$SBX" run -- /bin/sh -c 'head -c 300000 /dev/zero' > >(sleep 6) 2>"$sig_out" &
 runner=$!
 sleep 1; kill -TERM "$runner"; wait "$runner"
-expect "run: a signal ends run while its output waits for a reader that does not read" "^fast$" \
-    "$([ $((($(date +%s%N) - t0) / 1000000)) -lt 4000 ] && echo fast || echo slow)"
+expect "run: a signal ends run while its output waits for a reader that does not read" "^fast dropped$" \
+    "$([ $((($(date +%s%N) - t0) / 1000000)) -lt 4000 ] && echo fast || echo slow) $(grep -q 'output the reader had not taken was dropped' "$sig_out" && echo dropped)"
+# The same after the command ended by itself: run exits 128+N, so the caller can tell.
+"$SBX" run -- /bin/sh -c 'head -c 100000 /dev/zero; exit 0' > >(sleep 6) 2>"$sig_out" &
+runner=$!
+sleep 1; kill -TERM "$runner"; wait "$runner"; rc=$?
+expect "run: told to go once the command ended, with output still waiting: exit 143, said" \
+    "^rc=143 .*a signal came after the command ended" "rc=$rc $(cat "$sig_out")"
+# But a command that handles the stop signal and goes on is not cut short: its reader, which
+# keeps reading, gets all of it (the grace starts when the command ends).
+count=${TMPDIR:-/tmp}/sbx-count.$$
+slow_reader=(python3 -c 'import sys, time
+n = 0
+while True:
+    d = sys.stdin.buffer.read1(4096)
+    if not d:
+        break
+    n += len(d)
+    time.sleep(0.002)
+print(n)')
+"$SBX" run -- /bin/sh -c 'trap "sleep 1.5; head -c 300000 /dev/zero; exit 3" TERM; echo ready >&2; while :; do sleep 0.1; done' \
+    > >("${slow_reader[@]}" > "$count") 2>"$sig_out" &
+runner=$!
+wait_ready "$sig_out"
+kill -TERM "$runner"; wait "$runner"; rc=$?
+for _ in $(seq 1 50); do [ -s "$count" ] && break; sleep 0.1; done
+expect "run: a command that handles SIGTERM and writes on: all of it reaches a reader that reads" \
+    "^rc=3 300000$" "rc=$rc $(cat "$count")"
+rm -f "$count"
 t0=$(date +%s%N)
 ( "$SBX" run --timeout 1 -- yes 2>/dev/null; echo "rc=$? ms=$((($(date +%s%N) - t0) / 1000000))" > "$sig_out" ) | sleep 6
 read -r rc ms < "$sig_out"
