@@ -369,8 +369,9 @@ static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c
     return refuse_why(t, c, status, code, message, NULL);
 }
 
-/* What a JWT's audience must be, and what /.well-known/oauth-protected-resource names as the
- * resource: http.jwt_audience, else the resource URL for this Host (see resource_url). */
+/* What a JWT's audience must be: http.jwt_audience, else the resource URL for this Host (see
+ * resource_url), which is what /.well-known/oauth-protected-resource names either way (RFC
+ * 9728 3.3: the URL the client used; an audience may be an identifier such as api://...). */
 static const char *audience(struct http_transport *t, struct MHD_Connection *c)
 {
     const char *aud = t->cfg->jwt_audience;
@@ -1530,7 +1531,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     /* RFC 9728 3.1: the resource's path (/mcp) may follow the well-known name. */
     if (get_or_head && (strcmp(url, "/.well-known/oauth-protected-resource") == 0 ||
                         strcmp(url, "/.well-known/oauth-protected-resource/mcp") == 0)) {
-        json_t *doc = json_pack("{s:s, s:[s]}", "resource", audience(t, c),
+        json_t *doc = json_pack("{s:s, s:[s]}", "resource", resource_url(t, c),
                                 "bearer_methods_supported", "header");
         /* With JWTs, their issuer is the authorization server unless one is named (RFC 8414
          * 2: an authorization server's identifier is its issuer). */

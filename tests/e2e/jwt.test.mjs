@@ -315,7 +315,7 @@ test('a JWKS URL over TLS must present a certificate the server trusts: the syst
 // Behind a TLS proxy the server cannot see the URL clients use: http.public_url says it, and
 // http.jwt_audience the resource tokens are minted for. Everything the server hands out must
 // name those, or the SDK refuses the metadata and links point at the listen address.
-test('behind a proxy: http.public_url and http.jwt_audience name the resource, the 401\'s metadata URL, download links and the OpenAPI server', async () => {
+test('behind a proxy: http.public_url names the resource, the 401\'s metadata URL, download links and the OpenAPI server; http.jwt_audience what tokens must name', async () => {
   const PUBLIC = 'https://sandbox.example.test/sbx';
   const base = `[http]\njwt_jwks_file = "${jwksFile}"\njwt_issuer = "${ISSUER}"\n` +
     `public_url = "${PUBLIC}/"\nallowed_hosts = ["127.0.0.1", "sandbox.example.test"]\n`;
@@ -347,15 +347,19 @@ test('behind a proxy: http.public_url and http.jwt_audience name the resource, t
   await alice.close();
   await stopHttp();
 
-  // With jwt_audience, that is the resource the metadata names; public_url still makes the links.
-  const AUD = 'https://audience.example.test/mcp';
+  // With jwt_audience (an identifier, as some authorization servers have it), tokens must name
+  // it; the metadata still names the URL clients use (RFC 9728 3.3), or the SDK refuses it.
+  const AUD = 'api://sandbox-prod';
   writeFileSync(proxied, `${base}jwt_audience = "${AUD}"\n`);
   ({ port } = await startHttp(join(dir, 'state-proxied'), ['--config', proxied]));
   const meta = await (await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource`)).json();
-  assert.equal(meta.resource, AUD);
+  assert.equal(meta.resource, `${PUBLIC}/mcp`);
   const ok = await post(`http://127.0.0.1:${port}/mcp`, INIT, { Authorization: `Bearer ${jwt(claimsFor('alice', AUD))}` });
   assert.equal(ok.status, 200);
   await ok.body?.cancel();
+  const other = await post(`http://127.0.0.1:${port}/mcp`, INIT, { Authorization: `Bearer ${jwt(claimsFor('alice', `${PUBLIC}/mcp`))}` });
+  assert.equal(other.status, 401, 'the audience is jwt_audience, not the resource URL');
+  await other.text();
   await stopHttp();
 
   // A public_url that is no URL stops startup, naming the key.
