@@ -1,6 +1,7 @@
 /* Header policy (see http_policy.h). Pure string handling only. */
 #include "transport/http_policy.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,10 +205,20 @@ bool http_listen_is_loopback(const char *host)
            c < 256 && d < 256;
 }
 
-/* 0.0.0.0, ::, [::]: a listen address that is no address a client can use. */
+/* 0.0.0.0, or [::] however it is written ([::0], [0:0:0:0:0:0:0:0]): a listen address that is
+ * no address a client can use. */
 static bool listen_is_wildcard(const char *host)
 {
-    return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0;
+    char bare[64];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']')
+        snprintf(bare, sizeof(bare), "%.*s", (int)(n - 2), host + 1);
+    else
+        snprintf(bare, sizeof(bare), "%s", host);
+    struct in_addr v4;
+    struct in6_addr v6;
+    return (inet_pton(AF_INET, bare, &v4) == 1 && v4.s_addr == 0) ||
+           (inet_pton(AF_INET6, bare, &v6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&v6));
 }
 
 static char *checked_public_url(const char *url, const char **why)

@@ -170,6 +170,8 @@ static void public_base_urls(void **state)
     assert_base("http://sandbox.example.internal:9000", NULL, "[::]", with_port, 1);
     assert_base("http://127.0.0.1:8080", NULL, "0.0.0.0", NULL, 0);
     assert_base("http://[::1]:8080", NULL, "[::]", NULL, 0);
+    assert_base("http://[::1]:8080", NULL, "[::0]", NULL, 0);
+    assert_base("http://sandbox.example.internal:8080", NULL, "[0:0:0:0:0:0:0:0]", named, 2);
     /* public_url wins, without its trailing slashes; a path prefix stays */
     assert_base("https://sandbox.example.internal", "https://sandbox.example.internal/", "0.0.0.0",
                 named, 2);
