@@ -325,9 +325,15 @@ static int parse_header(struct parser *p, toml_key_fn fn, void *ud)
     char path[256] = "";
     for (;;) {
         skip_ws(p);
+        const char *k_at = p->s;
         char *k = parse_key(p);
         if (!k)
             return -1;
+        /* ["a.b"] is one name holding a dot, not [a.b]: joined, the two would be taken alike. */
+        if (strchr(k, '.')) {
+            free(k);
+            return perr(p, k_at, "a table name part holding '.' is not supported%s", NULL);
+        }
         size_t used = strlen(path);
         if (used + strlen(k) + 2 > sizeof(path)) {
             free(k);

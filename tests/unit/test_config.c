@@ -268,6 +268,9 @@ static void no_value_is_misread_or_rewritten(void **state)
         load_text(&cfg, "\"limits.max_sandboxes\" = 5\n[limits]\nmax_sandboxes = 7\n", &err), -1);
     assert_non_null(strstr(err.msg, ":1:1: unknown key \"limits.max_sandboxes\""));
     config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[\"profiles.standard\"]\nmemory = \"64M\"\n", &err), -1);
+    assert_non_null(strstr(err.msg, ":1:2: a table name part holding '.' is not supported"));
+    config_free(&cfg);
 
     /* The environment is held to the file's rules: UTF-8 only, so --print parses back. */
     config_init_defaults(&cfg);
