@@ -77,8 +77,11 @@ static void probe_namespaces(void)
         snprintf(detail, sizeof(detail), "unprivileged creation works");
     else {
         int u = try_unshare_as(0, true);
+        /* EINVAL: setresuid found no nobody to become (uid 65534 is not mapped here). */
         snprintf(detail, sizeof(detail), "creation works (as root; for an ordinary user: %s)",
-                 u ? strerror(u) : "works too");
+                 u == EINVAL ? "not tried, no uid 65534 here"
+                 : u         ? strerror(u)
+                             : "works too");
     }
     set(FEAT_USERNS, "user namespaces", e == 0, true, detail,
         "sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=15000 (and, on "
