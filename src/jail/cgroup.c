@@ -831,10 +831,19 @@ static int remove_empty_tree(const char *path, int depth)
 /* Removes the empty groups of an earlier server or `run` that died without cleaning up (a
  * SIGKILL, an OOM kill): siblings named mcp-sandbox.<pid> whose pid no longer exists. Only
  * empty groups can be removed at all (rmdir answers EBUSY while a process is in one), so
- * nothing running is touched; a live pid, ours or anyone's, is never swept. */
+ * nothing running is touched; a live pid, ours or anyone's, is never swept. Only from the
+ * first pid namespace: from another, a server's pid may look dead while it lives. */
+/* Whether we see every pid: in the kernel's first pid namespace (its inode is fixed,
+ * PROC_PID_INIT_INO). Elsewhere a pid we cannot see may still be alive. */
+static bool in_initial_pid_ns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == 0xEFFFFFFCu;
+}
+
 int cgroup_sweep_stale(void)
 {
-    if (cgroup_backend(NULL) == CGROUP_BACKEND_NONE)
+    if (cgroup_backend(NULL) == CGROUP_BACKEND_NONE || !in_initial_pid_ns())
         return 0;
     int removed = 0;
     for (int c = 0; c < nctrl(state.kind); c++) {
