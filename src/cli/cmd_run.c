@@ -271,7 +271,8 @@ static uint64_t stop_with_sandbox(struct jail *j)
     return now_ns() - t;
 }
 
-/* How long output left in the pipes may still go to a slow reader after a timeout. */
+/* How long output left may still go to a slow reader once a timeout or a stop signal has
+ * ended the command. */
 #define FLUSH_GRACE_NS 1000000000ull
 
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
@@ -503,7 +504,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     }
     if (signals_seen > 1 && !o.json)
         fprintf(stderr, "mcp-sandbox: signalled twice: everything in the sandbox was killed\n");
-    if (abandoned || grace_over)
+    if ((abandoned || grace_over) && !o.json)
         fprintf(stderr, "mcp-sandbox: output the reader had not taken was dropped (%s)\n",
                 abandoned ? "a signal came after the command ended"
                           : "a second after a stopped or timed-out command ended");
