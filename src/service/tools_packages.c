@@ -199,14 +199,18 @@ static void on_install_done(struct exec *e)
         else {
             char *why = packages_failure_reason(all, all_len);
             char held[160] = "";
-            if (oom)
+            /* Without a cgroup the limit is an address-space rlimit: no kill, a MemoryError. */
+            bool memory_error = !oom && memmem(all, all_len, "\nMemoryError", 12);
+            if (oom || memory_error)
                 sandbox_memory_in_files(sb, held, sizeof(held));
-            reason = oom ? xasprintf("pip was killed by the OOM killer: the sandbox's memory "
-                                     "limit is %llu MiB%s (a larger profile has more). pip's "
-                                     "exit code %d: %s",
-                                     (unsigned long long)(sb->profile->memory_bytes >> 20), held,
-                                     exit_code, why)
-                         : xasprintf("pip failed (exit code %d): %s", exit_code, why);
+            if (oom || memory_error)
+                reason = xasprintf(
+                    "pip %s: the sandbox's memory limit is %llu MiB%s (a larger "
+                    "profile has more). pip's exit code %d: %s",
+                    oom ? "was killed by the OOM killer" : "ran out of memory (MemoryError)",
+                    (unsigned long long)(sb->profile->memory_bytes >> 20), held, exit_code, why);
+            else
+                reason = xasprintf("pip failed (exit code %d): %s", exit_code, why);
             free(why);
         }
         /* pip never shows a proxy's refusal: "no matching distribution" may be the byte
