@@ -271,6 +271,8 @@ static uint64_t stop_with_sandbox(struct jail *j)
     return now_ns() - t;
 }
 
+#define RUN_OUTPUT_CAP (1u << 20) /* per stream, for --json, unless configured */
+
 /* How long output left may still go to a slow reader once a timeout or a stop signal has
  * ended the command. */
 #define FLUSH_GRACE_NS 1000000000ull
@@ -341,7 +343,11 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
 
     struct stream streams[2] = {{.fd = out_pipe[0], .out_fd = 1}, {.fd = err_pipe[0], .out_fd = 2}};
-    size_t cap = ctx->cfg.output_cap_bytes;
+    /* A command's output is kept to 1 MiB per stream unless the configuration says otherwise
+     * (its own default, 64 KiB, is for tool results, which a model reads). */
+    size_t cap = config_source_of(&ctx->cfg, "isolation.output_cap_bytes") == CONFIG_SRC_DEFAULT
+                     ? RUN_OUTPUT_CAP
+                     : ctx->cfg.output_cap_bytes;
     outbuf_init(&streams[0].buf, cap);
     outbuf_init(&streams[1].buf, cap);
     int child_in = in_pipe[1];

@@ -635,6 +635,14 @@ static size_t profile_field_size(enum key_type t)
     }
 }
 
+enum config_source config_source_of(const struct sbx_config *cfg, const char *key)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++)
+        if (strcmp(global_keys[i].name, key) == 0)
+            return (enum config_source)cfg->src_global[i];
+    return CONFIG_SRC_DEFAULT;
+}
+
 int config_check(struct sbx_config *cfg, struct sbx_err *err)
 {
     /* A profile the configuration adds starts from standard as it finally stands, whatever the

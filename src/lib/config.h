@@ -143,10 +143,12 @@ int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *e
 /* Set one dotted key ("limits.max_sandboxes", "profiles.tight.memory") from a flag. */
 int config_set(struct sbx_config *cfg, const char *key, const char *value, enum config_source src,
                struct sbx_err *err);
+/* Where a global key's value came from (CONFIG_SRC_DEFAULT for an unknown key). */
+enum config_source config_source_of(const struct sbx_config *cfg, const char *key);
 /* Load everything in order (defaults, file, env). Flags are applied afterwards by callers. */
 int config_load_all(struct sbx_config *cfg, const char *explicit_path, struct sbx_err *err);
 /* Once every source is in (after the flags): added profiles take what they did not set from
- * standard as it finally stands; a max_timeout_s under timeout_s is raised to it; the default
+ * standard as it finally stands; a timeout_s over its max_timeout_s is refused; the default
  * profile must exist. */
 int config_check(struct sbx_config *cfg, struct sbx_err *err);
 

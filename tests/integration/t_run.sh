@@ -53,6 +53,13 @@ out=$("$SBX" run -- echo hi --log-file x 2>&1); expect "run: (control) after --,
 # --json keeps what is UTF-8 of the output; only the bytes that are not become '?'.
 out=$("$SBX" run --json -- sh -c 'printf "h\303\251llo \377\n"' | python3 -c 'import json,sys; print(json.load(sys.stdin)["stdout"], end="")')
 expect "run: --json keeps the characters around a bad byte" "^héllo \?$" "$out"
+# --json keeps 1 MiB of each stream (head and tail, and a marker), unless configured: the
+# configuration's own default (64 KiB) is for tool results.
+cap_of() { python3 -c 'import json, sys; r = json.load(sys.stdin); print(len(r["stdout"]), r["stdout_bytes"], r["stdout_truncated"])'; }
+out=$("$SBX" run --json -- head -c 2000000 /dev/zero 2>/dev/null | cap_of)
+expect "run: --json keeps 1 MiB of a 2 MB stdout by default ($out)" "^10486[0-9][0-9] 2000000 True$" "$out"
+out=$(MCP_SANDBOX_ISOLATION_OUTPUT_CAP_BYTES=64K "$SBX" run --json -- head -c 2000000 /dev/zero 2>/dev/null | cap_of)
+expect "run: (control) isolation.output_cap_bytes set keeps that much ($out)" "^655[0-9][0-9] 2000000 True$" "$out"
 # --json promises one report: also when the command never starts (it printed nothing before).
 out=$("$SBX" run --json -- /no/such/command 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["exit_code"], r["error"])'; echo "rc=${PIPESTATUS[0]}")
 expect "run: --json reports a command that cannot start" "^127 cannot run /no/such/command: No such file or directory rc=127$" "$(echo $out)"
