@@ -69,6 +69,20 @@ static json_t *pip_output(struct exec *e, char **joined, size_t *joined_len)
     return j;
 }
 
+/* pip's report goes once read, or once nobody will (a sandbox without a root has none). */
+static void remove_report(struct sandbox *sb, const char *path)
+{
+    struct sbx_err ignored = {0};
+    if (path && sandbox_root_fd(sb) >= 0)
+        files_remove(sandbox_root_fd(sb), path, &ignored);
+}
+
+/* Whether pip ran to its end and said it worked. */
+static bool pip_succeeded(const struct exec_outcome *o)
+{
+    return o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
+}
+
 /* What pip installed, from its report; [] when the report is missing or unreadable. */
 static json_t *read_report(struct sandbox *sb, const char *path)
 {
@@ -82,8 +96,7 @@ static json_t *read_report(struct sandbox *sb, const char *path)
         packages_parse_report(data, len, &installed, &err) < 0)
         installed = json_array();
     free(data);
-    if (path)
-        files_remove(sandbox_root_fd(sb), path, &err);
+    remove_report(sb, path);
     return installed;
 }
 
@@ -164,7 +177,7 @@ static void on_install_done(struct exec *e)
     size_t all_len = 0;
     json_t *output = pip_output(e, &all, &all_len);
     const char *path = report_path(e->argv);
-    bool success = o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
+    bool success = pip_succeeded(o);
     int exit_code = (int)json_integer_value(json_object_get(o->frame, "exit_code"));
 
     uint64_t peak = 0;
@@ -185,9 +198,7 @@ static void on_install_done(struct exec *e)
                                        (json_int_t)++sb->next_seq));
     } else {
         installed = json_array();
-        struct sbx_err ignored = {0};
-        if (path && sandbox_root_fd(sb) >= 0)
-            files_remove(sandbox_root_fd(sb), path, &ignored);
+        remove_report(sb, path);
         if (o->timed_out)
             reason = xasprintf("the install timed out after %u s (packages.max_install_seconds) "
                                "and was stopped; nothing was installed",
@@ -201,16 +212,16 @@ static void on_install_done(struct exec *e)
             char held[160] = "";
             /* Without a cgroup the limit is an address-space rlimit: no kill, a MemoryError. */
             bool memory_error = !oom && memmem(all, all_len, "\nMemoryError", 12);
-            if (oom || memory_error)
+            if (oom || memory_error) {
                 sandbox_memory_in_files(sb, held, sizeof(held));
-            if (oom || memory_error)
                 reason = xasprintf(
                     "pip %s: the sandbox's memory limit is %llu MiB%s (a larger "
                     "profile has more). pip's exit code %d: %s",
                     oom ? "was killed by the OOM killer" : "ran out of memory (MemoryError)",
                     (unsigned long long)(sb->profile->memory_bytes >> 20), held, exit_code, why);
-            else
+            } else {
                 reason = xasprintf("pip failed (exit code %d): %s", exit_code, why);
+            }
             free(why);
         }
         /* pip never shows a proxy's refusal: "no matching distribution" may be the byte
@@ -269,29 +280,27 @@ static void on_check_done(struct exec *e)
     const struct sbx_config *cfg = sb->svc->cfg;
     struct install *in = e->done_data;
     const struct exec_outcome *o = &e->outcome;
-    if (!(o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out)) {
+    if (!pip_succeeded(o)) {
         on_install_done(e); /* pip could not resolve: said as an install's failure */
         return;
     }
     /* Resolved, but the sandbox closes, broke or is being reset meanwhile: no install. */
     if (e->sandbox_ending || sb->closing || sb->state == SBX_BROKEN) {
-        struct sbx_err ignored = {0};
-        if (sandbox_root_fd(sb) >= 0)
-            files_remove(sandbox_root_fd(sb), report_path(e->argv), &ignored);
+        remove_report(sb, report_path(e->argv));
         install_refused(e, in,
                         xasprintf("the install did not run: sandbox %s %s; nothing was installed",
                                   sb->id,
                                   sb->closing ? "was closed" : "was reset or broke meanwhile"));
         return;
     }
-    json_t *would = read_report(sb, report_path(e->argv));
-    char *refused = not_allowed(cfg, would);
-    json_decref(would);
     if (!e->call) { /* cancelled: nothing was installed, nothing more runs */
-        free(refused);
+        remove_report(sb, report_path(e->argv));
         install_free(in);
         return;
     }
+    json_t *would = read_report(sb, report_path(e->argv));
+    char *refused = not_allowed(cfg, would);
+    json_decref(would);
     if (*refused) {
         sandbox_count_rejection("packages.allowed");
         char *reason = xasprintf("this install would also bring in %s, not on this server's list "
