@@ -448,6 +448,15 @@ static struct sbx_profile *profile_get_or_add(struct sbx_config *cfg, const char
     return p;
 }
 
+/* Where key stands in global_keys, or -1. */
+static int global_key_index(const char *key)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++)
+        if (strcmp(global_keys[i].name, key) == 0)
+            return (int)i;
+    return -1;
+}
+
 /* key is "section.name" or "profiles.NAME.field". */
 static int apply(struct sbx_config *cfg, const char *key, const struct raw_value *v,
                  enum config_source src, struct sbx_err *err)
@@ -476,15 +485,13 @@ static int apply(struct sbx_config *cfg, const char *key, const struct raw_value
         }
         return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
     }
-    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++) {
-        if (strcmp(global_keys[i].name, key) == 0) {
-            if (set_value(&global_keys[i], cfg, v, err) < 0)
-                return -1;
-            cfg->src_global[i] = (unsigned char)src;
-            return 0;
-        }
-    }
-    return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
+    int i = global_key_index(key);
+    if (i < 0)
+        return sbx_fail(err, EINVAL, "unknown configuration key '%s'", key);
+    if (set_value(&global_keys[i], cfg, v, err) < 0)
+        return -1;
+    cfg->src_global[i] = (unsigned char)src;
+    return 0;
 }
 
 int config_set(struct sbx_config *cfg, const char *key, const char *value, enum config_source src,
@@ -637,10 +644,8 @@ static size_t profile_field_size(enum key_type t)
 
 enum config_source config_source_of(const struct sbx_config *cfg, const char *key)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(global_keys); i++)
-        if (strcmp(global_keys[i].name, key) == 0)
-            return (enum config_source)cfg->src_global[i];
-    return CONFIG_SRC_DEFAULT;
+    int i = global_key_index(key);
+    return i < 0 ? CONFIG_SRC_DEFAULT : (enum config_source)cfg->src_global[i];
 }
 
 int config_check(struct sbx_config *cfg, struct sbx_err *err)
