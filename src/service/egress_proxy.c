@@ -203,14 +203,20 @@ static void refuse(struct conn *c, int status, const char *reason_phrase, const 
 
 static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *data);
 
+/* A forwarded request whose client has sent all of it: that client's close means it left (a
+ * half-close cannot be told from a close, and HTTP clients do not half-close), and its slot
+ * is freed then, not at the reply. */
+static bool forward_sent(const struct conn *c)
+{
+    return c->client_eof && c->req.kind == EGRESS_FORWARD;
+}
+
 static void update_interest(struct conn *c)
 {
     uint32_t ce = 0, ue = 0;
     if (!c->client_eof && c->up.len == 0)
         ce |= EPOLLIN;
-    /* A forwarded request's client that closes is gone (a half-close cannot be told from a
-     * close, and HTTP clients do not half-close): its slot is freed then, not at the reply. */
-    if (c->client_eof && c->req.kind == EGRESS_FORWARD)
+    if (forward_sent(c))
         ce |= EPOLLRDHUP;
     if (c->down.len > c->down.off)
         ce |= EPOLLOUT;
@@ -312,7 +318,7 @@ static void relay(struct conn *c, bool from_client, uint32_t events)
     /* A reset, or a client gone both ways (or gone at all, for a forwarded request): nothing
      * more can be delivered. */
     if ((events & EPOLLERR) || (from_client && (events & EPOLLHUP)) ||
-        (from_client && c->client_eof && c->req.kind == EGRESS_FORWARD && (events & EPOLLRDHUP))) {
+        (from_client && forward_sent(c) && (events & EPOLLRDHUP))) {
         conn_free(c);
         return;
     }
