@@ -357,15 +357,15 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     uint64_t deadline = t0 + (uint64_t)o.profile.timeout_ms * 1000000ull;
     bool timed_out = false, exited = false, grace_over = false;
     int exit_code = -1, term_signal = 0;
-    int signals_seen = 0, abandoned_by = 0;
+    int signals_seen = 0;
+    int abandoned_by = 0; /* the signal that came once it had ended, output still waiting */
     /* Once the sandbox has ended, what is left of its output still goes to our reader; but
      * not past a signal, nor (when a timeout or a stop signal ended it) past a short grace
      * from its end, whatever the reader does. */
     uint64_t flush_until = UINT64_MAX;
-    bool abandoned = false;
 
-    while (!abandoned && (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 || streams[0].len ||
-                          streams[1].len)) {
+    while (!abandoned_by && (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 ||
+                             streams[0].len || streams[1].len)) {
         struct pollfd pfd[6];
         int n = 0, i_in = -1, i_child = -1, i_pid = -1, i_sig = -1, i_stream[2] = {-1, -1};
         for (int k = 0; k < 2; k++) {
@@ -439,8 +439,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
                     if (flush_until != UINT64_MAX)
                         flush_until += stopped;
                 } else if (exited) {
-                    abandoned = true; /* told to go while output waited for its reader */
-                    abandoned_by = sig;
+                    abandoned_by = sig; /* told to go while output waited for its reader */
                 } else if (!cli_is_stop_signal(sig)) {
                     jail_signal(j, sig); /* SIGUSR1 and the like: the command's to handle */
                 } else {
@@ -487,7 +486,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         status = exit_code;
     /* Told to go while output still waited for its reader: as if the signal had ended us,
      * which the caller can tell from the command's own status. */
-    if (abandoned)
+    if (abandoned_by)
         status = 128 + abandoned_by;
 
     if (o.json) {
@@ -510,10 +509,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     }
     if (signals_seen > 1 && !o.json)
         fprintf(stderr, "mcp-sandbox: signalled twice: everything in the sandbox was killed\n");
-    if ((abandoned || grace_over) && !o.json)
+    if ((abandoned_by || grace_over) && !o.json)
         fprintf(stderr, "mcp-sandbox: output the reader had not taken was dropped (%s)\n",
-                abandoned ? "a signal came after the command ended"
-                          : "a second after a stopped or timed-out command ended");
+                abandoned_by ? "a signal came after the command ended"
+                             : "a second after a stopped or timed-out command ended");
     if (j->degraded[0])
         fprintf(stderr, "mcp-sandbox: DEGRADED: running without %s\n", j->degraded);
     outbuf_free(&streams[0].buf);
