@@ -212,16 +212,25 @@ char *packages_failure_reason(const char *output, size_t len)
             o += l;
             why[o++] = '\n';
         }
-        line += l + 1;
+        if (!nl)
+            break;
+        line = nl + 1;
     }
     if (o == 0) {
-        /* No ERROR line (a crash, a kill): the last lines say most. */
+        /* No ERROR line (a crash, a kill): the last lines say most, from a character's start. */
         size_t take = len < cap - 1 ? len : cap - 1;
-        memcpy(why, end - take, take);
+        const char *from = end - take;
+        while (take > 0 && ((unsigned char)*from & 0xC0) == 0x80)
+            from++, take--;
+        memcpy(why, from, take);
         o = take;
     }
     while (o > 0 && (why[o - 1] == '\n' || why[o - 1] == ' '))
         o--;
     why[o] = '\0';
+    /* pip's output is not always UTF-8, nor free of NULs: the reason travels in JSON, whole. */
+    utf8_scrub(why, o);
+    for (char *nul = memchr(why, '\0', o); nul; nul = memchr(nul, '\0', o - (size_t)(nul - why)))
+        *nul = '?';
     return why;
 }

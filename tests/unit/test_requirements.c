@@ -226,6 +226,18 @@ static void pip_reports_and_failures_are_read(void **state)
     why = packages_failure_reason("Killed\n", 7);
     assert_string_equal(why, "Killed");
     free(why);
+    /* The reason goes into JSON: bytes that are not UTF-8, and NULs, become '?'. */
+    why = packages_failure_reason("a\0b\xff\n", 5);
+    assert_string_equal(why, "a?b?");
+    free(why);
+    /* The last 2047 bytes of a long output start at a character, not inside one. */
+    char long_out[3000];
+    memset(long_out, 'x', sizeof(long_out));
+    memcpy(long_out + sizeof(long_out) - 2048, "\xc3\xa9", 2);
+    why = packages_failure_reason(long_out, sizeof(long_out));
+    assert_int_equal(strlen(why), 2046);
+    assert_true(why[0] == 'x');
+    free(why);
 }
 
 static void what_a_report_can_cost_is_bounded(void **state)
