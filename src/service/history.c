@@ -78,11 +78,14 @@ struct pending {
     struct pending *next;
 };
 
-/* A change to a sandbox's row, applied at the next flush before the executions, in order. */
+/* A change to a sandbox's row, applied at the next flush before the executions, in order:
+ * its creation (with its end, when that came before the flush), or the end of one whose
+ * creation was written before. */
 struct sandbox_op {
     bool close;
+    bool ended;
     char *id, *owner, *name, *profile;
-    int64_t ms;
+    int64_t ms, ended_ms;
     struct sandbox_op *next;
 };
 
@@ -94,11 +97,12 @@ struct history {
     size_t n_pending, pending_bytes;
     uint64_t next_order;
     struct sandbox_op *ops, **ops_tail;
+    size_t n_ops;
     /* While writes fail (a full disk), what is queued stays for the next try, which waits
      * HISTORY_RETRY_MS; past the queue's bounds the oldest records go, and are counted. */
     bool failing;
     uint64_t retry_at_ms;
-    uint64_t dropped;
+    uint64_t dropped, rows_dropped;
     char failure[SBX_ERR_MSG_MAX];
 };
 
@@ -271,6 +275,26 @@ static void queue_op(struct history *h, struct sandbox_op *op)
 {
     *h->ops_tail = op;
     h->ops_tail = &op->next;
+    h->n_ops++;
+}
+
+/* While writes fail, sandboxes come and go: past HISTORY_ROWS_MAX the oldest rows of those that
+ * ended go, and are counted (their records, written later, find no row and are dropped). */
+static void drop_oldest_rows(struct history *h)
+{
+    for (struct sandbox_op **pp = &h->ops; *pp && h->n_ops > HISTORY_ROWS_MAX;) {
+        struct sandbox_op *op = *pp;
+        if (op->close || !op->ended) {
+            pp = &op->next;
+            continue;
+        }
+        *pp = op->next;
+        if (!*pp)
+            h->ops_tail = pp;
+        free_op(op);
+        h->n_ops--;
+        h->rows_dropped++;
+    }
 }
 
 int history_record_sandbox(struct history *h, const char *id, const char *owner, const char *name,
@@ -290,6 +314,14 @@ int history_record_sandbox(struct history *h, const char *id, const char *owner,
 int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms, struct sbx_err *err)
 {
     (void)err;
+    for (struct sandbox_op *op = h->ops; op; op = op->next)
+        if (!op->close && strcmp(op->id, id) == 0) {
+            op->ended = true;
+            op->ended_ms = closed_ms;
+            if (h->failing)
+                drop_oldest_rows(h);
+            return 0;
+        }
     struct sandbox_op *op = xcalloc(1, sizeof(*op));
     op->close = true;
     op->id = xstrdup(id);
@@ -298,19 +330,27 @@ int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms, 
     return 0;
 }
 
+static int write_close(struct history *h, const char *id, int64_t ms, struct sbx_err *err)
+{
+    sqlite3_stmt *s = stmt(h, ST_CLOSE);
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, ms);
+    return run_done(h, s, err, "closing a sandbox");
+}
+
 static int write_op(struct history *h, const struct sandbox_op *op, struct sbx_err *err)
 {
-    sqlite3_stmt *s = stmt(h, op->close ? ST_CLOSE : ST_RECORD);
+    if (op->close)
+        return write_close(h, op->id, op->ms, err);
+    sqlite3_stmt *s = stmt(h, ST_RECORD);
     sqlite3_bind_text(s, 1, op->id, -1, SQLITE_STATIC);
-    if (op->close) {
-        sqlite3_bind_int64(s, 2, op->ms);
-        return run_done(h, s, err, "closing a sandbox");
-    }
     sqlite3_bind_text(s, 2, op->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, op->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, op->profile, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 5, op->ms);
-    return run_done(h, s, err, "recording a sandbox");
+    if (run_done(h, s, err, "recording a sandbox") < 0)
+        return -1;
+    return op->ended ? write_close(h, op->id, op->ended_ms, err) : 0;
 }
 
 /* At most HISTORY_PREVIEW_MAX bytes, cut on a UTF-8 boundary, with a marker when cut. */
@@ -468,6 +508,7 @@ int history_flush(struct history *h, struct sbx_err *err)
         h->retry_at_ms = now_ms() + HISTORY_RETRY_MS;
         snprintf(h->failure, sizeof(h->failure), "%s", why.msg);
         drop_oldest(h);
+        drop_oldest_rows(h);
         return sbx_fail(err, why.code ? why.code : EIO, "%s", why.msg);
     }
     while (h->ops) {
@@ -476,6 +517,7 @@ int history_flush(struct history *h, struct sbx_err *err)
         free_op(op);
     }
     h->ops_tail = &h->ops;
+    h->n_ops = 0;
     while (h->pending) {
         struct pending *p = h->pending;
         h->pending = p->next;
@@ -484,11 +526,13 @@ int history_flush(struct history *h, struct sbx_err *err)
     h->pending_tail = &h->pending;
     h->n_pending = h->pending_bytes = 0;
     if (h->failing) {
-        char lost[32];
+        char lost[32], rows_lost[32];
         snprintf(lost, sizeof(lost), "%llu", (unsigned long long)h->dropped);
-        log_emit(LOG_LVL_NOTICE, "history writes work again", "records_lost", lost, NULL);
+        snprintf(rows_lost, sizeof(rows_lost), "%llu", (unsigned long long)h->rows_dropped);
+        log_emit(LOG_LVL_NOTICE, "history writes work again", "records_lost", lost,
+                 "ended_sandboxes_lost", rows_lost, NULL);
         h->failing = false;
-        h->dropped = 0;
+        h->dropped = h->rows_dropped = 0;
     }
     return 0;
 }

@@ -14,6 +14,9 @@
 /* Records kept in memory until the next flush, at most (then history_add writes through). */
 #define HISTORY_PENDING_MAX   8192
 #define HISTORY_PENDING_BYTES (2u << 20)
+/* Sandbox rows queued while writes fail, past which the oldest rows of sandboxes that already
+ * ended go (a live sandbox's row is always kept: there are at most limits.max_sandboxes). */
+#define HISTORY_ROWS_MAX 4096
 /* After a failed write (a full disk, say), the next try waits this long. */
 #define HISTORY_RETRY_MS 1000
 
@@ -36,7 +39,7 @@ void history_close(struct history *h);
 void history_set_retention(struct history *h, unsigned max_records);
 
 /* A sandbox's row (created, then closed): queued like the records, written first at the next
- * flush; errors surface there. */
+ * flush; errors surface there. A close whose creation is still queued joins it. */
 int history_record_sandbox(struct history *h, const char *id, const char *owner, const char *name,
                            const char *profile, int64_t created_ms, struct sbx_err *err);
 int history_close_sandbox(struct history *h, const char *id, int64_t closed_ms,

@@ -437,6 +437,57 @@ static void a_failed_write_keeps_what_was_queued_for_the_next_try(void **state)
     history_close(h);
 }
 
+/* -1 for a sandbox with no row, 0 for one that has not ended, 1 for one that has. */
+static int ended(struct history *h, const char *id)
+{
+    json_t *info = NULL;
+    struct sbx_err err = {0};
+    if (history_get_sandbox(h, id, &info, &err) < 0)
+        return -1;
+    int closed = !json_is_null(json_object_get(info, "closed_at"));
+    json_decref(info);
+    return closed;
+}
+
+/* While writes fail, sandboxes created and closed meanwhile cost one queued row each, and past
+ * HISTORY_ROWS_MAX the oldest of those that ended go; a live sandbox's row and the end of one
+ * written before are kept whatever the churn. */
+static void rows_queued_while_writes_fail_are_bounded(void **state)
+{
+    (void)state;
+    struct history *h = open_db("rows.sqlite3");
+    struct sbx_err err = {0};
+    history_record_sandbox(h, "before", "o", NULL, "standard", 1, &err);
+    assert_int_equal(history_flush(h, &err), 0);
+
+    file_size_limit(true);
+    history_record_sandbox(h, "live", "o", NULL, "standard", 2, &err);
+    assert_int_equal(history_flush(h, &err), -1);
+    history_close_sandbox(h, "before", 3, &err);
+    char id[32];
+    int churn = HISTORY_ROWS_MAX + 100;
+    for (int i = 0; i < churn; i++) {
+        snprintf(id, sizeof(id), "churn-%d", i);
+        history_record_sandbox(h, id, "o", NULL, "standard", 10 + i, &err);
+        history_close_sandbox(h, id, 20 + i, &err);
+    }
+    file_size_limit(false);
+    usleep((HISTORY_RETRY_MS + 50) * 1000);
+    assert_int_equal(history_flush(h, &err), 0);
+
+    assert_int_equal(ended(h, "before"), 1);
+    assert_int_equal(ended(h, "live"), 0);
+    /* The rows kept: the live one, the close of "before", and the newest ended ones. */
+    int kept_from = churn - (HISTORY_ROWS_MAX - 2);
+    snprintf(id, sizeof(id), "churn-%d", kept_from - 1);
+    assert_int_equal(ended(h, id), -1);
+    snprintf(id, sizeof(id), "churn-%d", kept_from);
+    assert_int_equal(ended(h, id), 1);
+    snprintf(id, sizeof(id), "churn-%d", churn - 1);
+    assert_int_equal(ended(h, id), 1);
+    history_close(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +501,7 @@ int main(void)
         cmocka_unit_test(pending_records_are_bounded_in_count_and_bytes),
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
         cmocka_unit_test(a_failed_write_keeps_what_was_queued_for_the_next_try),
+        cmocka_unit_test(rows_queued_while_writes_fail_are_bounded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
