@@ -8,6 +8,7 @@
 #include "service/loop.h"
 #include "util.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -91,23 +92,44 @@ static void unlink_job(struct resolver *r, struct resolver_job *job)
         }
 }
 
-/* Lookups of owner running now, those cancelled included: their threads hold a slot until
- * getaddrinfo returns, which a silent DNS server can make 30 s or more. */
-static size_t running_of(const struct resolver *r, uint64_t owner)
+/* The lookups running now, by owner, those cancelled included: their threads hold a slot until
+ * getaddrinfo returns, which a silent DNS server can make 30 s or more. There are at most
+ * MAX_RUNNING, so a short array counted once per pass serves every job in line. */
+struct owner_running {
+    uint64_t owner;
+    size_t n;
+};
+
+static size_t *running_of(struct owner_running *busy, size_t *n_busy, uint64_t owner)
 {
-    size_t n = 0;
-    for (const struct resolver_job *job = r->jobs; job; job = job->next)
-        n += job->started && job->owner == owner;
-    return n;
+    for (size_t i = 0; i < *n_busy; i++)
+        if (busy[i].owner == owner)
+            return &busy[i].n;
+    assert(*n_busy < MAX_RUNNING);
+    busy[*n_busy] = (struct owner_running){.owner = owner};
+    return &busy[(*n_busy)++].n;
 }
 
 /* Oldest first, but no owner gets more than MAX_RUNNING_OWNER at once: a sandbox asking for
  * names that never resolve cannot make every other sandbox's lookups wait behind its own. */
 static void start_waiting(struct resolver *r)
 {
+    if (r->running >= MAX_RUNNING)
+        return;
+    /* One entry per owner of a started job, and one per job started in this pass: at most
+     * MAX_RUNNING in all. */
+    struct owner_running busy[MAX_RUNNING];
+    size_t n_busy = 0;
+    for (const struct resolver_job *job = r->jobs; job; job = job->next)
+        if (job->started)
+            (*running_of(busy, &n_busy, job->owner))++;
     for (struct resolver_job *job = r->jobs; job && r->running < MAX_RUNNING; job = job->next) {
-        if (job->started || running_of(r, job->owner) >= MAX_RUNNING_OWNER)
+        if (job->started)
             continue;
+        size_t *owner_running = running_of(busy, &n_busy, job->owner);
+        if (*owner_running >= MAX_RUNNING_OWNER)
+            continue;
+        (*owner_running)++;
         job->started = true;
         r->running++;
         atomic_store(&job->refs, 2);
