@@ -125,6 +125,7 @@ struct request {
     size_t len, cap;
     bool too_big;
     bool is_init;
+    bool url_had_nul;
     struct sse_stream *parked; /* a POST waiting for its answer (the handler runs again) */
 };
 
@@ -1506,6 +1507,9 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                              (const char *const *)cfg->allowed_origins.items,
                              cfg->allowed_origins.len))
         return refuse(t, c, MHD_HTTP_FORBIDDEN, -32600, "Origin not allowed");
+    if (rq->url_had_nul)
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
+                      "the URL holds an encoded NUL (%00), which no path or value may");
     bool get = strcmp(method, "GET") == 0;
     /* HEAD as GET for the plain resources (RFC 9110 9.1); the library sends no body. */
     bool get_or_head = get || strcmp(method, "HEAD") == 0;
@@ -1668,6 +1672,18 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
 }
 
+/* The library's own decoding of the URL's path and query, but a %00 is noted: the library hands
+ * on a C string, in which a NUL would silently cut the path or value there. */
+static size_t on_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    size_t n = MHD_http_unescape(s);
+    struct http_conn *hc = conn_of(c);
+    if (hc && memchr(s, '\0', n))
+        hc->url_had_nul = true;
+    return n;
+}
+
 /* libmicrohttpd's own messages (a client gone mid-response, mostly) become log lines like
  * every other, at debug level, instead of raw text on stderr. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1689,10 +1705,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct http_transport *t = cls;
     struct request *rq = *con_cls;
     if (!rq) {
-        http_conn_headers_done(&t->conns, conn_of(c), now_ms());
+        struct http_conn *hc = conn_of(c);
+        http_conn_headers_done(&t->conns, hc, now_ms());
         rq = *con_cls = xcalloc(1, sizeof(struct request));
         if (ambiguous_framing(c))
             return refuse_and_close(t, c);
+        if (hc && hc->url_had_nul) {
+            hc->url_had_nul = false;
+            rq->url_had_nul = true;
+        }
         /* A declared length over the cap is known now: nothing of that body is kept. */
         const char *declared =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1867,13 +1888,13 @@ int http_transport_start(struct ev_loop *loop, struct mcp_server *srv, const str
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    t->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, t, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)cfg->http_max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                            (size_t)HEADER_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, t,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, t,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, t, MHD_OPTION_END);
+    t->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, t, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->http_max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HEADER_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, t,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, t, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, t,
+        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, t, MHD_OPTION_END);
     if (!t->d) {
         sbx_fail_errno(err, errno ? errno : EADDRINUSE, "--http %s: cannot listen", listen);
         goto fail;

@@ -6,12 +6,14 @@
 #ifndef SBX_TRANSPORT_HTTP_CONNS_H
 #define SBX_TRANSPORT_HTTP_CONNS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct http_conn {
     int fd;
     uint64_t deadline_ms; /* 0: none */
+    bool url_had_nul;     /* the current request's URL decoded a %00 (http.c refuses it) */
     struct http_conn *prev, *next;
 };
 
