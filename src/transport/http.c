@@ -526,6 +526,15 @@ static struct sse_stream *stream_new(struct http_session *s, const json_t *reque
     return st;
 }
 
+/* The POST stream still waiting for the answer to the request (or batch) with this id. */
+static struct sse_stream *stream_open_for(const struct http_session *s, const json_t *id)
+{
+    for (struct sse_stream *st = s->streams; st; st = st->next)
+        if (st->request_id && !st->done && json_equal(st->request_id, id))
+            return st;
+    return NULL;
+}
+
 /* Routes a message from the protocol layer: to the POST stream of the request it belongs to,
  * else to the session's GET stream. Every event is numbered and kept for replay, so a client
  * that lost its stream can resume with Last-Event-ID. */
@@ -535,13 +544,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
     char *text = json_dumps(msg, MCP_JSON_FLAGS);
     if (!text)
         return;
-    struct sse_stream *target = NULL;
-    if (related_id && !s->legacy)
-        for (struct sse_stream *st = s->streams; st; st = st->next)
-            if (st->request_id && !st->done && json_equal(st->request_id, related_id)) {
-                target = st;
-                break;
-            }
+    struct sse_stream *target = related_id && !s->legacy ? stream_open_for(s, related_id) : NULL;
     if (!target)
         target = s->get_stream;
     /* A batch's answers, an array, are the last message of its stream. */
@@ -977,6 +980,14 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
         mcp_session_receive_json(s->mcp, msg, rq->len);
         json_decref(msg);
         return reply(t, c, MHD_HTTP_ACCEPTED, NULL, "", NULL);
+    }
+    /* Answers find their POST by its (first) id: two open POSTs under one id would get each
+     * other's. JSON-RPC ids are unique among a session's open requests. */
+    if (stream_open_for(s, id)) {
+        json_decref(msg);
+        return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
+                      "a request with this id is still open on this session (a POST not yet "
+                      "answered, or a batch it starts): use another id");
     }
     struct sse_stream *st = stream_new(s, id);
     st->json_only = true; /* until something besides the response is sent */

@@ -72,8 +72,11 @@ static size_t write_some(struct stdio_transport *t, const char *buf, size_t len)
     if (w > 0)
         return (size_t)w;
     if (w == 0 || errno != EAGAIN) {
-        log_warn("stdout write failed; the client went away");
+        /* Nobody can read an answer any more: as at stdin's end, the server ends, and its
+         * sandboxes with it, rather than running work whose results go nowhere. */
+        log_warn("stdout write failed; the client went away; shutting down");
         t->out_broken = true;
+        ev_loop_stop(t->loop);
     }
     return 0;
 }

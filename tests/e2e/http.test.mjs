@@ -364,6 +364,38 @@ test('a 2025-03-26 session posts batches: one JSON array, or an SSE stream endin
   }
 });
 
+test('two open POSTs of one session never share an id: answers find their POST by it', async () => {
+  const { url } = await start();
+  const r0 = await post(url, { ...INIT, params: { ...INIT.params, protocolVersion: '2025-03-26' } });
+  const h = { 'Mcp-Session-Id': r0.headers.get('mcp-session-id') };
+  await r0.text();
+  const slow = (id, ms) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_slow', arguments: { ms } } });
+  const ping = (id) => ({ jsonrpc: '2.0', id, method: 'ping' });
+  const answer = async (r) => (r.headers.get('content-type').includes('json') ? r.json()
+    : (await readEvents(r, (ev) => ev.msg.id !== undefined || Array.isArray(ev.msg))).pop().msg);
+  // A batch whose first id is a running POST's: before, each POST got the other's answer.
+  const single = post(url, slow(50, 600), h);
+  await new Promise((res) => setTimeout(res, 100));
+  let r = await post(url, [ping(50), ping(51)], h);
+  assert.equal(r.status, 400);
+  assert.match((await r.json()).error.message, /still open on this session/);
+  let got = await answer(await single);
+  assert.equal(got.id, 50);
+  assert.equal(got.result.content[0].text, 'done');
+  // A batch still waiting for its second request, and a POST with the batch's first id.
+  const batch = post(url, [ping(60), slow(61, 600)], h);
+  await new Promise((res) => setTimeout(res, 100));
+  r = await post(url, ping(60), h);
+  assert.equal(r.status, 400);
+  await r.text();
+  got = await answer(await batch);
+  assert.deepEqual(got.map((m) => m.id), [60, 61]);
+  // Once answered, the id is free again.
+  r = await post(url, ping(60), h);
+  assert.equal(r.status, 200);
+  assert.deepEqual(await r.json(), { jsonrpc: '2.0', id: 60, result: {} });
+});
+
 test('an idle SSE stream gets keep-alive comments; a client that left is found and its session expires', async () => {
   const cfg = join(dir, 'keepalive.toml');
   writeFileSync(cfg, '[http]\nkeepalive_s = 1\nsession_idle_s = 1\n');

@@ -586,3 +586,17 @@ test('raw: stdin EOF ends the server cleanly with a call in flight', async () =>
   assert.equal(code, 0);
   assert.ok(Date.now() - t0 < 2000, 'exit did not wait for the call');
 });
+
+test('raw: a client that closed the server\'s stdout ends the server, as stdin\'s end does', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":20000}}}\n');
+  s.child.stdout.destroy();
+  await new Promise((res) => setTimeout(res, 200));
+  // The answer to this ping has nowhere to go: before, the server ran on until stdin closed.
+  s.send('{"jsonrpc":"2.0","id":3,"method":"ping"}\n');
+  const { code } = await Promise.race([s.exited, new Promise((_, rej) =>
+    setTimeout(() => rej(new Error('the server ran on with nobody to answer')), 3000))]);
+  assert.equal(code, 0);
+});
