@@ -337,6 +337,9 @@ class Driver:
         self.clipped = False
         self.running = False
         self.interrupt_pending = False
+        # Whether an interrupt reached the user's code in this execution, even one it caught:
+        # then a run that ends well as its deadline comes was still cut short.
+        self.interrupt_reached = False
         self.refresh_pending = False
         self.last_snapshot = None
         self.scan_capped = False
@@ -410,6 +413,7 @@ class Driver:
         # Between executions an interrupt is moot; one that lands while an execution is being
         # set up (compiling, starting bash) is kept for the moment the user's code starts.
         if self.running:
+            self.interrupt_reached = True
             raise KeyboardInterrupt
         self.interrupt_pending = True
 
@@ -440,6 +444,7 @@ class Driver:
         self.running = True
         if self.interrupt_pending:
             self.interrupt_pending = False
+            self.interrupt_reached = True
             raise KeyboardInterrupt
 
     # ---- workspace changes ----
@@ -846,6 +851,7 @@ class Driver:
 
     def execute(self, req):
         self.interrupt_pending = False
+        self.interrupt_reached = False
         if self.refresh_pending:
             # Here, not when asked: an interrupt for this execution that lands meanwhile is
             # kept (interrupt_pending) instead of being cleared above.
@@ -918,7 +924,7 @@ class Driver:
         out["success"] = ok
         if error is not None:
             out["error"] = error
-        if interrupted:
+        if interrupted or self.interrupt_reached:
             out["interrupted"] = True
         if exit_code:
             out["exit_code"] = exit_code

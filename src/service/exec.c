@@ -578,7 +578,8 @@ static void spill_write(struct exec *e, int idx, const char *data, size_t len)
 static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, size_t len)
 {
     struct sandbox *sb = e->sb;
-    if (e->spill_failed[idx])
+    /* A create_run_close sandbox goes with its run: a file there would be read by nobody. */
+    if (e->spill_failed[idx] || sb->oneshot)
         return;
     if (e->spill_fd[idx] < 0) {
         if (outbuf_truncated(b) || b->total + len <= b->cap)

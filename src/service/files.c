@@ -595,9 +595,20 @@ static const struct {
     {"log", "text/plain"},
     {"tsv", "text/tab-separated-values"},
     {"ipynb", "application/x-ipynb+json"},
+    {"jsonl", "application/jsonl"},
+    {"js", "text/javascript"},
+    {"css", "text/css"},
+    {"yaml", "application/yaml"},
+    {"yml", "application/yaml"},
+    {"toml", "application/toml"},
+    {"tar", "application/x-tar"},
+    {"xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+    {"bin", "application/octet-stream"},
+    {"npy", "application/octet-stream"},
+    {"pkl", "application/octet-stream"},
 };
 
-const char *files_mime_type(const char *path, bool text)
+const char *files_mime_type(const char *path, const char *unknown)
 {
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
@@ -605,7 +616,7 @@ const char *files_mime_type(const char *path, bool text)
         for (size_t i = 0; i < ARRAY_SIZE(mime_table); i++)
             if (strcasecmp(dot + 1, mime_table[i].ext) == 0)
                 return mime_table[i].mime;
-    return text ? "text/plain" : "application/octet-stream";
+    return unknown;
 }
 
 bool files_looks_text(const char *data, size_t len)

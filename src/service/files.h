@@ -66,9 +66,8 @@ int files_list(int root_fd, const char *canon, uid_t uid, gid_t gid, bool recurs
  * the sandbox user's. Fails when something could not be removed. */
 int files_clear_workspace(int root_fd, uid_t uid, gid_t gid, struct sbx_err *err);
 
-/* A MIME type from the file name's extension; text/plain or application/octet-stream if
- * unknown, depending on text. */
-const char *files_mime_type(const char *path, bool text);
+/* A MIME type from the file name's extension, or unknown for an extension not in the table. */
+const char *files_mime_type(const char *path, const char *unknown);
 bool files_looks_text(const char *data, size_t len);
 
 #endif

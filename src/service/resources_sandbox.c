@@ -66,7 +66,7 @@ static int read_file_resource(const char *uri, void *data, json_t **contents, st
                         (unsigned long long)size, RESOURCE_READ_MAX >> 20);
     }
     bool text = files_looks_text(buf, len);
-    const char *mime = files_mime_type(canon, text);
+    const char *mime = files_mime_type(canon, text ? "text/plain" : "application/octet-stream");
     json_t *item;
     if (text) {
         item = json_pack("{s:s, s:s, s:s%}", "uri", uri, "mimeType", mime, "text", buf, len);

@@ -159,7 +159,7 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
         offset += skip;
         len = keep;
     }
-    const char *mime = files_mime_type(canon, text);
+    const char *mime = files_mime_type(canon, text ? "text/plain" : "application/octet-stream");
     bool b64 = want_b64 || !text;
     bool truncated = offset + len < size;
     json_t *content = json_array();

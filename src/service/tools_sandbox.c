@@ -70,8 +70,10 @@ static json_t *resource_link(const struct sandbox *sb, const char *path)
     char *enc = uri_path_encode(rel);
     char *uri = xasprintf("sandbox://%s/files/%s", sb->id, enc);
     free(enc);
-    json_t *link = json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", uri, "name",
-                             rel, "mimeType", files_mime_type(path, true));
+    /* The file is not read here: a type only where its name says it (text/plain for a binary
+     * file was wrong), none otherwise. */
+    json_t *link = json_pack("{s:s, s:s, s:s, s:s*}", "type", "resource_link", "uri", uri, "name",
+                             rel, "mimeType", files_mime_type(path, NULL));
     free(uri);
     if (sb->svc->link_fn) {
         char *url = sb->svc->link_fn(sb->svc->link_data, sb->id, rel);
@@ -94,10 +96,13 @@ static json_t *error_object(const char *type, const char *message, const char *t
 static const char state_lost[] = "the interpreter was restarted, so variables and imports were "
                                  "lost; files in /workspace are kept";
 
+static const char oneshot_closed[] = "this create_run_close sandbox was closed after its run";
+
 /* What a run whose interpreter died left behind. */
-static const char *state_after(const struct exec_outcome *o)
+static const char *state_after(const struct sandbox *sb, const struct exec_outcome *o)
 {
-    return o->interpreter_restarted
+    return sb->oneshot ? oneshot_closed
+           : o->interpreter_restarted
                ? state_lost
                : "variables and imports were lost, and no interpreter is started again while "
                  "files in /workspace and /tmp leave no room for one (reset_sandbox with "
@@ -138,11 +143,11 @@ static json_t *failure_error(const struct exec *e)
         snprintf(msg, sizeof(msg),
                  "execution timed out after %.1f s and did not stop on "
                  "interrupt; %s",
-                 e->timeout_ms / 1000.0, state_after(o));
+                 e->timeout_ms / 1000.0, state_after(e->sb, o));
     } else if (o->driver_died && o->cancelled) {
         type = "Cancelled";
         snprintf(msg, sizeof(msg), "cancelled; the execution did not stop on interrupt; %s",
-                 state_after(o));
+                 state_after(e->sb, o));
     } else if (o->driver_died) {
         type = o->oom_killed                    ? "MemoryError"
                : o->bad_frame || o->term_signal ? "InterpreterCrashed"
@@ -150,7 +155,7 @@ static json_t *failure_error(const struct exec *e)
         char death[256];
         describe_death(death, sizeof(death), e->sb, o->exit_code, o->term_signal, o->oom_killed,
                        o->bad_frame);
-        snprintf(msg, sizeof(msg), "%s; %s", death, state_after(o));
+        snprintf(msg, sizeof(msg), "%s; %s", death, state_after(e->sb, o));
     } else {
         snprintf(msg, sizeof(msg), "%s", o->reason[0] ? o->reason : "the execution did not finish");
     }
@@ -238,6 +243,13 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     json_t *error = NULL;
     const char *result = NULL;
     int exit_code = -1;
+    /* The deadline came as the driver was done with the code (rendering figures, scanning the
+     * workspace): the interrupt reached nothing, and the run is what the driver says. */
+    bool timed_out = o->timed_out;
+    if (f && timed_out && json_is_true(json_object_get(f, "success")) &&
+        !json_is_true(json_object_get(f, "interrupted")))
+        timed_out = false;
+    bool command = e->language && strcmp(e->language, "bash") == 0;
     if (f) {
         success = json_is_true(json_object_get(f, "success"));
         result = json_string_value(json_object_get(f, "result"));
@@ -247,13 +259,19 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         if (rejected) {
             error = error_object("PolicyViolation", rejected, NULL);
             sandbox_count_rejection("policy");
-        } else if (o->timed_out) {
+        } else if (timed_out) {
             const char *tb = json_string_value(json_object_get(fe, "traceback"));
+            /* The driver sends a command SIGINT, and SIGKILL when it is still there 1 s on. */
+            const char *what = !command ? "was interrupted (KeyboardInterrupt)"
+                               : exit_code == 128 + SIGKILL
+                                   ? "was sent SIGINT, and killed when it did not stop"
+                                   : "was sent SIGINT";
             char msg[256];
-            snprintf(msg, sizeof(msg),
-                     "execution timed out after %.1f s and was interrupted; "
-                     "the interpreter state was kept",
-                     e->timeout_ms / 1000.0);
+            snprintf(msg, sizeof(msg), "execution timed out after %.1f s and %s; %s",
+                     e->timeout_ms / 1000.0, what,
+                     sb->oneshot ? oneshot_closed
+                     : command   ? "the sandbox and its files were kept"
+                                 : "the interpreter state was kept");
             error = error_object("TimeoutError", msg, tb);
             success = false;
         } else if (json_is_object(fe)) {
@@ -273,7 +291,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     }
     if (!error)
         error = json_null();
-    const char *outcome = success ? "ok" : o->timed_out ? "timeout" : "error";
+    const char *outcome = success ? "ok" : timed_out ? "timeout" : "error";
     char labels[48];
     snprintf(labels, sizeof(labels), "outcome=\"%s\"", outcome);
     metrics_counter_add("mcp_executions_total", "Executions, by outcome", labels, 1);
@@ -304,7 +322,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         const json_t *tb = json_object_get(error, "traceback");
         if (json_string_length(tb))
             text_string(&text, "", tb);
-        if (!json_string_length(tb) || o->timed_out) {
+        if (!json_string_length(tb) || timed_out) {
             char *type = xasprintf("%s: ", json_string_value(json_object_get(error, "type")));
             text_string(&text, type, json_object_get(error, "message"));
             free(type);
@@ -347,6 +365,14 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]", stream,
                         stream, e->spill_path[i]);
     }
+    size_t gone_files = json_array_size(json_object_get(f, "files")),
+           gone_figures = json_array_size(json_object_get(f, "image_files"));
+    if (sb->oneshot && (gone_files || gone_figures))
+        text_printf(&text,
+                    "[%s, and its files with it: %zu file(s) the run wrote (named in files) and "
+                    "%zu figure(s) past the first %d; create_sandbox keeps a sandbox and its files "
+                    "between calls]",
+                    oneshot_closed, gone_files, gone_figures, CHANNEL_MAX_IMAGES);
     json_t *jtext = text.len ? tool_string_lossy(text.buf, text.len)
                              : json_string(success ? "(no output)" : "(failed without output)");
     json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text", jtext));
@@ -360,7 +386,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
                                                      data, "mimeType", "image/png"));
     }
-    size_t links = 0;
+    /* A create_run_close sandbox is gone by the time this is read: no link to its files. */
+    size_t links = sb->oneshot ? MAX_LINKS : 0;
     json_array_foreach(json_object_get(f, "image_files"), i, v)
     {
         const char *path = frame_path(v);
@@ -380,6 +407,8 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         if (!path)
             continue;
         json_array_append(files, v);
+        if (sb->oneshot)
+            continue;
         json_t *link = resource_link(sb, path);
         /* Subscribers to this file's resource hear that it changed. */
         mcp_server_resource_updated(sb->svc->srv, sb->owner,
@@ -416,7 +445,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o, s:b, s:b}",
         "sandbox_id", sb->id, "execution_id", e->id, "success", success, "stdout", jout, "stderr",
         jerr, "result", result ? json_string(result) : json_null(), "error", error, "exit_code",
-        exit_code, "duration_ms", duration_ms, "timed_out", o->timed_out, "truncated", truncated,
+        exit_code, "duration_ms", duration_ms, "timed_out", timed_out, "truncated", truncated,
         "interpreter_restarted", o->interpreter_restarted, "memory_peak_bytes", (json_int_t)peak,
         "cpu_ms", (double)cpu_ns / 1e6, "files", files, "files_incomplete", files_incomplete,
         "oom_killed", oom_killed);

@@ -1242,7 +1242,7 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
         close(fd);
         return MHD_NO;
     }
-    const char *mime = files_mime_type(canon, false);
+    const char *mime = files_mime_type(canon, "application/octet-stream");
     MHD_add_response_header(r, "Content-Type", mime);
     MHD_add_response_header(r, "Accept-Ranges", "bytes");
     /* Sandbox code wrote this file: it must not run as a page of this origin, which the Origin

@@ -532,6 +532,32 @@ test('seed check: an endless loop with timeout_s=2 fails with a timeout and keep
   await c.close();
 });
 
+test('a deadline that comes once the code is done is no timeout; one the code caught still is', async () => {
+  const c = await server();
+  await run(c, 'import numpy as np, matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\nxs = np.random.rand(300_000)');
+  // The code returns at once (about 50 ms); drawing its figure, the driver's work, takes
+  // about 0.7 s and outlasts the deadline. Before, this finished run was a TimeoutError.
+  const drawn = await run(c, "plt.scatter(xs, xs); 'done'", { timeout_s: 0.4 });
+  assert.equal(drawn.r.isError, false, JSON.stringify(drawn.sc.error));
+  assert.equal(drawn.sc.timed_out, false);
+  assert.equal(drawn.sc.result, "'done'");
+  assert.ok(drawn.sc.duration_ms > 400, `the figure took ${drawn.sc.duration_ms} ms: no deadline came`);
+  assert.ok(drawn.r.content.some((x) => x.type === 'image'));
+  // Code that swallows the interrupt and ends well was still cut short.
+  const caught = await run(c, 'import time\ntry:\n    time.sleep(5)\nexcept KeyboardInterrupt:\n    pass\n"after"', { timeout_s: 0.5 });
+  assert.equal(caught.sc.timed_out, true);
+  assert.equal(caught.sc.error.type, 'TimeoutError');
+  assert.match(caught.sc.error.message, /interrupted \(KeyboardInterrupt\); the interpreter state was kept/);
+  // A command is sent SIGINT, and killed when it ignores it: the message says which.
+  const stopped = await call(c, 'execute_command', { command: 'sleep 5', timeout_s: 0.5 });
+  assert.equal(stopped.sc.timed_out, true);
+  assert.match(stopped.sc.error.message, /was sent SIGINT; the sandbox and its files were kept$/);
+  const killed = await call(c, 'execute_command', { command: "trap '' INT; sleep 5", timeout_s: 0.5 });
+  assert.equal(killed.sc.exit_code, 137);
+  assert.match(killed.sc.error.message, /was sent SIGINT, and killed when it did not stop/);
+  await c.close();
+});
+
 test('code that ignores the interrupt is killed; the interpreter restarts, files stay', async () => {
   const c = await server();
   await run(c, "v = 1\nopen('/workspace/keep.txt','w').write('still here')");
@@ -788,6 +814,14 @@ test('seed check: a matplotlib sine plot comes back as an image and a saved file
   const res = await c.readResource({ uri: link.uri });
   assert.equal(res.contents[0].mimeType, 'image/png');
   assert.ok(res.contents[0].blob.length > 1000);
+  assert.equal(link.mimeType, 'image/png');
+  // A link's type comes from the name alone, and only a known one: a binary file with an
+  // unknown extension was once called text/plain.
+  const more = await run(c, "open('t.csv', 'w').write('a')\nopen('x.weird', 'wb').write(bytes(range(256)))");
+  const linkOf = (name) => more.r.content.find((x) => x.type === 'resource_link' && x.name === name);
+  assert.equal(linkOf('t.csv').mimeType, 'text/csv');
+  assert.equal(linkOf('x.weird').mimeType, undefined);
+  assert.equal((await c.readResource({ uri: linkOf('x.weird').uri })).contents[0].mimeType, 'application/octet-stream');
   await c.close();
 });
 
@@ -1191,6 +1225,20 @@ test('create_run_close leaves nothing behind', async () => {
   const bash = await call(c, 'create_run_close', { code: 'echo $HOSTNAME; id -u', language: 'bash' });
   assert.equal(bash.sc.stdout, 'sandbox\n65534\n');
   await refused(c, 'create_run_close', { code: '1', profile: 'nonexistent' });
+  // Its files go with it: no link to them (they read "not found"), no saved output, and the
+  // text says so. Before, it linked result.csv and a saved stdout that no longer existed.
+  const wrote = await call(c, 'create_run_close', { code: "open('result.csv', 'w').write('a,b')\nprint('x' * 200000)" });
+  assert.equal(wrote.r.isError, false);
+  assert.deepEqual(wrote.sc.files, ['/workspace/result.csv']);
+  assert.equal(wrote.sc.truncated, true);
+  assert.ok(!wrote.r.content.some((x) => x.type === 'resource_link'), JSON.stringify(wrote.r.content.map((x) => x.uri)));
+  const text = wrote.r.content[0].text;
+  assert.match(text, /create_run_close sandbox was closed after its run, and its files with it: 1 file/);
+  assert.doesNotMatch(text, /\.mcp\/output|whole stdout is in/);
+  // A timeout there says the sandbox was closed, not that any state was kept.
+  const late = await call(c, 'create_run_close', { code: 'while True: pass', timeout_s: 1 });
+  assert.equal(late.sc.error.type, 'TimeoutError');
+  assert.match(late.sc.error.message, /interrupted \(KeyboardInterrupt\); this create_run_close sandbox was closed/);
   await c.close();
 });
 
