@@ -1618,11 +1618,44 @@ static void on_history_purge(struct ev_loop *loop, void *data)
         loop, purged == HISTORY_PURGE_BATCH ? 200 : HISTORY_PURGE_EVERY_MS, on_history_purge, svc);
 }
 
-void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
-                         const struct history_record *rec)
+void sandbox_history_add(struct sandbox *sb, const struct history_record *rec)
 {
-    history_add(svc->history, sandbox_id, rec, NULL); /* a failure is logged there, and kept */
+    struct sandbox_service *svc = sb->svc;
+    history_add(svc->history, sb->id, rec, NULL); /* a failure is logged there, and kept */
     history_soon(svc);
+    sandbox_history_changed(sb);
+}
+
+void sandbox_history_changed(const struct sandbox *sb)
+{
+    if (!sb->svc->srv)
+        return;
+    char uri[sizeof(sb->id) + 32];
+    snprintf(uri, sizeof(uri), "sandbox://%s/history", sb->id);
+    mcp_server_resource_updated(sb->svc->srv, sb->owner, uri);
+}
+
+char *sandbox_file_uri(const struct sandbox *sb, const char *path)
+{
+    const char *rel = path;
+    if (strncmp(rel, "/workspace/", 11) == 0)
+        rel += 11;
+    else if (*rel == '/')
+        rel++;
+    /* A name may hold '%', '#', '?' or spaces: the URI carries it encoded. */
+    char *enc = uri_path_encode(rel);
+    char *uri = xasprintf("sandbox://%s/files/%s", sb->id, enc);
+    free(enc);
+    return uri;
+}
+
+void sandbox_file_changed(const struct sandbox *sb, const char *path)
+{
+    if (!sb->svc->srv || strncmp(path, "/workspace/", 11) != 0)
+        return;
+    char *uri = sandbox_file_uri(sb, path);
+    mcp_server_resource_updated(sb->svc->srv, sb->owner, uri);
+    free(uri);
 }
 
 bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail)

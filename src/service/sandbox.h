@@ -314,9 +314,15 @@ int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). A sandbox broken
  * only because its interpreter kept dying at startup gets a fresh one too. */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
-/* Records an execution in the history (written in a batch shortly after). */
-void sandbox_history_add(struct sandbox_service *svc, const char *sandbox_id,
-                         const struct history_record *rec);
+/* Records an execution in the history (written in a batch shortly after); subscribers to the
+ * sandbox's history resource hear of it. */
+void sandbox_history_add(struct sandbox *sb, const struct history_record *rec);
+/* Tells the owner's sessions subscribed to sandbox://ID/history, or to the file (a path in the
+ * sandbox: only /workspace's files are resources), that it changed. */
+void sandbox_history_changed(const struct sandbox *sb);
+void sandbox_file_changed(const struct sandbox *sb, const char *path);
+/* The resource URI of a file in the sandbox, sandbox://ID/files/REL, REL encoded (malloc'd). */
+char *sandbox_file_uri(const struct sandbox *sb, const char *path);
 /* Prometheus series: active sandboxes and the warm pool; refusals by the limit that fired. */
 void sandbox_update_gauges(struct sandbox_service *svc);
 void sandbox_count_rejection(const char *reason);

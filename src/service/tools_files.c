@@ -204,6 +204,7 @@ static void write_bytes(struct mcp_call *call, struct sandbox *sb, const char *c
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
+    sandbox_file_changed(sb, canon);
     char *text = xasprintf("wrote %zu bytes to %s", len, canon);
     tool_finish(
         call, text,

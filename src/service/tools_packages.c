@@ -142,7 +142,7 @@ static void install_finish(struct exec *e, bool success, json_t *installed, char
             .stdout_text = json_string_value(output),
             .error = reason,
         };
-        sandbox_history_add(svc, sb->id, &rec);
+        sandbox_history_add(sb, &rec);
     }
 
     if (e->call) {

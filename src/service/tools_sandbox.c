@@ -66,10 +66,7 @@ static json_t *resource_link(const struct sandbox *sb, const char *path)
         rel += 11;
     else if (*rel == '/')
         rel++;
-    /* A name may hold '%', '#', '?' or spaces: the URI carries it encoded. */
-    char *enc = uri_path_encode(rel);
-    char *uri = xasprintf("sandbox://%s/files/%s", sb->id, enc);
-    free(enc);
+    char *uri = sandbox_file_uri(sb, path);
     /* The file is not read here: a type only where its name says it (text/plain for a binary
      * file was wrong), none otherwise. */
     json_t *link = json_pack("{s:s, s:s, s:s, s:s*}", "type", "resource_link", "uri", uri, "name",
@@ -409,14 +406,10 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         json_array_append(files, v);
         if (sb->oneshot)
             continue;
-        json_t *link = resource_link(sb, path);
         /* Subscribers to this file's resource hear that it changed. */
-        mcp_server_resource_updated(sb->svc->srv, sb->owner,
-                                    json_string_value(json_object_get(link, "uri")));
+        sandbox_file_changed(sb, path);
         if (links++ < MAX_LINKS)
-            json_array_append_new(content, link);
-        else
-            json_decref(link);
+            json_array_append_new(content, resource_link(sb, path));
     }
 
     if (sb->svc->history) {
@@ -438,7 +431,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             .stdout_text = json_string_value(jout),
             .error = err_text,
         };
-        sandbox_history_add(sb->svc, sb->id, &rec);
+        sandbox_history_add(sb, &rec);
     }
 
     json_t *sc = json_pack(
@@ -745,6 +738,7 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
         return;
     }
     sb->executions = 0;
+    sandbox_history_changed(sb);
     tool_finish(call, NULL,
                 json_pack("{s:s, s:b, s:b, s:b}", "sandbox_id", sb->id, "reset", true,
                           "interpreter_restarted", true, "files_cleared", clear));

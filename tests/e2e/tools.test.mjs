@@ -1548,9 +1548,22 @@ test('a subscribed sandbox file announces its changes (notifications/resources/u
   await run(client, "open('other.txt', 'w').write('x')", { sandbox_id: id });
   await new Promise((r) => setTimeout(r, 100));
   assert.deepEqual(updates, [uri]);
+  // write_file changes it too (before, only runs announced a change), and any run, or a
+  // reset, changes the sandbox's history.
+  await call(client, 'write_file', { sandbox_id: id, path: 'watched.txt', content: 'v3' });
+  await call(client, 'write_file', { sandbox_id: id, path: '/tmp/elsewhere.txt', content: 'x' });
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(updates, [uri, uri]);
+  const history = `sandbox://${id}/history`;
+  await client.subscribeResource({ uri: history });
+  await run(client, 'x = 1', { sandbox_id: id });
+  await call(client, 'reset_sandbox', { sandbox_id: id });
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(updates, [uri, uri, history, history]);
+  await client.unsubscribeResource({ uri: history });
   await client.unsubscribeResource({ uri });
   await run(client, "open('watched.txt', 'w').write('v2')", { sandbox_id: id });
   await new Promise((r) => setTimeout(r, 100));
-  assert.deepEqual(updates, [uri], 'no notification after unsubscribing');
+  assert.deepEqual(updates, [uri, uri, history, history], 'no notification after unsubscribing');
   await client.close();
 });
