@@ -1402,6 +1402,31 @@ struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id)
     return sb && sb->owner ? sb : NULL;
 }
 
+/* An id none of the owner's open sandboxes has: one of theirs that ended says when, from the
+ * history (to anyone else it is unknown, as any other id). */
+static int unknown_id(struct sandbox_service *svc, const char *owner, const char *id,
+                      struct sbx_err *err)
+{
+    json_t *info = NULL;
+    struct sbx_err ignored = {0};
+    if (svc->history && history_get_sandbox(svc->history, id, &info, &ignored) == 0 &&
+        strcmp(json_string_value(json_object_get(info, "owner")) ?: "", owner) == 0) {
+        const char *closed = json_string_value(json_object_get(info, "closed_at"));
+        sbx_fail(err, ENOENT,
+                 "sandbox %s %s%s, and its files with it (get_execution_history still shows "
+                 "what ran there); create_sandbox makes a new one",
+                 id, closed ? "was closed at " : "ended when the server restarted",
+                 closed ? closed : "");
+        json_decref(info);
+        return -1;
+    }
+    json_decref(info);
+    return sbx_fail(err, ENOENT,
+                    "unknown sandbox_id '%s': none of your open sandboxes has it "
+                    "(list_sandboxes shows them)",
+                    id);
+}
+
 static int lookup(struct sandbox_service *svc, const char *owner, const char *id,
                   bool replace_failed, struct sandbox **out, struct sbx_err *err)
 {
@@ -1425,10 +1450,7 @@ static int lookup(struct sandbox_service *svc, const char *owner, const char *id
                             id, x->why);
     }
     if (id)
-        return sbx_fail(err, ENOENT,
-                        "unknown sandbox_id '%s' (list_sandboxes shows yours; omit sandbox_id "
-                        "to use your default sandbox)",
-                        id);
+        return unknown_id(svc, owner, id, err);
     /* Its jail is begun off the loop; the call waits for the interpreter anyway. */
     if (create(svc, owner, "default", NULL, NULL, true, out, err) < 0)
         return -1;

@@ -1222,6 +1222,11 @@ test('create_run_close leaves nothing behind', async () => {
   assert.equal(sc.stdout, '1\n');
   const list = await call(c, 'list_sandboxes');
   assert.ok(!list.sc.sandboxes.some((s) => s.id === sc.sandbox_id));
+  // Its id, used again, says the sandbox ended (it once said "unknown", and to omit sandbox_id).
+  assert.match(await refused(c, 'run_code', { sandbox_id: sc.sandbox_id, code: '1' }),
+    new RegExp(`sandbox ${sc.sandbox_id} was closed at 20\\d\\d-.*create_sandbox makes a new one`));
+  assert.match(await refused(c, 'close_sandbox', { sandbox_id: 'sb-000000000000' }),
+    /unknown sandbox_id 'sb-000000000000': none of your open sandboxes has it \(list_sandboxes shows them\)$/);
   const bash = await call(c, 'create_run_close', { code: 'echo $HOSTNAME; id -u', language: 'bash' });
   assert.equal(bash.sc.stdout, 'sandbox\n65534\n');
   await refused(c, 'create_run_close', { code: '1', profile: 'nonexistent' });
