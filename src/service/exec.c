@@ -320,7 +320,7 @@ static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const cha
                             uint32_t timeout_ms, exec_done_fn done, void *data, struct sbx_err *err)
 {
     const struct sbx_config *cfg = sb->svc->cfg;
-    if (sb->state == SBX_BROKEN) {
+    if (sb->state == SBX_BROKEN && !sandbox_revive_if_room(sb)) {
         json_decref(argv);
         json_decref(env);
         sbx_fail(err, EIO, "sandbox %s cannot run code: %s", sb->id, sb->broken_reason);

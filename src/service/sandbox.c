@@ -408,7 +408,7 @@ static int start_driver(struct sandbox *sb)
 static void mark_broken(struct sandbox *sb, const char *why)
 {
     /* Whatever broke it last, a reset can no longer just start an interpreter. */
-    sb->broken_revivable = false;
+    sb->broken_revivable = sb->broken_for_room = false;
     if (sb->state == SBX_BROKEN)
         return;
     snprintf(sb->broken_reason, sizeof(sb->broken_reason), "%s", why);
@@ -668,8 +668,9 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
     if (!interpreter_fits(sb, in_files))
         snprintf(why, sizeof(why),
                  "no Python interpreter is started while files in /workspace and /tmp hold "
-                 "%llu MiB of the sandbox's %llu MiB memory limit: files there are memory; "
-                 "reset_sandbox with clear_files deletes them",
+                 "%llu MiB of the sandbox's %llu MiB memory limit: files there are memory. "
+                 "Empty a large one (write_file with content \"\") and the next run starts one; "
+                 "reset_sandbox with clear_files deletes them all",
                  (unsigned long long)(in_files >> 20),
                  (unsigned long long)(sb->profile->memory_bytes >> 20));
     else if (++sb->restarts > MAX_QUICK_DEATHS) {
@@ -688,6 +689,7 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
     }
     mark_broken(sb, why);
     sb->broken_revivable = true;
+    sb->broken_for_room = !interpreter_fits(sb, in_files);
 }
 
 /* A new interpreter in the living sandbox, once the old one is gone. */
@@ -1495,6 +1497,28 @@ int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err)
     return 0;
 }
 
+/* No interpreter runs, so no status record comes to start one: a timer does, once the
+ * processes left (a command still writing a file, say) are gone with what they hold. */
+static void start_revival(struct sandbox *sb)
+{
+    sb->broken_revivable = sb->broken_for_room = false;
+    sb->broken_reason[0] = '\0';
+    sb->state = SBX_RESTARTING;
+    sb->revive_timer = ev_timer_add(sb->svc->loop, REVIVE_DELAY_MS, on_revive, sb);
+}
+
+bool sandbox_revive_if_room(struct sandbox *sb)
+{
+    if (!interpreter_down(sb) || !sb->broken_for_room ||
+        !interpreter_fits(sb, files_memory_bytes(sb)) || jail_workload_kill(sb->jail) < 0)
+        return false;
+    sb->restarts = 0;
+    log_emit(LOG_LVL_INFO, "interpreter started again: files left it room", "sandbox", sb->id,
+             NULL);
+    start_revival(sb);
+    return true;
+}
+
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
 {
     if (sandbox_check_reset(sb, err) < 0)
@@ -1520,12 +1544,7 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
         sb->reset_restart = true;
         return 0;
     }
-    /* No interpreter ran, so no status record comes to start one: a timer does, once the
-     * processes left (a command still writing a file, say) are gone with what they hold, and
-     * the caller has cleared the files if asked. */
-    sb->broken_revivable = false;
-    sb->broken_reason[0] = '\0';
-    sb->revive_timer = ev_timer_add(sb->svc->loop, REVIVE_DELAY_MS, on_revive, sb);
+    start_revival(sb); /* after the caller has cleared the files, if asked */
     return 0;
 }
 

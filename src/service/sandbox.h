@@ -195,6 +195,7 @@ struct sandbox {
     struct egress_proxy *proxy;   /* network: packages only */
     char broken_reason[320];
     bool broken_revivable; /* only the interpreter keeps dying: a reset may start it again */
+    bool broken_for_room;  /* files left it no room: the next run starts one if they shrank */
     struct ev_timer *revive_timer; /* such a reset's start of a new interpreter */
     /* Output while no run takes it is read a bite at a time; this reads the next bite. */
     struct ev_timer *idle_output_timer;
@@ -311,6 +312,9 @@ int sandbox_exec_argv(struct sandbox *sb, struct mcp_call *call, const char *lan
                       void (*data_free)(void *data), struct sbx_err *err);
 /* Refuses a reset of create_run_close's sandbox, which ends with its one execution. */
 int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err);
+/* A sandbox whose files left no room for an interpreter starts one if they shrank since
+ * (write_file, say): true when it does, and a run may be queued. */
+bool sandbox_revive_if_room(struct sandbox *sb);
 /* Kills the interpreter and starts a fresh one (variables gone, files kept). A sandbox broken
  * only because its interpreter kept dying at startup gets a fresh one too. */
 int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err);
