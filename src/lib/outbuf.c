@@ -80,27 +80,50 @@ bool outbuf_truncated(const struct outbuf *b)
     return outbuf_dropped(b) > 0;
 }
 
+/* Bytes at the end of buf (len) that begin a UTF-8 sequence it does not finish. */
+static size_t unfinished_sequence(const char *buf, size_t len)
+{
+    for (size_t back = 1; back <= 3 && back <= len; back++) {
+        unsigned char c = (unsigned char)buf[len - back];
+        if ((c & 0xC0) == 0x80)
+            continue; /* a continuation byte: its lead is further back */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
 char *outbuf_render(const struct outbuf *b, size_t *len)
 {
-    char marker[96] = "";
+    size_t head_len = b->head_len, skip = 0;
     uint64_t dropped = outbuf_dropped(b);
-    if (dropped)
+    char marker[96] = "";
+    if (dropped) {
+        /* Cut between characters, not inside one: what a cut splits goes with the middle
+         * (else it would read as '?' on both sides of the marker). */
+        head_len -= unfinished_sequence(b->head, head_len);
+        while (skip < 3 && skip < b->tail_len &&
+               ((unsigned char)b->tail[(b->tail_start + skip) % b->tail_cap] & 0xC0) == 0x80)
+            skip++;
         snprintf(marker, sizeof(marker), "\n[... %llu bytes cut ...]\n",
-                 (unsigned long long)dropped);
+                 (unsigned long long)(dropped + (b->head_len - head_len) + skip));
+    }
     size_t mlen = strlen(marker);
-    size_t n = b->head_len + mlen + b->tail_len;
+    size_t n = head_len + mlen + b->tail_len - skip;
     char *out = xmalloc(n + 1);
-    if (b->head_len)
-        memcpy(out, b->head, b->head_len);
-    memcpy(out + b->head_len, marker, mlen);
-    char *t = out + b->head_len + mlen;
-    size_t first = b->tail_cap - b->tail_start;
-    if (first > b->tail_len)
-        first = b->tail_len;
+    if (head_len)
+        memcpy(out, b->head, head_len);
+    memcpy(out + head_len, marker, mlen);
+    /* The tail's ring, in order, from its first whole character. */
+    char *t = out + head_len + mlen;
+    size_t start = (b->tail_start + skip) % b->tail_cap, left = b->tail_len - skip;
+    size_t first = b->tail_cap - start;
+    if (first > left)
+        first = left;
     if (first)
-        memcpy(t, b->tail + b->tail_start, first);
-    if (b->tail_len > first)
-        memcpy(t + first, b->tail, b->tail_len - first);
+        memcpy(t, b->tail + start, first);
+    if (left > first)
+        memcpy(t + first, b->tail, left - first);
     out[n] = '\0';
     if (len)
         *len = n;

@@ -90,6 +90,28 @@ static void reset_starts_over(void **state)
     outbuf_free(&b);
 }
 
+/* A cut never splits a character: what it would split goes with the middle, and is counted
+ * there (once, the tail began with the end of an 'é', which became '?' in the result). */
+static void cuts_fall_between_characters(void **state)
+{
+    (void)state;
+    struct outbuf b;
+    outbuf_init(&b, 8); /* 4 head + 4 tail */
+    /* "ab" then three é (2 bytes each), "xyz": head "abé", tail is "\xa9xyz". */
+    outbuf_append(&b, "ab\xc3\xa9\xc3\xa9\xc3\xa9xyz", 11);
+    char *s = outbuf_render(&b, NULL);
+    assert_string_equal(s, "ab\xc3\xa9\n[... 4 bytes cut ...]\nxyz");
+    free(s);
+    outbuf_free(&b);
+    /* A head that ends inside a 3-byte character gives it to the middle. */
+    outbuf_init(&b, 8);
+    outbuf_append(&b, "abc\xe2\x82\xac-middle-1234", 18);
+    s = outbuf_render(&b, NULL);
+    assert_string_equal(s, "abc\n[... 11 bytes cut ...]\n1234");
+    free(s);
+    outbuf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -98,6 +120,7 @@ int main(void)
         cmocka_unit_test(byte_by_byte_equals_one_write),
         cmocka_unit_test(a_gigabyte_costs_the_cap),
         cmocka_unit_test(reset_starts_over),
+        cmocka_unit_test(cuts_fall_between_characters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
