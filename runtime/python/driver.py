@@ -308,6 +308,54 @@ class Inotify:
         posix.close(self.fd)
 
 
+def _cache_source(linecache, name, code):
+    # No mtime: linecache.checkcache keeps the entry (it is no file to go stale).
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+
+
+class _SeedingLoader:
+    # linecache's own loader, which then puts the sources of the cells whose code can still run
+    # into the new module's cache: traceback.print_exc() or inspect.getsource() in the cell
+    # that imported them shows its lines too.
+    def __init__(self, loader, sources):
+        self.loader = loader
+        self.sources = sources
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        for name, code in list(self.sources.items()):
+            _cache_source(module, name, code)
+
+
+class _LinecacheSeeder:
+    # A finder that only ever sees the first import of linecache (it leaves sys.meta_path
+    # then); every other import passes it with one comparison.
+    def __init__(self, sources):
+        self.sources = sources
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _SeedingLoader(spec.loader, self.sources)
+                return spec
+        return None
+
+
 class Driver:
     def __init__(self, chan):
         self.chan = chan
@@ -319,6 +367,8 @@ class Driver:
         self.ns = main_mod.__dict__
         self.cell = 0
         self.sources = {}  # cell name -> source, while code compiled from it can still run
+        if "linecache" not in sys.modules:
+            sys.meta_path.insert(0, _LinecacheSeeder(self.sources))
         self.live_codes = {}  # cell name -> how many of its code objects are still alive
         self.code_cells = {}  # id of a weak reference to such code -> (the reference, cell name)
         self.code_gone = self.on_code_gone  # one bound method for every reference
@@ -598,7 +648,7 @@ class Driver:
 
         # A copy: the garbage collector may drop a source meanwhile.
         for name, code in list(self.sources.items()):
-            linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+            _cache_source(linecache, name, code)
         # Drop the driver's own frames: the user sees only their code. They lead, and after a
         # timeout the interrupt handler's frame is the last.
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
@@ -677,6 +727,12 @@ class Driver:
         name = "<cell-%d>" % self.cell
         # The source serves tracebacks: this cell's, and later ones through what it defined.
         self.sources[name] = code
+        linecache = sys.modules.get("linecache")
+        if linecache is not None:
+            try:
+                _cache_source(linecache, name, code)
+            except Exception:
+                pass  # the user's code replaced it
         codes = []
         try:
             return self.run_cell(code, name, codes)
@@ -979,14 +1035,22 @@ def _exit(code=None):
     raise SystemExit(code)
 
 
+def _help(*args, **kwargs):
+    # site's help(), which -S drops too: pydoc's, imported when first asked for.
+    import pydoc
+
+    return pydoc.help(*args, **kwargs)
+
+
 CodeType = type(_exit.__code__)
 
 
 def main():
-    # -S also drops the exit()/quit() helpers that people type.
+    # -S also drops the exit()/quit() and help() helpers that people type.
     import builtins
 
     builtins.exit = builtins.quit = _exit
+    builtins.help = _help
     # SIGINT while idle must not kill the driver; init() installs the real handler.
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     # The channel is the driver's alone: no program a cell starts (os.system, os.exec*)

@@ -502,6 +502,19 @@ test('history keeps a record whose long error message is not ASCII', async () =>
   await c.close();
 });
 
+test('a cell shows its own lines to traceback and inspect, and help() works', async () => {
+  const c = await server();
+  // traceback imported by the cell itself: its lines were missing (<cell-1> had no source yet).
+  let { sc } = await run(c, 'import traceback\ndef f():\n    try:\n        1 / 0\n    except Exception:\n        traceback.print_exc()\nf()');
+  assert.match(sc.stderr, /File "<cell-1>", line 4, in f\n {4}1 \/ 0\n/);
+  ({ sc } = await run(c, 'import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g))'));
+  assert.equal(sc.stdout, 'def g():\n    return 1\n\n', JSON.stringify(sc.error));
+  // help is site's, which the interpreter's -S had dropped (a NameError).
+  ({ sc } = await run(c, 'help(len)'));
+  assert.match(sc.stdout, /^Help on built-in function len in module builtins:/);
+  await c.close();
+});
+
 test('exceptions come back as type, message and a traceback of the user code only', async () => {
   const c = await server();
   const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
