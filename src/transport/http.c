@@ -1177,8 +1177,12 @@ static void content_disposition(const char *path, char *out, size_t cap)
     snprintf(out, cap, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, encoded);
 }
 
+/* Without tokens, the one owner of every REST call (plain HTTP carries no session). */
+#define REST_OWNER "rest"
+
 /* GET /files/{sandbox_id}/{path} and the seed's GET /sandbox/file: allowed with a valid signed
- * link, or as the sandbox's owner (bearer principal, or the MCP session without auth). Anyone
+ * link, or as the sandbox's owner: the bearer principal; without auth, the MCP session named,
+ * or with none named the REST client (who could read the file with read_file anyway). Anyone
  * else is answered like an unknown file. */
 static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connection *c,
                                    const char *sandbox_id, const char *rel)
@@ -1199,7 +1203,7 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
         } else {
             const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
             struct http_session *s = sid ? find_session(t, sid) : NULL;
-            owner = s ? s->owner : NULL;
+            owner = s ? s->owner : sid ? NULL : REST_OWNER;
         }
         allowed = owner && strcmp(owner, sb->owner) == 0;
     }
@@ -1268,11 +1272,11 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
 
 /* ---- REST: the same tool handlers for scripts that do not speak MCP ---- */
 
-/* The hidden MCP session of an owner's REST calls (with tokens the principal; without, the
- * one owner "rest", since plain HTTP calls carry no session). */
+/* The hidden MCP session of an owner's REST calls (with tokens the principal; without,
+ * REST_OWNER). */
 static struct http_session *rest_session(struct http_transport *t, const char *principal)
 {
-    const char *owner = principal ? principal : "rest";
+    const char *owner = principal ? principal : REST_OWNER;
     for (struct http_session *s = t->sessions; s; s = s->next)
         if (s->rest && strcmp(s->owner, owner) == 0)
             return s;

@@ -659,6 +659,22 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   r = await call('run_code', { code: 'v * 8' });
   const body = await r.json();
   assert.equal(body.structuredContent.result, '40', 'REST calls share their owner\'s default sandbox');
+  // The REST client downloads its sandbox's files by path (it could read_file them anyway);
+  // before, both routes said "no such file". An MCP session (or a made-up one) may not.
+  await call('run_code', { code: "open('r.txt', 'w').write('rest file')" });
+  const sid = body.structuredContent.sandbox_id;
+  r = await fetch(`${base}/files/${sid}/r.txt`);
+  assert.equal(r.status, 200);
+  assert.equal(await r.text(), 'rest file');
+  r = await fetch(`${base}/sandbox/file?sandbox_id=${sid}&file_path=r.txt`);
+  assert.equal(await r.text(), 'rest file');
+  r = await fetch(`${base}/files/${sid}/r.txt`, { headers: { 'Mcp-Session-Id': 'not-a-session' } });
+  assert.equal(r.status, 404);
+  await r.text();
+  const other = await session(`${base}/mcp`);
+  r = await fetch(`${base}/files/${sid}/r.txt`, { headers: { 'Mcp-Session-Id': other } });
+  assert.equal(r.status, 404);
+  await r.text();
   r = await call('no_such_tool', {});
   assert.equal(r.status, 400);
   assert.ok((await r.json()).error);
