@@ -247,7 +247,7 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
         size_t rl = strlen(root);
         while (rl > 0 && root[rl - 1] == '/')
             rl--;
-        if (strncmp(local, root, rl) != 0 || local[rl] != '/')
+        if (strncmp(local, root, rl) != 0 || (local[rl] != '/' && local[rl] != '\0'))
             continue;
         const char *rel = local + rl;
         while (*rel == '/')
@@ -257,6 +257,11 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
             return sbx_fail_errno(err, errno, "upload root %s", root);
         int fd = files_openat2(rfd, *rel ? rel : ".", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
                                RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0 && (errno == EXDEV || errno == ELOOP))
+            return sbx_fail(err, EACCES,
+                            "%s leads out of the upload root %s (a symlink or '..' on the way), "
+                            "which is not allowed",
+                            local, root);
         if (fd < 0)
             return sbx_fail_errno(err, errno, "%s", local);
         return fd;
@@ -284,7 +289,9 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        mcp_call_fail(call, "%s is not a regular file", local);
+        mcp_call_fail(call, "%s is %s", local,
+                      S_ISDIR(st.st_mode) ? "a directory: upload_file copies one file"
+                                          : "not a regular file");
         return;
     }
     if ((uint64_t)st.st_size > UPLOAD_MAX) {

@@ -2,7 +2,7 @@
 // real sandboxes (namespaces, seccomp, Landlock, limits) and the real Python driver.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync, readdirSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync, readdirSync, readFileSync, existsSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -1198,6 +1198,12 @@ test('upload_file is disabled by default, and copies only from files.upload_root
   await refused(c, 'upload_file', { local_path: cfg });
   await refused(c, 'upload_file', { local_path: join(root, 'in', '..', 'config.toml') });
   await refused(c, 'upload_file', { local_path: 'relative.txt' });
+  // A way out of the root is named as one (it said "Invalid cross-device link"), and the root
+  // itself is a directory (it said the root was not below the roots).
+  symlinkSync('../config.toml', join(root, 'in', 'out.toml'));
+  for (const way of [join(root, 'in', 'out.toml'), `${root}/in/../config.toml`])
+    assert.match(await refused(c, 'upload_file', { local_path: way }), /leads out of the upload root .*\/in \(a symlink or '\.\.' on the way\)/);
+  assert.match(await refused(c, 'upload_file', { local_path: join(root, 'in') }), /is a directory: upload_file copies one file/);
   // A doubled slash is one; a destination ending in '/' is a directory, not a file name.
   assert.equal((await call(c, 'upload_file', { local_path: join(root, 'in') + '//data.csv', path: 'two.csv' })).sc.size, 8);
   assert.match(await refused(c, 'upload_file', { local_path: join(root, 'in', 'data.csv'), path: 'dir/' }), /ends with '\/'/);
