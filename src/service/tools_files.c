@@ -170,12 +170,16 @@ static void t_read_file(struct mcp_call *call, json_t *args, void *data)
                        (json_int_t)size, "offset", (json_int_t)offset, "length", (json_int_t)len,
                        "encoding", "base64", "mime_type", mime, "content", enc, "truncated",
                        truncated);
-        char *note = xasprintf("%s: %zu bytes of %llu%s, base64 (%s)%s", canon, len,
+        /* The whole image is shown as one; other bytes go in the text too, for a host that
+         * gives the model only the content blocks. */
+        bool image = is_image(mime) && offset == 0 && !truncated;
+        char *note = xasprintf("%s: %zu bytes of %llu%s, base64 (%s)%s%s%s", canon, len,
                                (unsigned long long)size, truncated ? " (truncated)" : "", mime,
-                               text ? "" : "; the file is binary, so base64 was used");
+                               text ? "" : "; the file is binary, so base64 was used",
+                               image ? "" : ":\n", image ? "" : enc);
         json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", note));
         free(note);
-        if (is_image(mime) && offset == 0 && !truncated) /* the whole image, not a piece */
+        if (image)
             json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data",
                                                      enc, "mimeType", mime));
         free(enc);

@@ -1158,9 +1158,13 @@ test('write_file, read_file and list_files: text, base64, parents, offsets and e
   assert.equal(sc.truncated, true);
   const bin = Buffer.from([0, 1, 2, 255, 254]).toString('base64');
   await call(c, 'write_file', { path: 'b.bin', content: bin, encoding: 'base64' });
-  ({ sc } = await call(c, 'read_file', { path: 'b.bin' }));
+  let text;
+  ({ sc, text } = await call(c, 'read_file', { path: 'b.bin' }));
   assert.equal(sc.encoding, 'base64');
   assert.equal(sc.content, bin);
+  // The bytes are in the text too, for a host that shows the model only the content blocks
+  // (it had only the note).
+  assert.equal(text, `/workspace/b.bin: 5 bytes of 5, base64 (application/octet-stream); the file is binary, so base64 was used:\n${bin}`);
   const owner = await run(c, "import os\nos.stat('/workspace/b.bin').st_uid");
   assert.equal(owner.sc.result, '65534', 'files written by the server belong to the sandbox user');
   ({ sc } = await call(c, 'list_files', { recursive: true }));
