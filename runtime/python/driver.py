@@ -19,6 +19,8 @@ CHANNEL_OUT_FD = 4
 MAX_FRAME = 16 * 1024 * 1024
 FIGURES_KEPT = 16
 PY_CF_ONLY_AST = 0x400
+PY_CF_ALLOW_TOP_LEVEL_AWAIT = 0x2000
+CO_COROUTINE = 0x80
 
 # -S skips site.py (and the megabyte it costs); put back what it would have added to sys.path.
 for _dir in ("/usr/local/lib/python3.%d/dist-packages" % sys.version_info[1],
@@ -391,6 +393,7 @@ class Driver:
         # then a run that ends well as its deadline comes was still cut short.
         self.interrupt_reached = False
         self.refresh_pending = False
+        self.event_loop = None  # for cells that await at the top, made when one first does
         self.last_snapshot = None
         self.scan_capped = False
         self.report_usage = False
@@ -796,6 +799,9 @@ class Driver:
                     self.guard.visit(tree)
                 except RecursionError:
                     raise Rejected("rejected by policy: the code is nested too deeply to check")
+            # await, async for and async with at the top, as in a notebook: the cell's code is
+            # then a coroutine, run to its end on the interpreter's event loop.
+            flags = PY_CF_ALLOW_TOP_LEVEL_AWAIT if "async" in code or "await" in code else 0
             last = None
             if tree.body and type(tree.body[-1]).__name__ == "Expr":
                 import _ast
@@ -807,12 +813,12 @@ class Driver:
                 exec(single, self.ns)
                 return True, None, None, 0
             if tree.body:
-                codes.append(compile(tree, name, "exec"))
-                exec(codes[-1], self.ns)
+                codes.append(compile(tree, name, "exec", flags))
+                self.run_code(codes[-1])
             result = None
             if last is not None:
-                codes.append(compile(last, name, "eval"))
-                value = eval(codes[-1], self.ns)
+                codes.append(compile(last, name, "eval", flags))
+                value = self.run_code(codes[-1])
                 if value is not None:
                     self.ns["_"] = value
                     result = self.clip(repr(value))
@@ -834,6 +840,21 @@ class Driver:
             return False, None, self.describe_error(*sys.exc_info()), 1
         finally:
             self.running = False
+
+    def run_code(self, code):
+        value = eval(code, self.ns)
+        if not code.co_flags & CO_COROUTINE:
+            return value
+        if self.event_loop is None:
+            self.event_loop = _own("asyncio").new_event_loop()
+        task = self.event_loop.create_task(value)
+        try:
+            return self.event_loop.run_until_complete(task)
+        except BaseException:
+            # Interrupted (a timeout, a cancel): the cell's coroutine ends with the next run of
+            # the loop rather than going on in a later cell.
+            task.cancel()
+            raise
 
     def run_command(self, argv, cwd, env=None):
         try:

@@ -147,10 +147,11 @@ static void install_finish(struct exec *e, bool success, json_t *installed, char
 
     if (e->call) {
         char *names = packages_summary(installed);
-        char *text = success ? xasprintf("Installed into sandbox %s: %s. They import right away "
-                                         "in run_code (no restart needed).",
-                                         sb->id, *names ? names : "nothing new")
-                             : xasprintf("%s\n\n%s", reason, json_string_value(output));
+        char *text = success
+                         ? xasprintf("Installed into sandbox %s: %s. They import right away "
+                                     "in run_code (no restart needed).",
+                                     sb->id, *names ? names : "nothing new")
+                         : xasprintf("%s\n\npip's output:\n%s", reason, json_string_value(output));
         json_t *sc = json_pack("{s:s, s:b, s:O, s:O, s:o, s:s?, s:f, s:b, s:b}", "sandbox_id",
                                sb->id, "success", success, "installed", installed, "packages",
                                sb->packages, "output", output, "error", reason, "duration_ms",
@@ -220,7 +221,15 @@ static void on_install_done(struct exec *e)
                     oom ? "was killed by the OOM killer" : "ran out of memory (MemoryError)",
                     (unsigned long long)(sb->profile->memory_bytes >> 20), held, exit_code, why);
             } else {
-                reason = xasprintf("pip failed (exit code %d): %s", exit_code, why);
+                /* Wheels only: a project that publishes only a source release has "no
+                 * versions" to pip, which does not say why. */
+                bool none = svc->cfg->only_binary && strstr(why, "(from versions: none)");
+                reason = xasprintf(
+                    "pip failed (exit code %d): %s%s", exit_code, why,
+                    none ? "\n(packages.only_binary is on, so only wheels are installed: a "
+                           "project with only a source release, or none for this Python, has no "
+                           "version pip may use)"
+                         : "");
             }
             free(why);
         }

@@ -261,6 +261,8 @@ test('wheels only: a project with only an sdist is refused with pip\'s reason, a
   assert.equal(r.r.isError, true);
   assert.equal(r.sc.success, false);
   assert.match(r.sc.error, /pip failed \(exit code 1\): ERROR: Could not find a version that satisfies the requirement sbxsrc/);
+  assert.match(r.sc.error, /packages\.only_binary is on, so only wheels are installed/);
+  assert.match(r.text, /\n\npip's output:\n/);
   assert.ok(!requests.some((u) => u.includes('sbxsrc-1.0.tar.gz')), 'the sdist was never fetched');
   const h = await call(c, 'get_execution_history', { sandbox_id: a });
   assert.ok(h.sc.records.some((x) => x.language === 'pip' && !x.success));

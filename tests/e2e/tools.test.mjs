@@ -515,6 +515,20 @@ test('a cell shows its own lines to traceback and inspect, and help() works', as
   await c.close();
 });
 
+test('await at the top of a cell, as in a notebook; a timeout inside it keeps the state', async () => {
+  const c = await server();
+  // It was a SyntaxError ('await' outside function).
+  let { sc } = await run(c, 'import asyncio\nasync def double(n):\n    await asyncio.sleep(0.01)\n    return n * 2\nawait asyncio.gather(double(1), double(2))');
+  assert.equal(sc.result, '[2, 4]', JSON.stringify(sc.error));
+  ({ sc } = await run(c, 'kept = await double(21)\nprint(kept)'));
+  assert.equal(sc.stdout, '42\n');
+  ({ sc } = await run(c, 'await asyncio.sleep(30)', { timeout_s: 1 }));
+  assert.equal(sc.error.type, 'TimeoutError');
+  ({ sc } = await run(c, 'kept + await double(0)'));
+  assert.equal(sc.result, '42');
+  await c.close();
+});
+
 test('exceptions come back as type, message and a traceback of the user code only', async () => {
   const c = await server();
   const { r, sc } = await run(c, 'def f():\n    return 1/0\nf()');
