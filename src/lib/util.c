@@ -277,6 +277,27 @@ size_t utf8_scrub(char *buf, size_t len)
     return replaced;
 }
 
+char *utf8_with_replacements(const char *buf, size_t len, size_t *out_len)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    char *out = xmalloc(3 * len + 1), *o = out;
+    for (size_t i = 0; i < len;) {
+        size_t l = utf8_seq(s + i, len - i);
+        if (l) {
+            memcpy(o, s + i, l);
+            o += l;
+            i += l;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3); /* U+FFFD */
+            o += 3;
+            i++;
+        }
+    }
+    *o = '\0';
+    *out_len = (size_t)(o - out);
+    return out;
+}
+
 static bool uri_unreserved(unsigned char ch)
 {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||

@@ -95,6 +95,10 @@ int write_file_str(const char *path, const char *s);
  * bytes, cut or overlong sequences, surrogates) with '?', in place, so the text can travel
  * in JSON; valid multi-byte characters are kept. Returns how many bytes were replaced. */
 size_t utf8_scrub(char *buf, size_t len);
+/* A copy of buf (malloc'd, NUL-terminated, its length in *out_len) in which every byte that is
+ * not part of a well-formed UTF-8 sequence is U+FFFD, as Python's errors="replace" shows it:
+ * unlike '?', it cannot be taken for a character the text held. */
+char *utf8_with_replacements(const char *buf, size_t len, size_t *out_len);
 /* s whole when it has at most max bytes, else its first bytes (not splitting a UTF-8 sequence)
  * and marker, at most max bytes in all (max > strlen(marker)). */
 char *utf8_cut_marked(const char *s, size_t max, const char *marker);

@@ -111,13 +111,16 @@ struct sandbox *tool_sandbox_with_files(struct sandbox_service *svc, struct mcp_
     return sb && tool_wait_for_setup(svc, call, args, sb, handler) ? NULL : sb;
 }
 
-json_t *tool_string_lossy(char *buf, size_t len)
+json_t *tool_string_lossy(const char *buf, size_t len)
 {
     json_t *j = json_stringn(buf, len);
     if (j)
         return j;
-    utf8_scrub(buf, len);
-    return json_stringn(buf, len);
+    size_t n;
+    char *fixed = utf8_with_replacements(buf, len, &n);
+    j = json_stringn(fixed, n);
+    free(fixed);
+    return j;
 }
 
 void tool_finish(struct mcp_call *call, const char *text, json_t *sc)

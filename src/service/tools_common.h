@@ -34,9 +34,9 @@ bool tool_wait_for_setup(struct sandbox_service *svc, struct mcp_call *call, jso
 struct sandbox *tool_sandbox_with_files(struct sandbox_service *svc, struct mcp_call *call,
                                         json_t *args,
                                         void (*handler)(struct mcp_call *, json_t *, void *));
-/* A JSON string of sandbox output, which is arbitrary bytes: when it is not valid UTF-8, the
- * bytes of each malformed sequence become '?' (buf is changed in place). */
-json_t *tool_string_lossy(char *buf, size_t len);
+/* A JSON string of sandbox output, which is arbitrary bytes: when it is not valid UTF-8, each
+ * byte of a malformed sequence becomes U+FFFD. */
+json_t *tool_string_lossy(const char *buf, size_t len);
 /* Finishes the call with sc as structuredContent and text (NULL: sc as indented JSON). */
 void tool_finish(struct mcp_call *call, const char *text, json_t *sc);
 

@@ -63,10 +63,7 @@ static json_t *pip_output(struct exec *e, char **joined, size_t *joined_len)
     free(errs);
     *joined = all;
     *joined_len = n;
-    char *copy = xstrndup(all, n);
-    json_t *j = tool_string_lossy(copy, n);
-    free(copy);
-    return j;
+    return tool_string_lossy(all, n);
 }
 
 /* pip's report goes once read, or once nobody will (a sandbox without a root has none). */

@@ -114,6 +114,9 @@ test('binary output: a NUL byte cuts neither stdout nor the text the model reads
   assert.equal(sc.error.message, 'x\0y');
   assert.ok(text.startsWith('a\0b\n'), JSON.stringify(text));
   assert.match(text, /ValueError: x\0y\n?$/, JSON.stringify(text));
+  // Bytes that are not UTF-8 show as U+FFFD, never as a '?' the output may really hold.
+  const bad = await run(c, "import sys\nsys.stdout.flush()\nsys.stdout.buffer.write(b'A\\xffB?\\xe2\\x82\\n')\nsys.stdout.buffer.flush()");
+  assert.equal(bad.sc.stdout, 'A\uFFFDB?\uFFFD\uFFFD\n');
   await c.close();
 });
 
