@@ -331,8 +331,11 @@ class _SeedingLoader:
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        for name, code in list(self.sources.items()):
-            _cache_source(module, name, code)
+        try:
+            for name, code in list(self.sources.items()):
+                _cache_source(module, name, code)
+        except Exception:
+            pass  # a linecache.py of the user's, found first on sys.path
 
 
 class _LinecacheSeeder:
@@ -389,9 +392,12 @@ class Driver:
         self.clipped = False
         self.running = False
         self.interrupt_pending = False
-        # Whether an interrupt reached the user's code in this execution, even one it caught:
-        # then a run that ends well as its deadline comes was still cut short.
-        self.interrupt_reached = False
+        # The user's code of this execution has ended (what is left is the driver's: figures,
+        # the workspace scan), and an interrupt came after that: the server's deadline fell
+        # on the driver's work, not on the code. Only this handler can tell, so a signal the
+        # code ignored or handled itself never counts as late.
+        self.code_done = False
+        self.interrupt_late = False
         self.refresh_pending = False
         self.event_loop = None  # for cells that await at the top, made when one first does
         self.last_snapshot = None
@@ -466,9 +472,11 @@ class Driver:
         # Between executions an interrupt is moot; one that lands while an execution is being
         # set up (compiling, starting bash) is kept for the moment the user's code starts.
         if self.running:
-            self.interrupt_reached = True
             raise KeyboardInterrupt
-        self.interrupt_pending = True
+        if self.code_done:
+            self.interrupt_late = True
+        else:
+            self.interrupt_pending = True
 
     def forget_channel(self):
         # In a fork: the channel is the original's alone, and a lingering copy must not hold it
@@ -497,7 +505,6 @@ class Driver:
         self.running = True
         if self.interrupt_pending:
             self.interrupt_pending = False
-            self.interrupt_reached = True
             raise KeyboardInterrupt
 
     # ---- workspace changes ----
@@ -845,15 +852,27 @@ class Driver:
         value = eval(code, self.ns)
         if not code.co_flags & CO_COROUTINE:
             return value
-        if self.event_loop is None:
-            self.event_loop = _own("asyncio").new_event_loop()
-        task = self.event_loop.create_task(value)
+        try:
+            asyncio = _own("asyncio")
+            # One loop for every cell, so that tasks a cell starts go on in the next; made again
+            # if the user's code closed it.
+            if self.event_loop is None or self.event_loop.is_closed():
+                self.event_loop = asyncio.new_event_loop()
+            task = self.event_loop.create_task(value)
+        except BaseException:
+            value.close()
+            raise
         try:
             return self.event_loop.run_until_complete(task)
         except BaseException:
-            # Interrupted (a timeout, a cancel): the cell's coroutine ends with the next run of
-            # the loop rather than going on in a later cell.
+            # Interrupted (a timeout, a cancel): the cell's coroutine is cancelled and given a
+            # moment, within the server's grace, to run its finally blocks here, in its own
+            # cell, rather than in whichever cell runs the loop next.
             task.cancel()
+            try:
+                self.event_loop.run_until_complete(asyncio.wait([task], timeout=1.0))
+            except BaseException:
+                pass
             raise
 
     def run_command(self, argv, cwd, env=None):
@@ -928,7 +947,7 @@ class Driver:
 
     def execute(self, req):
         self.interrupt_pending = False
-        self.interrupt_reached = False
+        self.code_done = self.interrupt_late = False
         if self.refresh_pending:
             # Here, not when asked: an interrupt for this execution that lands meanwhile is
             # kept (interrupt_pending) instead of being cleared above.
@@ -977,6 +996,7 @@ class Driver:
         except KeyboardInterrupt:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
+        self.code_done = True
         self.end_if_forked(error, exit_code)
         plt = sys.modules.get("matplotlib.pyplot") if language == "python" else None
         if plt is not None:
@@ -1001,8 +1021,10 @@ class Driver:
         out["success"] = ok
         if error is not None:
             out["error"] = error
-        if interrupted or self.interrupt_reached:
+        if interrupted:
             out["interrupted"] = True
+        if self.interrupt_late:
+            out["interrupt_after_code"] = True
         if exit_code:
             out["exit_code"] = exit_code
         if files:
@@ -1056,11 +1078,15 @@ def _exit(code=None):
     raise SystemExit(code)
 
 
-def _help(*args, **kwargs):
-    # site's help(), which -S drops too: pydoc's, imported when first asked for.
-    import pydoc
+class _Help:
+    # site's help, which -S drops too: pydoc's, imported when first asked for.
+    def __repr__(self):
+        return "Type help() for interactive help, or help(object) for help about object."
 
-    return pydoc.help(*args, **kwargs)
+    def __call__(self, *args, **kwargs):
+        import pydoc
+
+        return pydoc.help(*args, **kwargs)
 
 
 CodeType = type(_exit.__code__)
@@ -1071,7 +1097,7 @@ def main():
     import builtins
 
     builtins.exit = builtins.quit = _exit
-    builtins.help = _help
+    builtins.help = _Help()
     # SIGINT while idle must not kill the driver; init() installs the real handler.
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     # The channel is the driver's alone: no program a cell starts (os.system, os.exec*)

@@ -515,6 +515,8 @@ test('a cell shows its own lines to traceback and inspect, and help() works', as
   // help is site's, which the interpreter's -S had dropped (a NameError).
   ({ sc } = await run(c, 'help(len)'));
   assert.match(sc.stdout, /^Help on built-in function len in module builtins:/);
+  ({ sc } = await run(c, 'help'));
+  assert.equal(sc.result, 'Type help() for interactive help, or help(object) for help about object.');
   await c.close();
 });
 
@@ -529,6 +531,22 @@ test('await at the top of a cell, as in a notebook; a timeout inside it keeps th
   assert.equal(sc.error.type, 'TimeoutError');
   ({ sc } = await run(c, 'kept + await double(0)'));
   assert.equal(sc.result, '42');
+  // An interrupted cell's finally runs in that cell, not in the next one to await.
+  ({ sc } = await run(c, 'try:\n    await asyncio.sleep(30)\nfinally:\n    print("cleanup")', { timeout_s: 1 }));
+  assert.equal(sc.timed_out, true);
+  assert.equal(sc.stdout, 'cleanup\n');
+  ({ sc } = await run(c, 'print("later")\nawait asyncio.sleep(0)'));
+  assert.equal(sc.stdout, 'later\n');
+  // A loop the code closed is made again.
+  await run(c, 'loop = await asyncio.sleep(0, asyncio.get_running_loop())');
+  await run(c, 'loop.close()');
+  ({ sc } = await run(c, 'await asyncio.sleep(0, "again")'));
+  assert.equal(sc.result, "'again'", JSON.stringify(sc.error));
+  // The user's own linecache.py imports as it did before linecache was seeded on import.
+  const own = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  await call(c, 'write_file', { sandbox_id: own, path: 'linecache.py', content: 'VALUE = 42\n' });
+  ({ sc } = await run(c, 'import linecache\nlinecache.VALUE', { sandbox_id: own }));
+  assert.equal(sc.result, '42', JSON.stringify(sc.error));
   await c.close();
 });
 
@@ -587,6 +605,14 @@ test('a deadline that comes once the code is done is no timeout; one the code ca
   const killed = await call(c, 'execute_command', { command: "trap '' INT; sleep 5", timeout_s: 0.5 });
   assert.equal(killed.sc.exit_code, 137);
   assert.match(killed.sc.error.message, /was sent SIGINT, and killed when it did not stop/);
+  // Code that ignores the interrupt, or handles it itself, and ends well within the grace was
+  // still cut short or ran past its deadline: only the driver's own handler can say otherwise.
+  const own = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  for (const code of ['import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(1.5)\n"done"',
+    'import os\nos.system("sleep 1.2")\n"done"']) {
+    const late = await run(c, code, { sandbox_id: own, timeout_s: 0.5 });
+    assert.equal(late.sc.timed_out, true, code);
+  }
   await c.close();
 });
 
