@@ -1046,6 +1046,10 @@ static pid_t fork_into_group(int group_fd)
     return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
 
+/* What a group must have free for this thread to step in for a writer's fork (v1): more than
+ * the page tables of a server that holds many sandboxes' buffers. */
+#define WRITER_FORK_ROOM (32ull << 20)
+
 /* Forks a writer: a copy of the caller placed in the sandbox's memory group (born there where
  * it can be, moved by cgroup_attach_writer otherwise) before body runs. A fork, not a thread
  * or CLONE_VM: a page is charged to the group of its mm's owner. Returns its pid, or -1 with
@@ -1060,8 +1064,13 @@ static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, stru
     struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
     /* The child is born in the group: moving a process takes a lock whose RCU grace period
      * lasted 17-28 ms here with 64 sandboxes busy (see spawn_launch). On v1 this thread steps
-     * into the memory group for the fork; on v2 the fork names its group. */
-    bool stepped_in = cgroup_enter_thread(j->cg, true) == 0;
+     * into the memory group for the fork; on v2 the fork names its group. Stepped in, the
+     * fork's own kernel memory (a copy of the server's page tables) is charged to the group,
+     * and in a group that files have filled the OOM killer's one candidate would be this
+     * thread: the whole server (seen with a write_file into such a sandbox). So only with room
+     * to spare; else the child is forked here, and moved before it writes anything. */
+    bool stepped_in =
+        cgroup_memory_headroom(j->cg) >= WRITER_FORK_ROOM && cgroup_enter_thread(j->cg, true) == 0;
     int group_fd = stepped_in ? -1 : cgroup_open_writer_group(j->cg);
     pid_t pid = -1;
     if (group_fd >= 0) {
@@ -1074,16 +1083,18 @@ static pid_t fork_writer(struct jail *j, writer_body body, const void *arg, stru
     if (pid == 0) {
         /* Async-signal-safe calls only: the server has other threads. */
         close(go[1]);
-        char c;
-        if (read(go[0], &c, 1) != 1)
-            _exit(ECANCELED);
         /* The OOM killer's pick as much as the interpreter (1000 both: then the larger goes,
          * and this copy of the server holds the data), so that a write past the limit that the
-         * check before it missed most likely takes itself. */
+         * check before it missed most likely takes itself. First of all: a page it touches
+         * once moved is charged to the group, and then the sandbox's init (score 0) was taken
+         * in its place. */
         int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
         if (adj >= 0 && write(adj, "1000", 4) < 0) {
             /* the write goes on; the kernel picks its victim alone */
         }
+        char c;
+        if (read(go[0], &c, 1) != 1)
+            _exit(ECANCELED);
         /* Where its CPU time is the server's (v1), it yields to the server: a flood's writers
          * would otherwise slow every other call. */
         setpriority(PRIO_PROCESS, 0, 19);

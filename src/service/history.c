@@ -278,8 +278,10 @@ static void queue_op(struct history *h, struct sandbox_op *op)
     h->n_ops++;
 }
 
+static size_t drop_pending_of(struct history *h, const char *sandbox_id);
+
 /* While writes fail, sandboxes come and go: past HISTORY_ROWS_MAX the oldest rows of those that
- * ended go, and are counted (their records, written later, find no row and are dropped). */
+ * ended go, their queued records with them, and both are counted. */
 static void drop_oldest_rows(struct history *h)
 {
     for (struct sandbox_op **pp = &h->ops; *pp && h->n_ops > HISTORY_ROWS_MAX;) {
@@ -291,6 +293,7 @@ static void drop_oldest_rows(struct history *h)
         *pp = op->next;
         if (!*pp)
             h->ops_tail = pp;
+        h->dropped += drop_pending_of(h, op->id);
         free_op(op);
         h->n_ops--;
         h->rows_dropped++;
@@ -601,8 +604,9 @@ int64_t history_total(struct history *h, const char *sandbox_id)
 }
 
 /* Lets go of the queued records of one sandbox (those before its reset). */
-static void drop_pending_of(struct history *h, const char *sandbox_id)
+static size_t drop_pending_of(struct history *h, const char *sandbox_id)
 {
+    size_t dropped = 0;
     struct pending **pp = &h->pending;
     h->pending_tail = &h->pending;
     while (*pp) {
@@ -616,7 +620,9 @@ static void drop_pending_of(struct history *h, const char *sandbox_id)
         h->n_pending--;
         h->pending_bytes -= pending_size(p);
         free_pending(p);
+        dropped++;
     }
+    return dropped;
 }
 
 int history_clear(struct history *h, const char *sandbox_id, struct sbx_err *err)

@@ -1501,6 +1501,10 @@ int sandbox_check_reset(const struct sandbox *sb, struct sbx_err *err)
  * processes left (a command still writing a file, say) are gone with what they hold. */
 static void start_revival(struct sandbox *sb)
 {
+    /* The kills that ended the last interpreter were reported then: the next run's result
+     * must not claim them as its own. */
+    if (sb->jail)
+        sb->oom_kills_seen = jail_oom_kills(sb->jail);
     sb->broken_revivable = sb->broken_for_room = false;
     sb->broken_reason[0] = '\0';
     sb->state = SBX_RESTARTING;

@@ -261,10 +261,12 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
             return sbx_fail_errno(err, errno, "upload root %s", root);
         int fd = files_openat2(rfd, *rel ? rel : ".", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
                                RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        /* RESOLVE_BENEATH answers EXDEV for any step it cannot prove stays below the root. */
         if (fd < 0 && (errno == EXDEV || errno == ELOOP))
             return sbx_fail(err, EACCES,
-                            "%s leads out of the upload root %s (a symlink or '..' on the way), "
-                            "which is not allowed",
+                            "%s is refused: on the way from the upload root %s it meets a '..', "
+                            "a symlink with an absolute target, a symlink loop, or a link out of "
+                            "the root",
                             local, root);
         if (fd < 0)
             return sbx_fail_errno(err, errno, "%s", local);
@@ -292,7 +294,11 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
         return;
     }
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) < 0) {
+        mcp_call_fail(call, "%s: %s", local, strerror(errno));
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
         mcp_call_fail(call, "%s is %s", local,
                       S_ISDIR(st.st_mode) ? "a directory: upload_file copies one file"
                                           : "not a regular file");

@@ -243,8 +243,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     /* The deadline came once the driver was done with the code (drawing figures, scanning the
      * workspace), which only its own interrupt handler can tell: the run is what it says. */
     bool timed_out = o->timed_out;
-    if (f && timed_out && json_is_true(json_object_get(f, "success")) &&
-        json_is_true(json_object_get(f, "interrupt_after_code")))
+    if (f && timed_out && json_is_true(json_object_get(f, "interrupt_after_code")))
         timed_out = false;
     bool command = e->language && strcmp(e->language, "bash") == 0;
     if (f) {

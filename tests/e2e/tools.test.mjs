@@ -593,6 +593,10 @@ test('a deadline that comes once the code is done is no timeout; one the code ca
   assert.equal(drawn.sc.result, "'done'");
   assert.ok(drawn.sc.duration_ms > 400, `the figure took ${drawn.sc.duration_ms} ms: no deadline came`);
   assert.ok(drawn.r.content.some((x) => x.type === 'image'));
+  // The same for a cell that failed on its own: its error, not a timeout's.
+  const failed = await run(c, "plt.figure().add_artist(Slow())\nraise ValueError('its own')", { timeout_s: 0.4 });
+  assert.equal(failed.sc.timed_out, false);
+  assert.equal(failed.sc.error.type, 'ValueError');
   // Code that swallows the interrupt and ends well was still cut short.
   const caught = await run(c, 'import time\ntry:\n    time.sleep(5)\nexcept KeyboardInterrupt:\n    pass\n"after"', { timeout_s: 0.5 });
   assert.equal(caught.sc.timed_out, true);
@@ -751,6 +755,15 @@ test('files that fill the memory limit are named, and reset_sandbox with clear_f
   assert.doesNotMatch(text, /interpreter (was )?restarted/);
   ({ text } = await run(c, '1 + 1', { sandbox_id: id }));
   assert.match(text, /no Python interpreter is started while files in \/workspace and \/tmp hold 2\d\d MiB of the sandbox's 256 MiB memory limit.*Empty a large one \(write_file with content ""\) and the next run starts one/);
+  // Writes into the full group are refused or fit; none may cost the server (on cgroup v1 the
+  // server's thread stepped into the group to fork each writer, its page tables were charged
+  // there, and the OOM killer's one candidate was the server: killed by a 16 KiB write_file).
+  const chunk = Buffer.alloc(16 << 10).toString('base64');
+  for (let k = 0; k < 24; k++) {
+    const w = await c.callTool({ name: 'write_file', arguments: { sandbox_id: id, path: `small-${k}`, content: chunk, encoding: 'base64' } });
+    if (w.isError)
+      assert.match(w.content[0].text, /does not fit in the sandbox's 256 MiB memory limit/);
+  }
   // Emptying the file is enough: the next run starts an interpreter, and the other files stay
   // (before, it was refused with the old figure until a reset).
   await call(c, 'write_file', { sandbox_id: id, path: 'big', content: '' });
@@ -1251,7 +1264,7 @@ test('upload_file is disabled by default, and copies only from files.upload_root
   // itself is a directory (it said the root was not below the roots).
   symlinkSync('../config.toml', join(root, 'in', 'out.toml'));
   for (const way of [join(root, 'in', 'out.toml'), `${root}/in/../config.toml`])
-    assert.match(await refused(c, 'upload_file', { local_path: way }), /leads out of the upload root .*\/in \(a symlink or '\.\.' on the way\)/);
+    assert.match(await refused(c, 'upload_file', { local_path: way }), /is refused: on the way from the upload root .*\/in it meets a '\.\.', a symlink with an absolute target/);
   assert.match(await refused(c, 'upload_file', { local_path: join(root, 'in') }), /is a directory: upload_file copies one file/);
   // A doubled slash is one; a destination ending in '/' is a directory, not a file name.
   assert.equal((await call(c, 'upload_file', { local_path: join(root, 'in') + '//data.csv', path: 'two.csv' })).sc.size, 8);

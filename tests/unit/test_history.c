@@ -469,6 +469,8 @@ static void rows_queued_while_writes_fail_are_bounded(void **state)
     for (int i = 0; i < churn; i++) {
         snprintf(id, sizeof(id), "churn-%d", i);
         history_record_sandbox(h, id, "o", NULL, "standard", 10 + i, &err);
+        if (i < 2)
+            add(h, id, "goes with its row", true); /* dropped with it, and counted */
         history_close_sandbox(h, id, 20 + i, &err);
     }
     file_size_limit(false);
@@ -477,6 +479,7 @@ static void rows_queued_while_writes_fail_are_bounded(void **state)
 
     assert_int_equal(ended(h, "before"), 1);
     assert_int_equal(ended(h, "live"), 0);
+    assert_int_equal(history_total(h, "churn-0"), 0);
     /* The rows kept: the live one, the close of "before", and the newest ended ones. */
     int kept_from = churn - (HISTORY_ROWS_MAX - 2);
     snprintf(id, sizeof(id), "churn-%d", kept_from - 1);
