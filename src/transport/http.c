@@ -1048,6 +1048,13 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
         for (struct sse_stream *o = s->streams; o; o = o->next) {
             if (o->number != stream_no || o == st)
                 continue;
+            if (o->done && o->request_id) {
+                /* That request was answered: the replay holds the rest of it, answer included,
+                 * and this stream ends with it. (Taking its id over, it stayed open for ever,
+                 * and held the id from any later request.) */
+                st->done = true;
+                return reply_stream(t, c, st, NULL);
+            }
             /* This stream takes over: the rest of that request's messages come here. The old
              * one may still look connected (a dropped client is noticed only when written to),
              * so it is ended rather than left to swallow them. */
