@@ -661,7 +661,8 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
   assert.equal(body.structuredContent.result, '40', 'REST calls share their owner\'s default sandbox');
   // The REST client downloads its sandbox's files by path (it could read_file them anyway);
   // before, both routes said "no such file". An MCP session (or a made-up one) may not.
-  await call('run_code', { code: "open('r.txt', 'w').write('rest file')" });
+  // (The whole answer is read: a REST response may start before its tool has finished.)
+  assert.equal((await (await call('run_code', { code: "open('r.txt', 'w').write('rest file')" })).json()).isError, false);
   const sid = body.structuredContent.sandbox_id;
   r = await fetch(`${base}/files/${sid}/r.txt`);
   assert.equal(r.status, 200);
