@@ -1680,15 +1680,17 @@ void sandbox_history_changed(const struct sandbox *sb)
     mcp_server_resource_updated(sb->svc->srv, sb->owner, uri);
 }
 
+const char *sandbox_file_rel(const char *path)
+{
+    if (strncmp(path, "/workspace/", 11) == 0)
+        return path + 11;
+    return *path == '/' ? path + 1 : path;
+}
+
 char *sandbox_file_uri(const struct sandbox *sb, const char *path)
 {
-    const char *rel = path;
-    if (strncmp(rel, "/workspace/", 11) == 0)
-        rel += 11;
-    else if (*rel == '/')
-        rel++;
     /* A name may hold '%', '#', '?' or spaces: the URI carries it encoded. */
-    char *enc = uri_path_encode(rel);
+    char *enc = uri_path_encode(sandbox_file_rel(path));
     char *uri = xasprintf("sandbox://%s/files/%s", sb->id, enc);
     free(enc);
     return uri;

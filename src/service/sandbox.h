@@ -325,6 +325,8 @@ void sandbox_history_add(struct sandbox *sb, const struct history_record *rec);
  * sandbox: only /workspace's files are resources), that it changed. */
 void sandbox_history_changed(const struct sandbox *sb);
 void sandbox_file_changed(const struct sandbox *sb, const char *path);
+/* A path in the sandbox as the files resources name it: below /workspace, without it. */
+const char *sandbox_file_rel(const char *path);
 /* The resource URI of a file in the sandbox, sandbox://ID/files/REL, REL encoded (malloc'd). */
 char *sandbox_file_uri(const struct sandbox *sb, const char *path);
 /* Prometheus series: active sandboxes and the warm pool; refusals by the limit that fired. */

@@ -61,11 +61,7 @@ static const char *frame_path(const json_t *v)
  * signed download URL (in _meta and, for the model, in the description). */
 static json_t *resource_link(const struct sandbox *sb, const char *path)
 {
-    const char *rel = path;
-    if (strncmp(rel, "/workspace/", 11) == 0)
-        rel += 11;
-    else if (*rel == '/')
-        rel++;
+    const char *rel = sandbox_file_rel(path);
     char *uri = sandbox_file_uri(sb, path);
     /* The file is not read here: a type only where its name says it (text/plain for a binary
      * file was wrong), none otherwise. */
