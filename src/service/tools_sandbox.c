@@ -241,7 +241,6 @@ static json_t *exec_result(struct exec *e, bool *is_error)
     bool timed_out = o->timed_out;
     if (f && timed_out && json_is_true(json_object_get(f, "interrupt_after_code")))
         timed_out = false;
-    bool command = e->language && strcmp(e->language, "bash") == 0;
     if (f) {
         success = json_is_true(json_object_get(f, "success"));
         result = json_string_value(json_object_get(f, "result"));
@@ -253,6 +252,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             sandbox_count_rejection("policy");
         } else if (timed_out) {
             const char *tb = json_string_value(json_object_get(fe, "traceback"));
+            bool command = e->language && strcmp(e->language, "bash") == 0;
             /* The driver sends a command SIGINT, and SIGKILL when it is still there 1 s on. */
             const char *what = !command ? "was interrupted (KeyboardInterrupt)"
                                : exit_code == 128 + SIGKILL
@@ -357,14 +357,16 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             text_printf(&text, "[%s was cut to its head and tail; the whole %s is in %s]", stream,
                         stream, e->spill_path[i]);
     }
-    size_t gone_files = json_array_size(json_object_get(f, "files")),
-           gone_figures = json_array_size(json_object_get(f, "image_files"));
-    if (sb->oneshot && (gone_files || gone_figures))
-        text_printf(&text,
-                    "[%s, and its files with it: %zu file(s) the run wrote (named in files) and "
-                    "%zu figure(s) past the first %d; create_sandbox keeps a sandbox and its files "
-                    "between calls]",
-                    oneshot_closed, gone_files, gone_figures, CHANNEL_MAX_IMAGES);
+    if (sb->oneshot) {
+        size_t gone_files = json_array_size(json_object_get(f, "files")),
+               gone_figures = json_array_size(json_object_get(f, "image_files"));
+        if (gone_files || gone_figures)
+            text_printf(&text,
+                        "[%s, and its files with it: %zu file(s) the run wrote (named in files) "
+                        "and %zu figure(s) past the first %d; create_sandbox keeps a sandbox and "
+                        "its files between calls]",
+                        oneshot_closed, gone_files, gone_figures, CHANNEL_MAX_IMAGES);
+    }
     json_t *jtext = text.len ? tool_string_lossy(text.buf, text.len)
                              : json_string(success ? "(no output)" : "(failed without output)");
     json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text", jtext));
