@@ -400,6 +400,38 @@ struct listing {
     bool top_denied; /* the directory asked for may be read but not searched */
 };
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in a directory in byte order (LC_ALL=C ls), NULL-terminated: sorted for the reader,
+ * and so that an offset names the same entries from one call to the next. A directory holds at
+ * most the sandbox's inode limit, so reading it whole first costs little. */
+static char **sorted_names(DIR *d)
+{
+    size_t n = 0, cap = 16;
+    char **names = xmalloc(cap * sizeof(*names));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (n + 1 == cap)
+            names = xrealloc(names, (cap *= 2) * sizeof(*names));
+        names[n++] = xstrdup(de->d_name);
+    }
+    qsort(names, n, sizeof(*names), by_name);
+    names[n] = NULL;
+    return names;
+}
+
+static void free_names(char **names)
+{
+    for (char **p = names; *p; p++)
+        free(*p);
+    free(names);
+}
+
 /* self: the entry of the directory listed (NULL for the top, or one passed over). */
 static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struct listing *l)
 {
@@ -408,12 +440,11 @@ static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struc
         close(dfd);
         return;
     }
-    struct dirent *de;
-    while ((de = readdir(d)) && !(l->truncated && json_array_size(l->entries) >= l->max)) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+    char **names = sorted_names(d);
+    for (char **name = names; *name && !(l->truncated && json_array_size(l->entries) >= l->max);
+         name++) {
         struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fstatat(dirfd(d), *name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             /* A directory that may be read but not searched names entries that cannot be
              * looked at: none of them can, and the listing says so instead of showing none. */
             if (errno == EACCES) {
@@ -425,7 +456,7 @@ static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struc
             }
             continue;
         }
-        char *path = xasprintf("%s/%s", strcmp(prefix, "/") ? prefix : "", de->d_name);
+        char *path = xasprintf("%s/%s", strcmp(prefix, "/") ? prefix : "", *name);
         json_t *entry = NULL;
         if (l->seen++ < l->skip) {
             /* passed over, but its subtree is counted the same way */
@@ -449,7 +480,7 @@ static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struc
         }
         if (l->recursive && S_ISDIR(st.st_mode)) {
             int sub = depth < MAX_DEPTH
-                          ? files_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY, 0, STRICT)
+                          ? files_openat2(dirfd(d), *name, O_RDONLY | O_DIRECTORY, 0, STRICT)
                           : -1;
             if (sub >= 0)
                 list_dir(sub, path, depth + 1, entry, l);
@@ -460,6 +491,7 @@ static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struc
         }
         free(path);
     }
+    free_names(names);
     closedir(d);
 }
 

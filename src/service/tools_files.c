@@ -338,8 +338,8 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
 static const struct mcp_tool_def tool_defs[] = {
     {"list_files", "List files in a sandbox",
      "List files and directories in a sandbox (default /workspace, where code runs and files "
-     "persist between calls). Paths are inside the sandbox, never on the host. At most 1000 "
-     "entries per call: when truncated is true, call again with the offset it names.",
+     "persist between calls), in name order. Paths are inside the sandbox, never on the host. "
+     "At most 1000 entries per call: when truncated is true, call again with the offset it names.",
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"maxLength\":1024}"
      "," SANDBOX_ID_ARG ",\"recursive\":{\"type\":\"boolean\"},\"offset\":{\"type\":\"integer\","
      "\"minimum\":0,\"description\":\"Entries to skip: where a truncated listing goes on\"}},"

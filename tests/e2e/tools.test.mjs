@@ -335,6 +335,13 @@ test('list_files pages past 1000 entries, says when a tree is deeper than listed
   assert.equal(sc.entries.length, 500);
   assert.equal(sc.truncated, false);
   assert.equal(new Set([...first, ...sc.entries.map((e) => e.path)]).size, 1500);
+  // In name order (tmpfs reads newest first): each page is the next run of names.
+  const names = (from, n) => Array.from({ length: n }, (_, i) => `/workspace/many/f${String(from + i).padStart(4, '0')}`);
+  assert.deepEqual(first, names(0, 1000));
+  assert.deepEqual(sc.entries.map((e) => e.path), names(1000, 500));
+  await run(c, "import os\nfor p in ('tree/c', 'tree/b/y', 'tree/b/x', 'tree/a'): os.makedirs('/workspace/' + p)");
+  ({ sc } = await call(c, 'list_files', { path: 'tree', recursive: true }));
+  assert.deepEqual(sc.entries.map((e) => e.path.slice('/workspace/tree/'.length)), ['a', 'b', 'b/x', 'b/y', 'c']);
   // 40 levels: the listing stops at its depth cap and says so.
   await run(c, "import os\nd = '/workspace/deep/' + '/'.join(['d'] * 40)\nos.makedirs(d)\nopen(d + '/leaf', 'w').close()");
   ({ sc } = await call(c, 'list_files', { path: 'deep', recursive: true }));
