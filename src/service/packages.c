@@ -227,10 +227,12 @@ char *packages_failure_reason(const char *output, size_t len)
     }
     while (o > 0 && (why[o - 1] == '\n' || why[o - 1] == ' '))
         o--;
-    why[o] = '\0';
-    /* pip's output is not always UTF-8, nor free of NULs: the reason travels in JSON, whole. */
-    utf8_scrub(why, o);
+    /* pip's output is not always UTF-8, nor free of NULs: the reason travels in JSON, whole,
+     * with U+FFFD for what it cannot carry (a NUL is made a byte that is never UTF-8 first). */
     for (char *nul = memchr(why, '\0', o); nul; nul = memchr(nul, '\0', o - (size_t)(nul - why)))
-        *nul = '?';
-    return why;
+        *nul = (char)0xFF;
+    size_t n;
+    char *shown = utf8_with_replacements(why, o, &n);
+    free(why);
+    return shown;
 }

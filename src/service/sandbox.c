@@ -1423,6 +1423,11 @@ static int unknown_id(struct sandbox_service *svc, const char *owner, const char
         return -1;
     }
     json_decref(info);
+    return sandbox_fail_unknown_id(id, err);
+}
+
+int sandbox_fail_unknown_id(const char *id, struct sbx_err *err)
+{
     return sbx_fail(err, ENOENT,
                     "unknown sandbox_id '%s': none of your open sandboxes has it "
                     "(list_sandboxes shows them)",

@@ -291,6 +291,9 @@ int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *i
  * start is replaced (sandbox_lookup returns it, to be looked at or closed). */
 int sandbox_lookup_to_work(struct sandbox_service *svc, const char *owner, const char *id,
                            struct sandbox **out, struct sbx_err *err);
+/* The error for an id that none of the owner's sandboxes, open or closed, has: the same words
+ * wherever an id is looked up. Returns -1. */
+int sandbox_fail_unknown_id(const char *id, struct sbx_err *err);
 /* Any owner's sandbox by id (for signed links, which carry their own authority), or NULL. */
 struct sandbox *sandbox_find(struct sandbox_service *svc, const char *id);
 /* Ends the sandbox: queued executions fail, the running one is abandoned, the jail is

@@ -757,10 +757,14 @@ static void t_get_execution_history(struct mcp_call *call, json_t *args, void *d
     }
     /* Closed sandboxes keep their history (also across restarts) for their owner. */
     json_t *info = NULL;
-    if (history_get_sandbox(svc->history, id, &info, &err) < 0 ||
-        strcmp(json_string_value(json_object_get(info, "owner")) ?: "", owner) != 0) {
+    if (history_get_sandbox(svc->history, id, &info, &err) < 0 && err.code != ENOENT) {
+        mcp_call_fail(call, "history: %s", err.msg);
+        return;
+    }
+    if (!info || strcmp(json_string_value(json_object_get(info, "owner")) ?: "", owner) != 0) {
         json_decref(info);
-        mcp_call_fail(call, "unknown sandbox_id '%s' (list_sandboxes shows yours)", id);
+        sandbox_fail_unknown_id(id, &err);
+        mcp_call_fail(call, "%s", err.msg);
         return;
     }
     const json_t *ln = json_object_get(args, "last_n");

@@ -1316,6 +1316,10 @@ test('create_run_close leaves nothing behind', async () => {
     new RegExp(`sandbox ${sc.sandbox_id} was closed at 20\\d\\d-.*create_sandbox makes a new one`));
   assert.match(await refused(c, 'close_sandbox', { sandbox_id: 'sb-000000000000' }),
     /unknown sandbox_id 'sb-000000000000': none of your open sandboxes has it \(list_sandboxes shows them\)$/);
+  // The same words from the history, which once had its own; a closed one's history is there.
+  assert.match(await refused(c, 'get_execution_history', { sandbox_id: 'sb-000000000000' }),
+    /unknown sandbox_id 'sb-000000000000': none of your open sandboxes has it \(list_sandboxes shows them\)$/);
+  assert.equal((await call(c, 'get_execution_history', { sandbox_id: sc.sandbox_id })).sc.total, 1);
   const bash = await call(c, 'create_run_close', { code: 'echo $HOSTNAME; id -u', language: 'bash' });
   assert.equal(bash.sc.stdout, 'sandbox\n65534\n');
   await refused(c, 'create_run_close', { code: '1', profile: 'nonexistent' });
