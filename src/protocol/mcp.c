@@ -369,6 +369,21 @@ void mcp_session_free(struct mcp_session *s)
     free(s);
 }
 
+void mcp_session_end(struct mcp_session *s, const char *why)
+{
+    /* Answered before its tool is cancelled, while the transport can still route the answer
+     * (to an HTTP POST's stream); a batch's last cancel sends the batch's answers. */
+    while (s->calls) {
+        struct mcp_call *c = s->calls;
+        respond(s, c->batch,
+                json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", c->id, "error",
+                          "code", -32000, "message", why),
+                c->id);
+        call_cancel(c);
+    }
+    mcp_session_free(s);
+}
+
 void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn fn, void *data)
 {
     srv->owner_gone = fn;

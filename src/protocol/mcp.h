@@ -53,6 +53,10 @@ struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_tra
                                     void *transport_ctx, const char *owner);
 /* Ends the session: in-flight requests are cancelled and send is not called again. */
 void mcp_session_free(struct mcp_session *s);
+/* The same, but each request still in flight is first answered with an error saying why (a
+ * batch's together, as its answers go): its client is not left waiting on a request whose
+ * session is gone. */
+void mcp_session_end(struct mcp_session *s, const char *why);
 
 /* One raw framed message (a line on stdio, a POST body on HTTP). Handles parse errors,
  * size caps, invalid UTF-8 and nesting itself, answering with JSON-RPC errors via send.

@@ -687,7 +687,9 @@ static struct http_session *session_new(struct http_transport *t, const char *pr
     return s;
 }
 
-static void session_free(struct http_session *s)
+/* why: what each request still in flight is answered (see mcp_session_end), or NULL when no
+ * client could hear it. */
+static void session_free(struct http_session *s, const char *why)
 {
     struct http_transport *t = s->t;
     strmap_del(&t->sessions_by_id, s->id, s);
@@ -699,7 +701,10 @@ static void session_free(struct http_session *s)
     t->n_sessions--;
     /* Ending the MCP session cancels its calls and, if it was the owner's last, closes the
      * owner's sandboxes. */
-    mcp_session_free(s->mcp);
+    if (why)
+        mcp_session_end(s->mcp, why);
+    else
+        mcp_session_free(s->mcp);
     s->mcp = NULL;
     /* Streams still attached to a connection end when their reader next runs. */
     struct sse_stream *st = s->streams;
@@ -730,7 +735,7 @@ static void end_legacy(struct ev_loop *loop, void *data)
     (void)loop;
     struct http_session *s = data;
     s->end_timer = NULL;
-    session_free(s);
+    session_free(s, NULL); /* its stream, the only way to answer, is gone */
 }
 
 /* ---- SSE responses ---- */
@@ -839,11 +844,12 @@ static enum MHD_Result answer_post(struct http_transport *t, struct MHD_Connecti
                                    struct request *rq, struct sse_stream *st)
 {
     struct http_session *s = st->s;
-    if (!s) { /* the session ended while the call ran */
+    /* The session ended while the call ran: the answer it was given then still goes out. */
+    if (!s && !(st->done && st->json_only && st->len)) {
         stream_destroy(st);
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "the session ended");
     }
-    const char *sid = rq->is_init ? s->id : NULL;
+    const char *sid = s && rq->is_init ? s->id : NULL;
     if (st->done && st->json_only) {
         if (!st->len) { /* its request was taken over by a resumed stream */
             stream_free(st);
@@ -851,12 +857,14 @@ static enum MHD_Result answer_post(struct http_transport *t, struct MHD_Connecti
         }
         struct MHD_Response *r =
             MHD_create_response_from_buffer(st->len, st->buf, MHD_RESPMEM_MUST_FREE);
-        if (!r) {
+        if (r)
+            st->buf = NULL; /* the response owns it */
+        if (s)
             stream_free(st);
+        else
+            stream_destroy(st);
+        if (!r)
             return MHD_NO;
-        }
-        st->buf = NULL;
-        stream_free(st);
         MHD_add_response_header(r, "Content-Type", "application/json");
         if (sid)
             MHD_add_response_header(r, "Mcp-Session-Id", sid);
@@ -1000,7 +1008,7 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
         /* A failed initialize leaves no session behind, and names none. */
         rq->is_init = false;
         enum MHD_Result r = answer_post(t, c, rq, st);
-        session_free(s);
+        session_free(s, NULL);
         return r;
     }
     if (st->done || !st->json_only)
@@ -1085,7 +1093,8 @@ static enum MHD_Result handle_delete(struct http_transport *t, struct MHD_Connec
     struct http_session *s = session_of(t, c, principal, &status, &why);
     if (!s)
         return refuse(t, c, status, -32600, why);
-    session_free(s);
+    session_free(s, "the session was ended (HTTP DELETE) while this request ran: it was "
+                    "cancelled");
     return reply(t, c, MHD_HTTP_OK, NULL, "", NULL);
 }
 
@@ -1517,6 +1526,32 @@ static bool in_query(struct MHD_Connection *c, const char *key)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key) != NULL;
 }
 
+/* The methods a path takes, or NULL for no such path: what a preflight (OPTIONS) and a 405's
+ * Allow header name. The plain resources take HEAD as GET (RFC 9110 9.1). */
+static const char *methods_of(const char *url)
+{
+    static const char *const plain[] = {"/healthz",
+                                        "/readyz",
+                                        "/metrics",
+                                        "/.well-known/oauth-protected-resource",
+                                        "/.well-known/oauth-protected-resource/mcp",
+                                        "/api/v1/openapi.json",
+                                        "/docs",
+                                        "/sandbox/file"};
+    for (size_t i = 0; i < ARRAY_SIZE(plain); i++)
+        if (strcmp(url, plain[i]) == 0)
+            return "GET, HEAD";
+    if (strncmp(url, "/files/", 7) == 0)
+        return "GET, HEAD";
+    if (strcmp(url, "/mcp") == 0)
+        return "GET, POST, DELETE";
+    if (strcmp(url, "/sse") == 0)
+        return "GET";
+    if (strcmp(url, "/messages") == 0 || (strncmp(url, "/api/v1/tools/", 14) == 0 && url[14]))
+        return "POST";
+    return NULL;
+}
+
 static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c, const char *url,
                              const char *method, struct request *rq)
 {
@@ -1532,9 +1567,25 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     if (rq->url_had_nul)
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
                       "the URL holds an encoded NUL (%00), which no path or value may");
+    const char *methods = methods_of(url);
+    if (!methods)
+        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "no such path (MCP is at /mcp)");
+    /* A browser asks before it sends an Authorization or Mcp-Session-Id header anywhere, file
+     * downloads included; it asks without them, so this comes before authentication. */
+    if (strcmp(method, "OPTIONS") == 0) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Allow", methods);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                "Content-Type, Authorization, Mcp-Session-Id, "
+                                "MCP-Protocol-Version, Last-Event-ID");
+        return send_response(t, c, MHD_HTTP_NO_CONTENT, r);
+    }
     bool get = strcmp(method, "GET") == 0;
-    /* HEAD as GET for the plain resources (RFC 9110 9.1); the library sends no body. */
+    /* HEAD as GET for the plain resources; the library sends no body. */
     bool get_or_head = get || strcmp(method, "HEAD") == 0;
+    if (!get_or_head && strcmp(methods, "GET, HEAD") == 0)
+        return refuse_method(t, c, methods, "method not allowed: GET or HEAD only");
     if (get_or_head && strcmp(url, "/healthz") == 0)
         return reply(t, c, MHD_HTTP_OK, "text/plain", "ok\n", NULL);
     if (get_or_head && strcmp(url, "/readyz") == 0) {
@@ -1546,13 +1597,6 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
             detail = json_pack("{s:b}", "ready", false);
         return reply_json(t, c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, detail,
                           JSON_COMPACT);
-    }
-    if (get_or_head && strcmp(url, "/metrics") == 0) {
-        size_t len;
-        char *text = metrics_render(&len);
-        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, NULL);
-        free(text);
-        return r;
     }
     /* RFC 9728 3.1: the resource's path (/mcp) may follow the well-known name. */
     if (get_or_head && (strcmp(url, "/.well-known/oauth-protected-resource") == 0 ||
@@ -1594,17 +1638,7 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                            fp ? fp : "");
     }
     bool legacy_sse = strcmp(url, "/sse") == 0, legacy_post = strcmp(url, "/messages") == 0;
-    bool rest_tool = strncmp(url, "/api/v1/tools/", 14) == 0 && url[14];
-    if (strcmp(url, "/mcp") != 0 && !legacy_sse && !legacy_post && !rest_tool)
-        return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "no such path (MCP is at /mcp)");
-    if (strcmp(method, "OPTIONS") == 0) {
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE");
-        MHD_add_response_header(r, "Access-Control-Allow-Headers",
-                                "Content-Type, Authorization, Mcp-Session-Id, "
-                                "MCP-Protocol-Version, Last-Event-ID");
-        return send_response(t, c, MHD_HTTP_NO_CONTENT, r);
-    }
+    bool rest_tool = strncmp(url, "/api/v1/tools/", 14) == 0;
     const char *principal = NULL, *why = NULL;
     char jwt_principal[HTTP_JWT_PRINCIPAL_MAX];
     if (in_query(c, "access_token") || in_query(c, "token"))
@@ -1616,6 +1650,14 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
         if (!principal)
             return refuse_why(t, c, MHD_HTTP_UNAUTHORIZED, -32001,
                               why ? why : "a bearer token is required", why);
+    }
+    /* The counters say how the server is used: with auth on, only to a client with a token. */
+    if (get_or_head && strcmp(url, "/metrics") == 0) {
+        size_t len;
+        char *text = metrics_render(&len);
+        enum MHD_Result r = reply(t, c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, NULL);
+        free(text);
+        return r;
     }
     if (rest_tool)
         return strcmp(method, "POST") == 0 ? handle_rest_call(t, c, rq, url + 14, principal)
@@ -1827,7 +1869,7 @@ static void on_sweep(struct ev_loop *loop, void *data)
         if (!streaming && !s->rest &&
             now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
             log_emit(LOG_LVL_INFO, "http session expired", "limit", "http.session_idle_s", NULL);
-            session_free(s);
+            session_free(s, NULL); /* no client reads it */
         }
         s = next;
     }
@@ -1970,10 +2012,14 @@ void http_transport_stop(struct http_transport *t)
     if (t->svc)
         t->svc->link_fn = NULL;
     while (t->sessions)
-        session_free(t->sessions);
+        session_free(t->sessions, "the server is shutting down: this request was cancelled");
     if (t->d) {
-        /* Streams woken above end at this run; then nothing is suspended any more. */
-        MHD_run(t->d);
+        /* The answers given above, and the ends of the streams woken, go out before the
+         * daemon stops: a second at most, and a stopped daemon has nothing suspended. */
+        uint64_t until = now_ms() + 1000;
+        do
+            MHD_run_wait(t->d, 20);
+        while (http_conns_answering(&t->conns) && now_ms() < until);
         MHD_stop_daemon(t->d);
     }
     while (t->conns.head) /* each closed connection removed its own; none should be left */

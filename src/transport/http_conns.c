@@ -50,6 +50,14 @@ void http_conn_request_done(const struct http_conns *l, struct http_conn *c, uin
         c->deadline_ms = now_ms + l->headers_ms;
 }
 
+size_t http_conns_answering(const struct http_conns *l)
+{
+    size_t n = 0;
+    for (const struct http_conn *c = l->head; c; c = c->next)
+        n += c->deadline_ms == 0;
+    return n;
+}
+
 size_t http_conns_expire(struct http_conns *l, uint64_t now_ms)
 {
     size_t n = 0;

@@ -35,6 +35,9 @@ void http_conn_body_done(struct http_conn *c);
 /* Answered: the connection waits for the next request's headers. */
 void http_conn_request_done(const struct http_conns *l, struct http_conn *c, uint64_t now_ms);
 
+/* How many connections have a whole request in and its answer not yet sent. */
+size_t http_conns_answering(const struct http_conns *l);
+
 /* Shuts down (SHUT_RDWR) every socket past its deadline, so that the library sees the
  * connection end on its next read; returns how many. Each is shut down once. */
 size_t http_conns_expire(struct http_conns *l, uint64_t now_ms);

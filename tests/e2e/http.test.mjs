@@ -159,6 +159,68 @@ test('DELETE ends the session (and its sandboxes); GET needs text/event-stream',
   assert.equal((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'Mcp-Session-Id': sid })).status, 404);
 });
 
+test('DELETE, or the server\'s end, answers every call still running in the session, on its POST', async () => {
+  // Before, a call still parked (under 250 ms) got a 404, and one already streaming got an SSE
+  // stream that ended with no answer.
+  const { url } = await start();
+  const sleeper = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'run_code', arguments: { code: 'import time; time.sleep(30)' } } });
+  const ended = /the session was ended \(HTTP DELETE\) while this request ran: it was cancelled/;
+  const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+  // Parked: the answer is the POST's JSON body.
+  let sid = await session(url);
+  await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_code', arguments: { code: '1' } } }, { 'Mcp-Session-Id': sid }).then((r) => r.text());
+  const parked = post(url, sleeper(3), { 'Mcp-Session-Id': sid });
+  await wait(100);
+  assert.equal((await fetch(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } })).status, 200);
+  let r = await parked;
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('content-type'), 'application/json');
+  const body = await r.json();
+  assert.equal(body.id, 3);
+  assert.equal(body.error.code, -32000);
+  assert.match(body.error.message, ended);
+  // Streaming: the answer is the stream's last event.
+  sid = await session(url);
+  r = await post(url, sleeper(4), { 'Mcp-Session-Id': sid });
+  assert.equal(r.headers.get('content-type'), 'text/event-stream');
+  const text = r.text();
+  await wait(300);
+  await fetch(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
+  const events = (await text).split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+  assert.equal(events.at(-1).id, 4);
+  assert.match(events.at(-1).error.message, ended);
+  // A batch (2025-03-26): one answer per request, together.
+  const r0 = await post(url, { ...INIT, params: { ...INIT.params, protocolVersion: '2025-03-26' } });
+  sid = r0.headers.get('mcp-session-id');
+  await r0.text();
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-03-26' };
+  await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+  const batch = post(url, [sleeper(5), { ...sleeper(6), params: { name: 'execute_command', arguments: { command: 'sleep 30' } } }], h);
+  await wait(100);
+  await fetch(url, { method: 'DELETE', headers: h });
+  r = await batch;
+  const answers = r.headers.get('content-type') === 'application/json' ? await r.json()
+    : JSON.parse((await r.text()).split('\n').filter((l) => l.startsWith('data: [')).at(-1).slice(6));
+  assert.deepEqual(answers.map((a) => a.id).sort(), [5, 6]);
+  for (const a of answers) assert.match(a.error.message, ended);
+  // The server's own end (SIGTERM) answers them too, parked or streaming.
+  const { child, url: url2 } = await start();
+  const sids = [await session(url2), await session(url2)];
+  const streaming = await post(url2, sleeper(7), { 'Mcp-Session-Id': sids[0] });
+  const streamed = streaming.text();
+  await wait(300);
+  const parked2 = post(url2, sleeper(8), { 'Mcp-Session-Id': sids[1] });
+  await wait(100);
+  child.kill('SIGTERM');
+  const shutdown = /the server is shutting down: this request was cancelled/;
+  const last = (await streamed).split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6))).at(-1);
+  assert.equal(last.id, 7);
+  assert.match(last.error.message, shutdown);
+  const answer = await (await parked2).json();
+  assert.equal(answer.id, 8);
+  assert.match(answer.error.message, shutdown);
+});
+
 test('bearer tokens: 401 without or with a wrong token, never from the query string; principals are isolated', async () => {
   const tokens = join(dir, 'tokens');
   writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
@@ -172,6 +234,13 @@ test('bearer tokens: 401 without or with a wrong token, never from the query str
   assert.equal((await post(`${url}?access_token=alice-secret-token`, INIT)).status, 400);
   const meta = await (await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource`)).json();
   assert.equal(meta.resource, `http://127.0.0.1:${port}/mcp`);
+  // The counters need a token (they were open to anyone); health and the API's docs do not.
+  const base = `http://127.0.0.1:${port}`;
+  assert.equal((await fetch(`${base}/metrics`)).status, 401);
+  const counters = await fetch(`${base}/metrics`, { headers: { Authorization: 'Bearer alice-secret-token' } });
+  assert.equal(counters.status, 200);
+  assert.match(await counters.text(), /mcp_http_requests_total/);
+  for (const open of ['/healthz', '/docs', '/api/v1/openapi.json']) assert.equal((await fetch(base + open)).status, 200, open);
   const alice = await sdkClient(url, 'alice-secret-token');
   const bob = await sdkClient(url, 'bob-secret-token');
   const created = await alice.callTool({ name: 'create_sandbox', arguments: { name: 'a' } });
@@ -850,6 +919,21 @@ test('CORS: off by default; a configured origin gets Allow-Origin and a prefligh
   assert.equal(pre.headers.get('access-control-allow-origin'), 'http://localhost:5173');
   assert.match(pre.headers.get('access-control-allow-headers'), /Mcp-Session-Id/);
   assert.match(pre.headers.get('access-control-allow-methods'), /DELETE/);
+  // Every path answers its preflight with its own methods: a download with an Authorization
+  // header is preflighted too (it was a 404). An unknown path stays a 404, another method a 405.
+  const base = new URL(url).origin;
+  const ask = (path) => fetch(base + path, { method: 'OPTIONS', headers: { Origin: 'http://localhost:5173', 'Access-Control-Request-Method': 'GET', 'Access-Control-Request-Headers': 'authorization' } });
+  for (const [path, methods] of [['/files/sb-000000000000/a.txt', 'GET, HEAD'], ['/sandbox/file', 'GET, HEAD'], ['/api/v1/tools/run_code', 'POST'], ['/sse', 'GET'], ['/metrics', 'GET, HEAD']]) {
+    const p = await ask(path);
+    assert.equal(p.status, 204, path);
+    assert.equal(p.headers.get('access-control-allow-methods'), methods, path);
+    assert.equal(p.headers.get('access-control-allow-origin'), 'http://localhost:5173', path);
+    assert.match(p.headers.get('access-control-allow-headers'), /Authorization/, path);
+  }
+  assert.equal((await ask('/nowhere')).status, 404);
+  const wrong = await fetch(`${base}/healthz`, { method: 'POST', body: '{}' });
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get('allow'), 'GET, HEAD');
   const r = await post(url, INIT, { Origin: 'http://localhost:5173' });
   assert.equal(r.status, 200);
   assert.equal(r.headers.get('access-control-allow-origin'), 'http://localhost:5173');

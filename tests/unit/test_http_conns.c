@@ -30,10 +30,13 @@ static void headers_then_body_then_none(void **state)
     assert_false(peer_ended(sv[1]));
     http_conn_headers_done(&l, c, 1050); /* the body is due at 1450 */
     assert_int_equal(http_conns_expire(&l, 1449), 0);
-    http_conn_body_done(c); /* answered for as long as it takes */
+    assert_int_equal(http_conns_answering(&l), 0);
+    http_conn_body_done(c);                        /* answered for as long as it takes */
+    assert_int_equal(http_conns_answering(&l), 1); /* what a stopping server waits for */
     assert_int_equal(http_conns_expire(&l, 1000000), 0);
     assert_false(peer_ended(sv[1]));
     http_conn_request_done(&l, c, 2000); /* the next request's headers: due at 2100 */
+    assert_int_equal(http_conns_answering(&l), 0);
     assert_int_equal(http_conns_expire(&l, 2099), 0);
     assert_int_equal(http_conns_expire(&l, 2100), 1);
     assert_true(peer_ended(sv[1]));
