@@ -246,7 +246,11 @@ def make_guard(profile, modules, calls, attributes):
             if isinstance(node.value, str) and node.value in attributes:
                 reject("attribute '%s'" % node.value)
 
-    return Guard()
+    guard = Guard()
+    # A top-level await runs on the driver's asyncio: imported for code that may not import it.
+    guard.denies_asyncio = denied_module("asyncio") is not None
+    guard.reject = reject
+    return guard
 
 
 class Inotify:
@@ -809,6 +813,14 @@ class Driver:
             # await, async for and async with at the top, as in a notebook: the cell's code is
             # then a coroutine, run to its end on the interpreter's event loop.
             flags = PY_CF_ALLOW_TOP_LEVEL_AWAIT if "async" in code or "await" in code else 0
+            if flags and self.guard is not None and self.guard.denies_asyncio:
+                try:
+                    top_level = compile(tree, name, "exec", flags).co_flags & CO_COROUTINE
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    top_level = False  # reported when the cell is compiled to run
+                if top_level:
+                    self.guard.reject("a top-level await, async for or async with runs on "
+                                      "asyncio, which this profile denies")
             last = None
             if tree.body and type(tree.body[-1]).__name__ == "Expr":
                 import _ast

@@ -1029,12 +1029,17 @@ test('seed checks: import os and eval are refused under tight, and recorded in t
     ['from operator import attrgetter', /import of 'attrgetter'/],
     ["import operator\noperator.attrgetter('x')", /attribute 'attrgetter'/],
     ['match ():\n    case object(__class__=t): pass', /attribute '__class__'/],
+    // It would run on the driver's asyncio, which the code may not import (it was imported,
+    // with socket, ssl and subprocess).
+    ['async def f():\n    return 1\nawait f()', /top-level await, async for or async with runs on asyncio/],
   ]) {
     const g = await run(c, code, { sandbox_id: id });
     assert.equal(g.r.isError, true, code);
     assert.match(g.text, why, code);
   }
   assert.equal((await run(c, 'import math, operator\nmath.sqrt(16) + operator.add(1, 1)', { sandbox_id: id })).sc.result, '6.0');
+  // An async def that is not awaited at the top needs no event loop: allowed.
+  assert.equal((await run(c, 'async def g():\n    return 2\nc = g()\nc.close()\n"ok"', { sandbox_id: id })).sc.result, "'ok'");
   // The guard reads Python: shell commands, which would walk past it, are refused.
   assert.match(await refused(c, 'execute_command', { sandbox_id: id, command: 'python3 -c "import os"' }), /static guard.*shell commands are not available/);
   assert.match(await refused(c, 'run_code', { sandbox_id: id, code: 'id', language: 'bash' }), /static guard/);
