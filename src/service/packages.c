@@ -175,6 +175,125 @@ void packages_merge(json_t *list, const json_t *installed)
     json_decref(at);
 }
 
+/* NAME-VERSION.dist-info (the wheel spec escapes any '-' in the name): NAME and VERSION
+ * copied out, or false. */
+static bool dist_info_name(const char *path, char *name, size_t name_size, char *version,
+                           size_t version_size)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    const char *dash = strchr(base, '-');
+    if (len <= 10 || strcmp(base + len - 10, ".dist-info") != 0 || !dash || dash == base)
+        return false;
+    size_t n = (size_t)(dash - base), v = (size_t)(base + len - 10 - dash - 1);
+    if (!v || n >= name_size || v >= version_size)
+        return false;
+    memcpy(name, base, n);
+    name[n] = '\0';
+    memcpy(version, dash + 1, v);
+    version[v] = '\0';
+    return true;
+}
+
+json_t *packages_on_disk(const json_t *recorded, const json_t *entries, packages_name_fn real_name,
+                         void *ctx)
+{
+    /* normalised name -> {name, version, mtime, path, versions: {version: true}}: the newest of
+     * its dist-info directories (pip --target --upgrade leaves the old one beside the new). */
+    json_t *found = json_object();
+    json_t *order = json_array(); /* those, in the directory's order */
+    char name[REQUIREMENT_NAME_MAX + 1], version[PACKAGES_VERSION_MAX + 1];
+    char norm[REQUIREMENT_NAME_MAX + 1];
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e)
+    {
+        const char *path = json_string_value(json_object_get(e, "path"));
+        const char *type = json_string_value(json_object_get(e, "type"));
+        const char *mtime = json_string_value(json_object_get(e, "mtime"));
+        if (!path || !type || !mtime || strcmp(type, "directory") != 0 ||
+            !dist_info_name(path, name, sizeof(name), version, sizeof(version)))
+            continue;
+        requirement_normalize(name, norm, sizeof(norm));
+        json_t *pkg = json_object_get(found, norm);
+        if (!pkg) {
+            if (json_array_size(order) >= PACKAGES_LIST_MAX)
+                continue;
+            pkg = json_pack("{s:s, s:{}}", "name", name, "versions");
+            json_object_set_new(found, norm, pkg);
+            json_array_append(order, pkg);
+        }
+        json_object_set_new(json_object_get(pkg, "versions"), version, json_true());
+        const char *newest = json_string_value(json_object_get(pkg, "mtime"));
+        if (!newest || strcmp(mtime, newest) >= 0) {
+            json_object_set_new(pkg, "version", json_string(version));
+            json_object_set_new(pkg, "mtime", json_string(mtime));
+            json_object_set_new(pkg, "path", json_string(path));
+        }
+    }
+    json_t *list = json_array();
+    json_t *pkg;
+    json_array_foreach(recorded, i, pkg)
+    {
+        const char *rname = json_string_value(json_object_get(pkg, "name"));
+        const char *rversion = json_string_value(json_object_get(pkg, "version"));
+        requirement_normalize(rname ? rname : "", norm, sizeof(norm));
+        json_t *there = json_object_get(found, norm);
+        if (!there || json_object_get(there, "taken"))
+            continue; /* removed since */
+        /* The version pip reported, while its dist-info is there; else the newest. */
+        bool kept = rversion && json_object_get(json_object_get(there, "versions"), rversion);
+        json_array_append_new(list, json_pack("{s:s, s:O}", "name", rname, "version",
+                                              kept ? json_object_get(pkg, "version")
+                                                   : json_object_get(there, "version")));
+        json_object_set_new(there, "taken", json_true());
+    }
+    json_array_foreach(order, i, pkg)
+    {
+        if (json_object_get(pkg, "taken") || json_array_size(list) >= PACKAGES_LIST_MAX)
+            continue;
+        /* The directory's name escapes the project's (Sbx-Mixed.Case is Sbx_Mixed_Case):
+         * its METADATA says it as its author wrote it. */
+        char shown[REQUIREMENT_NAME_MAX + 1];
+        const char *n = json_string_value(json_object_get(pkg, "name"));
+        if (real_name &&
+            real_name(json_string_value(json_object_get(pkg, "path")), ctx, shown, sizeof(shown)))
+            n = shown;
+        json_array_append_new(
+            list, json_pack("{s:s, s:O}", "name", n, "version", json_object_get(pkg, "version")));
+    }
+    json_decref(found);
+    json_decref(order);
+    return list;
+}
+
+bool packages_metadata_name(const char *metadata, size_t len, char *out, size_t size)
+{
+    /* The header ends at the first empty line; "Name: x" is one of its lines. */
+    const char *end = metadata + len;
+    for (const char *line = metadata; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t l = nl ? (size_t)(nl - line) : (size_t)(end - line);
+        if (l && line[l - 1] == '\r')
+            l--;
+        if (l == 0)
+            break;
+        if (l > 6 && strncmp(line, "Name: ", 6) == 0) {
+            size_t n = l - 6;
+            if (n >= size)
+                return false;
+            memcpy(out, line + 6, n);
+            out[n] = '\0';
+            return requirement_identifier(out) == n;
+        }
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    return false;
+}
+
 char *packages_summary(const json_t *installed)
 {
     size_t cap = 2048, off = 0, shown = 0;

@@ -9,6 +9,7 @@
 #include "requirements.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,20 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
 /* Adds or replaces (by normalised name) each {name, version} of installed in list, which
  * holds at most PACKAGES_LIST_MAX entries. */
 void packages_merge(json_t *list, const json_t *installed);
+
+/* Copies the project name that a dist-info directory (its path) declares into buf; false if
+ * it cannot be read. */
+typedef bool (*packages_name_fn)(const char *dist_info, void *ctx, char *buf, size_t size);
+
+/* What the packages directory holds, from list_files' entries of it: the recorded packages
+ * still there (at the version pip reported while its dist-info is there), then those installed
+ * another way (pip run by hand), named by real_name when it can. In the shape packages_merge
+ * keeps; a new array, at most PACKAGES_LIST_MAX entries. */
+json_t *packages_on_disk(const json_t *recorded, const json_t *entries, packages_name_fn real_name,
+                         void *ctx);
+
+/* The "Name:" of a METADATA file's header, when it is a valid project name. */
+bool packages_metadata_name(const char *metadata, size_t len, char *out, size_t size);
 
 /* "numpy 1.26.4, scipy 1.11.0" for a result's text (malloc'd, bounded: the rest is counted). */
 char *packages_summary(const json_t *installed);

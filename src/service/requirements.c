@@ -17,8 +17,7 @@ static bool version_char(char c)
     return isalnum((unsigned char)c) || (c && strchr(".*+!_-", c) != NULL);
 }
 
-/* Length of a PEP 508 identifier at s: alphanumerics, with . _ - inside only. */
-static size_t identifier(const char *s)
+size_t requirement_identifier(const char *s)
 {
     if (!isalnum((unsigned char)s[0]))
         return 0;
@@ -107,7 +106,7 @@ int requirement_parse(const char *text, struct requirement *out, struct sbx_err 
         return -1;
 
     const char *p = skip_spaces(text);
-    size_t n = identifier(p);
+    size_t n = requirement_identifier(p);
     if (n == 0 || (p[n] && !strchr(" \t[<>=!~,", p[n])))
         return sbx_fail(err, EINVAL,
                         "'%s' is not a package name: names are letters, digits and . _ - "
@@ -124,7 +123,7 @@ int requirement_parse(const char *text, struct requirement *out, struct sbx_err 
     if (*p == '[') {
         p = skip_spaces(p + 1);
         for (;;) {
-            size_t e = identifier(p);
+            size_t e = requirement_identifier(p);
             if (e == 0)
                 return sbx_fail(err, EINVAL, "'%s': malformed extras (write name[extra1,extra2])",
                                 text);

@@ -26,6 +26,9 @@ int requirement_parse(const char *text, struct requirement *out, struct sbx_err 
 
 /* PEP 503 normalisation of a project name into out (size bytes). */
 void requirement_normalize(const char *name, char *out, size_t size);
+/* The length of the PEP 508 identifier (a project's name) at s: alphanumerics, with . _ -
+ * inside only; 0 if none starts there. */
+size_t requirement_identifier(const char *s);
 
 /* Whether a normalised name is on packages.allowed (entries normalised the same way); an empty
  * list allows every name. */

@@ -89,6 +89,9 @@ static int read_history_resource(const char *uri, void *data, json_t **contents,
     if (!parse_uri(uri, id, sizeof(id), &rest) || strcmp(rest, "history") != 0)
         return sbx_fail(err, ENOENT, "not a sandbox history");
     const char *owner = mcp_server_current_owner(svc->srv);
+    struct sandbox *open = owner ? sandbox_find(svc, id) : NULL;
+    if (open && strcmp(open->owner, owner) == 0)
+        sandbox_sync_packages(open);
     json_t *info = NULL;
     if (!owner || history_get_sandbox(svc->history, id, &info, err) < 0 ||
         strcmp(json_string_value(json_object_get(info, "owner")) ?: "", owner) != 0) {

@@ -209,6 +209,53 @@ int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, si
                                  entries, truncated, err);
 }
 
+static bool dist_info_name(const char *dist_info, void *ctx, char *buf, size_t size)
+{
+    char canon[FILES_PATH_MAX];
+    if (snprintf(canon, sizeof(canon), "%s/METADATA", dist_info) >= (int)sizeof(canon))
+        return false;
+    char *data = NULL;
+    size_t len = 0;
+    uint64_t file_size = 0;
+    struct sbx_err err = {0};
+    /* The header comes first: its start is enough. */
+    if (sandbox_read_file(ctx, canon, 0, 16384, 16384, &data, &len, &file_size, &err) < 0)
+        return false;
+    bool ok = packages_metadata_name(data, len, buf, size);
+    free(data);
+    return ok;
+}
+
+void sandbox_sync_packages(struct sandbox *sb)
+{
+    json_t *entries = NULL;
+    bool truncated = false;
+    struct sbx_err err = {0};
+    if (sb->oneshot || sb->closing)
+        return;
+    if (sandbox_list_files(sb, PACKAGES_DIR, false, 0, 4 * PACKAGES_LIST_MAX, &entries, &truncated,
+                           &err) < 0) {
+        if (err.code != ENOENT)
+            return; /* the files cannot be read now: the list stays as it was */
+        entries = json_array();
+    }
+    if (truncated) { /* a listing cut short would drop what it did not reach */
+        json_decref(entries);
+        return;
+    }
+    json_t *now = packages_on_disk(sb->packages, entries, dist_info_name, sb);
+    json_decref(entries);
+    if (json_equal(now, sb->packages)) {
+        json_decref(now);
+        return;
+    }
+    json_decref(sb->packages);
+    sb->packages = now;
+    if (sb->svc->history && history_set_packages(sb->svc->history, sb->id, sb->packages, &err) < 0)
+        log_emit(LOG_LVL_WARNING, "history write failed", "error", err.msg, NULL);
+    sandbox_history_changed(sb);
+}
+
 struct charged_write {
     struct jail *jail;
     bool oom_killed;

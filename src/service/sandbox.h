@@ -369,6 +369,9 @@ void sandbox_wait_cancel(struct sandbox_wait *w);
  * last look, given the run's memory peak: only a group that reached its limit can have had
  * one, so the count is read only then (or when the interpreter died). */
 bool sandbox_oom_since_last_look(struct sandbox *sb, bool driver_died, uint64_t peak);
+/* sb->packages made what its packages directory holds: pip run by hand adds to it, and what
+ * was removed goes; the history is told of a change. */
+void sandbox_sync_packages(struct sandbox *sb);
 /* files_open_as, files_read and files_list in the sandbox, with its user's access rights. */
 int sandbox_open_file(struct sandbox *sb, const char *canon, int flags, struct sbx_err *err);
 int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, size_t skip,

@@ -430,6 +430,9 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         };
         sandbox_history_add(sb, &rec);
     }
+    /* Where pip can fetch, code may have run it: the package list follows the directory. */
+    if (strcmp(sb->network, "packages") == 0)
+        sandbox_sync_packages(sb);
 
     json_t *sc = json_pack(
         "{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:i, s:f, s:b, s:b, s:b, s:I, s:f, s:o, s:b, s:b}",
@@ -671,6 +674,7 @@ static void t_get_sandbox_status(struct mcp_call *call, json_t *args, void *data
     struct sandbox *sb = tool_sandbox(data, call, args);
     if (!sb)
         return;
+    sandbox_sync_packages(sb);
     json_t *usage = sandbox_usage_json(sb);
     json_object_set_new(usage, "workspace_bytes",
                         json_integer((json_int_t)sandbox_fs_used_bytes(sb, "/workspace")));
@@ -755,6 +759,10 @@ static void t_get_execution_history(struct mcp_call *call, json_t *args, void *d
         snprintf(idbuf, sizeof(idbuf), "%s", sb->id);
         id = idbuf;
     }
+    /* An open one's package list is brought up to date first (see sandbox_sync_packages). */
+    struct sandbox *open = sandbox_find(svc, id);
+    if (open && strcmp(open->owner, owner) == 0)
+        sandbox_sync_packages(open);
     /* Closed sandboxes keep their history (also across restarts) for their owner. */
     json_t *info = NULL;
     if (history_get_sandbox(svc->history, id, &info, &err) < 0 && err.code != ENOENT) {

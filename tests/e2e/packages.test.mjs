@@ -190,6 +190,13 @@ test('install a package, import it in the same sandbox, and not see it in anothe
   assert.deepEqual(h.sc.installed_packages.map((p) => p.name).sort(), ['sbxapp', 'sbxdemo']);
   const rec = h.sc.records.find((x) => x.language === 'pip');
   assert.ok(rec && rec.success && /pip install sbxapp/.test(rec.code_preview), JSON.stringify(h.sc.records));
+  // pip run by hand installs into the same directory, and the list follows it (it did not);
+  // so does a package removed by hand.
+  const hand = await call(c, 'execute_command', { sandbox_id: a, command: 'python3 -m pip install -q Sbx-Mixed-Case && rm -r /workspace/.packages/sbxapp /workspace/.packages/sbxapp-1.0.dist-info' });
+  assert.equal(hand.r.isError, false, hand.text);
+  const names = (list) => list.map((p) => `${p.name} ${p.version}`).sort();
+  assert.deepEqual(names((await call(c, 'get_sandbox_status', { sandbox_id: a })).sc.installed_packages), ['Sbx_Mixed.Case 0.1', 'sbxdemo 2.0']);
+  assert.deepEqual(names((await call(c, 'get_execution_history', { sandbox_id: a })).sc.installed_packages), ['Sbx_Mixed.Case 0.1', 'sbxdemo 2.0']);
   // another sandbox, of either network, has none of it
   for (const net of ['packages', 'none']) {
     const b = await sandbox(c, net);

@@ -1,7 +1,8 @@
 /* libFuzzer target: what install_packages reads back from pip, which sandbox code can rewrite
- * (the JSON report) or shape (the output). Whatever the bytes, the installed list stays within
- * its bounds, merging it twice adds nothing the second time, and the texts made from it fit
- * their buffers and are valid UTF-8, so that they can travel in a JSON answer. */
+ * (the JSON report, a dist-info's METADATA) or shape (the output). Whatever the bytes, the
+ * installed list stays within its bounds, merging it twice adds nothing the second time, and the
+ * texts made from it fit their buffers and are valid UTF-8, so that they can travel in a JSON
+ * answer. */
 #include "service/packages.h"
 #include "util.h"
 
@@ -50,6 +51,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (!err.msg[0] || installed) {
         abort();
     }
+    /* A dist-info's METADATA, which sandbox code writes: a name comes back only whole and
+     * valid, within its buffer. */
+    char name[REQUIREMENT_NAME_MAX + 1];
+    if (packages_metadata_name(text, size, name, sizeof(name)) &&
+        (!name[0] || requirement_identifier(name) != strlen(name)))
+        abort();
     char *why = packages_failure_reason(text, size);
     check_text(why, 3 * 2047); /* 2047 bytes kept, each bad one shown as U+FFFD (3 bytes) */
     free(why);

@@ -242,6 +242,77 @@ static void pip_reports_and_failures_are_read(void **state)
     free(why);
 }
 
+static bool name_from_table(const char *dist_info, void *ctx, char *buf, size_t size)
+{
+    (void)ctx;
+    if (strcmp(dist_info, "/workspace/.packages/Sbx_Mixed_Case-0.1.dist-info") != 0)
+        return false;
+    snprintf(buf, size, "Sbx-Mixed.Case");
+    return true;
+}
+
+static void the_package_list_follows_the_directory(void **state)
+{
+    (void)state;
+    /* pip --target --upgrade left sbxdemo 1.0's dist-info beside 2.0's; sbxapp was removed by
+     * hand; Sbx-Mixed.Case and handmade were installed by hand; the rest is not a dist-info. */
+    json_t *recorded = json_pack("[{s:s, s:s}, {s:s, s:s}]", "name", "sbxdemo", "version", "2.0",
+                                 "name", "sbxapp", "version", "1.0");
+    json_t *entries = json_pack(
+        "[{s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s},"
+        " {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}]",
+        "path", "/workspace/.packages/Sbx_Mixed_Case-0.1.dist-info", "type", "directory", "mtime",
+        "2026-01-01T00:00:03.000Z", "path", "/workspace/.packages/handmade-1.0.dist-info", "type",
+        "directory", "mtime", "2026-01-01T00:00:01.000Z", "path",
+        "/workspace/.packages/handmade-3.0.dist-info", "type", "directory", "mtime",
+        "2026-01-01T00:00:05.000Z", "path", "/workspace/.packages/sbxdemo", "type", "directory",
+        "mtime", "2026-01-01T00:00:02.000Z", "path", "/workspace/.packages/sbxdemo-1.0.dist-info",
+        "type", "directory", "mtime", "2026-01-01T00:00:09.000Z", "path",
+        "/workspace/.packages/sbxdemo-2.0.dist-info", "type", "directory", "mtime",
+        "2026-01-01T00:00:02.000Z", "path", "/workspace/.packages/x-1.dist-info", "type", "file",
+        "mtime", "2026-01-01T00:00:02.000Z", "path", "/workspace/.packages/-1.dist-info", "type",
+        "directory", "mtime", "2026-01-01T00:00:02.000Z", "path",
+        "/workspace/.packages/nover-.dist-info", "type", "directory", "mtime",
+        "2026-01-01T00:00:02.000Z");
+    json_t *list = packages_on_disk(recorded, entries, name_from_table, NULL);
+    char *text = json_dumps(list, JSON_COMPACT);
+    assert_string_equal(text, "[{\"name\":\"sbxdemo\",\"version\":\"2.0\"},"
+                              "{\"name\":\"Sbx-Mixed.Case\",\"version\":\"0.1\"},"
+                              "{\"name\":\"handmade\",\"version\":\"3.0\"}]");
+    free(text);
+    json_decref(list);
+    /* A recorded version whose dist-info is gone: the newest there now (by mtime). Names
+     * match as PEP 503 has them; without a real_name, a hand-installed one keeps its escape. */
+    json_t *old = json_pack("[{s:s, s:s}]", "name", "SbxDemo", "version", "0.5");
+    list = packages_on_disk(old, entries, NULL, NULL);
+    text = json_dumps(list, JSON_COMPACT);
+    assert_string_equal(text, "[{\"name\":\"SbxDemo\",\"version\":\"1.0\"},"
+                              "{\"name\":\"Sbx_Mixed_Case\",\"version\":\"0.1\"},"
+                              "{\"name\":\"handmade\",\"version\":\"3.0\"}]");
+    free(text);
+    json_decref(list);
+    json_t *none = json_array();
+    list = packages_on_disk(recorded, none, NULL, NULL);
+    assert_int_equal(json_array_size(list), 0);
+    json_decref(list);
+    json_decref(none);
+    json_decref(old);
+    json_decref(recorded);
+    json_decref(entries);
+
+    char name[64];
+    const char *meta = "Metadata-Version: 2.1\r\nName: Sbx-Mixed.Case\r\nVersion: 0.1\r\n\r\n"
+                       "Name: body\n";
+    assert_true(packages_metadata_name(meta, strlen(meta), name, sizeof(name)));
+    assert_string_equal(name, "Sbx-Mixed.Case");
+    meta = "Metadata-Version: 2.1\n\nName: after-the-header\n";
+    assert_false(packages_metadata_name(meta, strlen(meta), name, sizeof(name)));
+    meta = "Name: not a name\n";
+    assert_false(packages_metadata_name(meta, strlen(meta), name, sizeof(name)));
+    meta = "Name: averyveryveryverylongname";
+    assert_false(packages_metadata_name(meta, strlen(meta), name, 8));
+}
+
 static void what_a_report_can_cost_is_bounded(void **state)
 {
     (void)state;
@@ -338,6 +409,7 @@ int main(void)
         cmocka_unit_test(the_pip_command_line_is_fixed_around_the_requirements),
         cmocka_unit_test(pip_reports_and_failures_are_read),
         cmocka_unit_test(what_a_report_can_cost_is_bounded),
+        cmocka_unit_test(the_package_list_follows_the_directory),
         cmocka_unit_test(utf8_scrub_keeps_valid_characters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
