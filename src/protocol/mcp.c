@@ -48,6 +48,7 @@ struct mcp_server {
     struct tool_entry *tools;
     size_t n_tools;
     struct mcp_session *sessions;
+    size_t n_subscribed; /* sessions that ever subscribed: none, and a change costs no walk */
     const char *current_owner; /* set while a synchronous resource handler runs */
     mcp_owner_gone_fn owner_gone;
     void *owner_gone_data;
@@ -352,6 +353,8 @@ void mcp_session_free(struct mcp_session *s)
         call_cancel(s->calls);
     drop_pending(s, NULL);
     json_decref(s->client_caps);
+    if (s->subscriptions)
+        s->srv->n_subscribed--;
     json_decref(s->subscriptions);
     if (s->prev)
         s->prev->next = s->next;
@@ -878,8 +881,10 @@ static void h_subscribe(struct mcp_session *s, const json_t *id, json_t *params)
                    "resources/subscribe: params.uri (string) is required");
         return;
     }
-    if (!s->subscriptions)
+    if (!s->subscriptions) {
         s->subscriptions = json_object();
+        s->srv->n_subscribed++;
+    }
     if (json_object_size(s->subscriptions) >= MAX_SUBSCRIPTIONS) {
         send_error(s, id, RPC_INVALID_PARAMS, "resources/subscribe: at most %d subscriptions",
                    MAX_SUBSCRIPTIONS);
@@ -904,6 +909,10 @@ static void h_unsubscribe(struct mcp_session *s, const json_t *id, json_t *param
 
 void mcp_server_resource_updated(struct mcp_server *srv, const char *owner, const char *uri)
 {
+    /* Called for every run: with hundreds of sessions and no subscriber, the walk was the
+     * server's most costly function of its own. */
+    if (!srv->n_subscribed)
+        return;
     for (struct mcp_session *s = srv->sessions; s; s = s->next)
         if (s->subscriptions && strcmp(s->owner, owner) == 0 &&
             json_object_get(s->subscriptions, uri))
