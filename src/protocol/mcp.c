@@ -48,7 +48,7 @@ struct mcp_server {
     struct tool_entry *tools;
     size_t n_tools;
     struct mcp_session *sessions;
-    size_t n_subscribed; /* sessions that ever subscribed: none, and a change costs no walk */
+    size_t n_subscribed;       /* sessions that ever subscribed: none, and a change costs no walk */
     const char *current_owner; /* set while a synchronous resource handler runs */
     mcp_owner_gone_fn owner_gone;
     void *owner_gone_data;

@@ -363,6 +363,18 @@ static enum MHD_Result refuse_method(struct http_transport *t, struct MHD_Connec
     return send_response(t, c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
 
+/* Refused, and the connection closed after the answer: nothing after these headers is read
+ * as a request of its own. */
+static enum MHD_Result refuse_and_close(struct http_transport *t, struct MHD_Connection *c,
+                                        unsigned status, int code, const char *message)
+{
+    struct MHD_Response *r = error_response(code, message);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    return send_response(t, c, status, r);
+}
+
 /* An HTTP-level refusal with a JSON-RPC error body, as MCP clients expect. */
 static enum MHD_Result refuse(struct http_transport *t, struct MHD_Connection *c, unsigned status,
                               int code, const char *message)
@@ -844,8 +856,9 @@ static enum MHD_Result answer_post(struct http_transport *t, struct MHD_Connecti
                                    struct request *rq, struct sse_stream *st)
 {
     struct http_session *s = st->s;
-    /* The session ended while the call ran: the answer it was given then still goes out. */
-    if (!s && !(st->done && st->json_only && st->len)) {
+    /* The session ended while the call ran: what it was sent then still goes out, as one body
+     * or, if it had become a stream, as that stream (it needs no session: it is done). */
+    if (!s && !(st->done && st->len)) {
         stream_destroy(st);
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "the session ended");
     }
@@ -1556,6 +1569,11 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
                              const char *method, struct request *rq)
 {
     const struct sbx_config *cfg = t->cfg;
+    /* While the answers of the sessions it ended go out, nothing new starts: a session or a
+     * parked request made now would outlive the daemon (see http_transport_stop). */
+    if (t->stopping)
+        return refuse_and_close(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                                "the server is shutting down");
     /* DNS rebinding: a page on a foreign name must not reach a loopback server. */
     if (!http_host_allowed(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"),
                            (const char *const *)cfg->allowed_hosts.items, cfg->allowed_hosts.len))
@@ -1701,19 +1719,6 @@ static bool ambiguous_framing(struct MHD_Connection *c)
     return n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1;
 }
 
-/* Refused, and the connection closed after the answer: nothing after these headers is read
- * as a request of its own. */
-static enum MHD_Result refuse_and_close(struct http_transport *t, struct MHD_Connection *c)
-{
-    struct MHD_Response *r = error_response(
-        -32600, "ambiguous request: two Content-Length, Transfer-Encoding, Host or Authorization "
-                "headers");
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-    return send_response(t, c, MHD_HTTP_BAD_REQUEST, r);
-}
-
 /* The deadline record of a connection (see http_conns.h). */
 static struct http_conn *conn_of(struct MHD_Connection *c)
 {
@@ -1773,7 +1778,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         http_conn_headers_done(&t->conns, hc, now_ms());
         rq = *con_cls = xcalloc(1, sizeof(struct request));
         if (ambiguous_framing(c))
-            return refuse_and_close(t, c);
+            return refuse_and_close(t, c, MHD_HTTP_BAD_REQUEST, -32600,
+                                    "ambiguous request: two Content-Length, Transfer-Encoding, "
+                                    "Host or Authorization headers");
         if (hc && hc->url_had_nul) {
             hc->url_had_nul = false;
             rq->url_had_nul = true;
@@ -2008,14 +2015,21 @@ void http_transport_stop(struct http_transport *t)
 {
     if (!t)
         return;
-    t->stopping = true;
+    t->stopping = true; /* route refuses every request from here on */
     if (t->svc)
         t->svc->link_fn = NULL;
+    if (t->d) { /* and no new connection comes in (external polling: closed at once) */
+        MHD_socket listen_fd = MHD_quiesce_daemon(t->d);
+        if (listen_fd != MHD_INVALID_SOCKET)
+            close(listen_fd);
+    }
     while (t->sessions)
         session_free(t->sessions, "the server is shutting down: this request was cancelled");
     if (t->d) {
         /* The answers given above, and the ends of the streams woken, go out before the
-         * daemon stops: a second at most, and a stopped daemon has nothing suspended. */
+         * daemon stops: a second at most. Every suspended connection was a stream of a
+         * session freed above, now woken, and none can be made meanwhile (route), so the
+         * library is not stopped with one still suspended (which aborts). */
         uint64_t until = now_ms() + 1000;
         do
             MHD_run_wait(t->d, 20);

@@ -35,7 +35,8 @@ void http_conn_body_done(struct http_conn *c);
 /* Answered: the connection waits for the next request's headers. */
 void http_conn_request_done(const struct http_conns *l, struct http_conn *c, uint64_t now_ms);
 
-/* How many connections have a whole request in and its answer not yet sent. */
+/* How many connections have a whole request in and its answer not yet sent (or were shut
+ * down past their deadline, and the library has not yet seen it). */
 size_t http_conns_answering(const struct http_conns *l);
 
 /* Shuts down (SHUT_RDWR) every socket past its deadline, so that the library sees the

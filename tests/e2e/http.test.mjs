@@ -204,14 +204,44 @@ test('DELETE, or the server\'s end, answers every call still running in the sess
   assert.deepEqual(answers.map((a) => a.id).sort(), [5, 6]);
   for (const a of answers) assert.match(a.error.message, ended);
   // The server's own end (SIGTERM) answers them too, parked or streaming.
-  const { child, url: url2 } = await start();
+  const { child, url: url2, port: port2 } = await start();
+  const exited = new Promise((r) => child.on('exit', (code, signal) => r({ code, signal })));
   const sids = [await session(url2), await session(url2)];
+  // While those answers go out, nothing new starts: it once took a request in that time, which
+  // made a session nobody freed, or aborted the server (a parked request outliving libmicrohttpd).
+  // A connection kept alive from before, and a download that is never read (so that the wait
+  // for the answers to go out lasts its whole second).
+  const big = await post(url2, { jsonrpc: '2.0', id: 20, method: 'tools/call', params: { name: 'run_code', arguments: { code: "open('big.bin', 'wb').write(bytes(64 << 20))" } } }, { 'Mcp-Session-Id': sids[1] });
+  const bigAnswer = big.headers.get('content-type') === 'application/json' ? await big.json()
+    : JSON.parse((await big.text()).split('\n').filter((l) => l.startsWith('data: {')).at(-1).slice(6));
+  const dl = bigAnswer.result.content.find((x) => x.name === 'big.bin')._meta['mcp-sandbox/download'];
+  const stalled = net.connect(port2, '127.0.0.1');
+  stalled.on('error', () => {});
+  stalled.pause();
+  stalled.write(`GET ${new URL(dl).pathname}${new URL(dl).search} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  const kept = net.connect(port2, '127.0.0.1');
+  let keptText = '';
+  kept.on('data', (d) => { keptText += d; });
+  const keptClosed = new Promise((r) => kept.on('close', r));
+  kept.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  await wait(300);
+  assert.match(keptText, /^HTTP\/1\.1 200/);
+  keptText = '';
   const streaming = await post(url2, sleeper(7), { 'Mcp-Session-Id': sids[0] });
   const streamed = streaming.text();
   await wait(300);
   const parked2 = post(url2, sleeper(8), { 'Mcp-Session-Id': sids[1] });
   await wait(100);
   child.kill('SIGTERM');
+  await wait(200);
+  const init = JSON.stringify(INIT);
+  kept.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nContent-Length: ${init.length}\r\n\r\n${init}`);
+  await keptClosed;
+  assert.match(keptText, /^HTTP\/1\.1 503[^]*the server is shutting down/);
+  const fresh = await new Promise((r) => net.connect(port2, '127.0.0.1').on('connect', () => r('connected')).on('error', (e) => r(e.code)));
+  assert.equal(fresh, 'ECONNREFUSED');
+  stalled.destroy();
+  assert.deepEqual(await exited, { code: 0, signal: null });
   const shutdown = /the server is shutting down: this request was cancelled/;
   const last = (await streamed).split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6))).at(-1);
   assert.equal(last.id, 7);
