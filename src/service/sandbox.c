@@ -209,7 +209,7 @@ int sandbox_list_files(struct sandbox *sb, const char *canon, bool recursive, si
                                  entries, truncated, err);
 }
 
-static bool dist_info_name(const char *dist_info, void *ctx, char *buf, size_t size)
+static bool metadata_name_of(const char *dist_info, void *ctx, char *buf, size_t size)
 {
     char canon[FILES_PATH_MAX];
     if (snprintf(canon, sizeof(canon), "%s/METADATA", dist_info) >= (int)sizeof(canon))
@@ -243,7 +243,7 @@ void sandbox_sync_packages(struct sandbox *sb)
         json_decref(entries);
         return;
     }
-    json_t *now = packages_on_disk(sb->packages, entries, dist_info_name, sb);
+    json_t *now = packages_on_disk(sb->packages, entries, metadata_name_of, sb);
     json_decref(entries);
     if (json_equal(now, sb->packages)) {
         json_decref(now);
