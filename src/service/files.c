@@ -466,7 +466,8 @@ static void list_dir(int dfd, const char *prefix, int depth, json_t *self, struc
             break;
         } else {
             char mtime[64];
-            format_iso8601_ms(mtime, sizeof(mtime), (int64_t)st.st_mtime * 1000);
+            format_iso8601_ms(mtime, sizeof(mtime),
+                              (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000);
             /* A name that is not UTF-8 is listed with '?' for its bad bytes, and says so:
              * hidden, it would hide its whole subtree too. */
             char *shown = xstrdup(path);

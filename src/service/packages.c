@@ -199,8 +199,8 @@ static bool dist_info_name(const char *path, char *name, size_t name_size, char 
 json_t *packages_on_disk(const json_t *recorded, const json_t *entries, packages_name_fn real_name,
                          void *ctx)
 {
-    /* normalised name -> {name, version, mtime, path, versions: {version: true}}: the newest of
-     * its dist-info directories (pip --target --upgrade leaves the old one beside the new). */
+    /* normalised name -> {name, version, mtime, path, newest: {version: true}}: its newest
+     * dist-info directory, and every version whose directory is that new. */
     json_t *found = json_object();
     json_t *order = json_array(); /* those, in the directory's order */
     char name[REQUIREMENT_NAME_MAX + 1], version[PACKAGES_VERSION_MAX + 1];
@@ -213,24 +213,29 @@ json_t *packages_on_disk(const json_t *recorded, const json_t *entries, packages
         const char *type = json_string_value(json_object_get(e, "type"));
         const char *mtime = json_string_value(json_object_get(e, "mtime"));
         if (!path || !type || !mtime || strcmp(type, "directory") != 0 ||
-            !dist_info_name(path, name, sizeof(name), version, sizeof(version)))
+            !dist_info_name(path, name, sizeof(name), version, sizeof(version)) ||
+            requirement_identifier(name) != strlen(name))
             continue;
         requirement_normalize(name, norm, sizeof(norm));
         json_t *pkg = json_object_get(found, norm);
         if (!pkg) {
             if (json_array_size(order) >= PACKAGES_LIST_MAX)
                 continue;
-            pkg = json_pack("{s:s, s:{}}", "name", name, "versions");
+            pkg = json_pack("{s:s}", "name", name);
             json_object_set_new(found, norm, pkg);
             json_array_append(order, pkg);
         }
-        json_object_set_new(json_object_get(pkg, "versions"), version, json_true());
+        /* ISO 8601 to the millisecond: the later string is the later time. */
         const char *newest = json_string_value(json_object_get(pkg, "mtime"));
-        if (!newest || strcmp(mtime, newest) >= 0) {
+        int later = newest ? strcmp(mtime, newest) : 1;
+        if (later > 0) {
             json_object_set_new(pkg, "version", json_string(version));
             json_object_set_new(pkg, "mtime", json_string(mtime));
             json_object_set_new(pkg, "path", json_string(path));
+            json_object_set_new(pkg, "newest", json_object());
         }
+        if (later >= 0)
+            json_object_set_new(json_object_get(pkg, "newest"), version, json_true());
     }
     json_t *list = json_array();
     json_t *pkg;
@@ -242,11 +247,12 @@ json_t *packages_on_disk(const json_t *recorded, const json_t *entries, packages
         json_t *there = json_object_get(found, norm);
         if (!there || json_object_get(there, "taken"))
             continue; /* removed since */
-        /* The version pip reported, while its dist-info is there; else the newest. */
-        bool kept = rversion && json_object_get(json_object_get(there, "versions"), rversion);
+        /* The newest dist-info is the live one (pip --target --upgrade, by the tool or by
+         * hand, leaves the old one behind, older); the version pip reported breaks a tie. */
+        bool tie = rversion && json_object_get(json_object_get(there, "newest"), rversion);
         json_array_append_new(list, json_pack("{s:s, s:O}", "name", rname, "version",
-                                              kept ? json_object_get(pkg, "version")
-                                                   : json_object_get(there, "version")));
+                                              tie ? json_object_get(pkg, "version")
+                                                  : json_object_get(there, "version")));
         json_object_set_new(there, "taken", json_true());
     }
     json_array_foreach(order, i, pkg)
@@ -254,12 +260,17 @@ json_t *packages_on_disk(const json_t *recorded, const json_t *entries, packages
         if (json_object_get(pkg, "taken") || json_array_size(list) >= PACKAGES_LIST_MAX)
             continue;
         /* The directory's name escapes the project's (Sbx-Mixed.Case is Sbx_Mixed_Case):
-         * its METADATA says it as its author wrote it. */
-        char shown[REQUIREMENT_NAME_MAX + 1];
+         * its METADATA says it as its author wrote it, if that is the same project. (Another
+         * name would also be read again at every look, never matching what was recorded.) */
+        char shown[REQUIREMENT_NAME_MAX + 1], shown_norm[REQUIREMENT_NAME_MAX + 1];
         const char *n = json_string_value(json_object_get(pkg, "name"));
+        requirement_normalize(n, norm, sizeof(norm));
         if (real_name &&
-            real_name(json_string_value(json_object_get(pkg, "path")), ctx, shown, sizeof(shown)))
-            n = shown;
+            real_name(json_string_value(json_object_get(pkg, "path")), ctx, shown, sizeof(shown))) {
+            requirement_normalize(shown, shown_norm, sizeof(shown_norm));
+            if (strcmp(shown_norm, norm) == 0)
+                n = shown;
+        }
         json_array_append_new(
             list, json_pack("{s:s, s:O}", "name", n, "version", json_object_get(pkg, "version")));
     }

@@ -218,8 +218,8 @@ static bool metadata_name_of(const char *dist_info, void *ctx, char *buf, size_t
     size_t len = 0;
     uint64_t file_size = 0;
     struct sbx_err err = {0};
-    /* The header comes first: its start is enough. */
-    if (sandbox_read_file(ctx, canon, 0, 16384, 16384, &data, &len, &file_size, &err) < 0)
+    /* The header comes first, Name second: its start is enough. */
+    if (sandbox_read_file(ctx, canon, 0, 4096, 4096, &data, &len, &file_size, &err) < 0)
         return false;
     bool ok = packages_metadata_name(data, len, buf, size);
     free(data);

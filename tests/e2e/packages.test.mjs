@@ -213,6 +213,10 @@ test('a version pin is honoured, and a later install replaces it', async () => {
   assert.equal(inst.r.isError, false, inst.text);
   assert.deepEqual(inst.sc.installed, [{ name: 'sbxdemo', version: '1.0', requested: true }]);
   assert.equal(await py(c, a, 'import sbxdemo\nsbxdemo.VERSION'), "'1.0'");
+  // Upgraded by hand, pip leaves 1.0's dist-info beside 2.0's: the list shows the live one.
+  const hand = await call(c, 'execute_command', { sandbox_id: a, command: 'python3 -m pip install -q --upgrade sbxdemo && ls /workspace/.packages' });
+  assert.match(hand.sc.stdout, /sbxdemo-1\.0\.dist-info\nsbxdemo-2\.0\.dist-info/);
+  assert.deepEqual((await call(c, 'get_sandbox_status', { sandbox_id: a })).sc.installed_packages, [{ name: 'sbxdemo', version: '2.0' }]);
   inst = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxdemo>1.0', 'Sbx-Mixed-Case'] });
   assert.equal(inst.r.isError, false, inst.text);
   assert.equal(await py(c, a, 'import importlib, sbxdemo, sbx_mixed_case\nimportlib.reload(sbxdemo).VERSION'), "'2.0'");

@@ -245,50 +245,76 @@ static void pip_reports_and_failures_are_read(void **state)
 static bool name_from_table(const char *dist_info, void *ctx, char *buf, size_t size)
 {
     (void)ctx;
-    if (strcmp(dist_info, "/workspace/.packages/Sbx_Mixed_Case-0.1.dist-info") != 0)
+    if (strcmp(dist_info, "/workspace/.packages/Sbx_Mixed_Case-0.1.dist-info") == 0)
+        snprintf(buf, size, "Sbx-Mixed.Case");
+    else if (strcmp(dist_info, "/workspace/.packages/liar-1.0.dist-info") == 0)
+        snprintf(buf, size, "numpy");
+    else
         return false;
-    snprintf(buf, size, "Sbx-Mixed.Case");
     return true;
+}
+
+static json_t *dist_info(const char *name, const char *type, const char *mtime)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/workspace/.packages/%s", name);
+    return json_pack("{s:s, s:s, s:s}", "path", path, "type", type, "mtime", mtime);
 }
 
 static void the_package_list_follows_the_directory(void **state)
 {
     (void)state;
-    /* pip --target --upgrade left sbxdemo 1.0's dist-info beside 2.0's; sbxapp was removed by
-     * hand; Sbx-Mixed.Case and handmade were installed by hand; the rest is not a dist-info. */
-    json_t *recorded = json_pack("[{s:s, s:s}, {s:s, s:s}]", "name", "sbxdemo", "version", "2.0",
-                                 "name", "sbxapp", "version", "1.0");
-    json_t *entries = json_pack(
-        "[{s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s},"
-        " {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}]",
-        "path", "/workspace/.packages/Sbx_Mixed_Case-0.1.dist-info", "type", "directory", "mtime",
-        "2026-01-01T00:00:03.000Z", "path", "/workspace/.packages/handmade-1.0.dist-info", "type",
-        "directory", "mtime", "2026-01-01T00:00:01.000Z", "path",
-        "/workspace/.packages/handmade-3.0.dist-info", "type", "directory", "mtime",
-        "2026-01-01T00:00:05.000Z", "path", "/workspace/.packages/sbxdemo", "type", "directory",
-        "mtime", "2026-01-01T00:00:02.000Z", "path", "/workspace/.packages/sbxdemo-1.0.dist-info",
-        "type", "directory", "mtime", "2026-01-01T00:00:09.000Z", "path",
-        "/workspace/.packages/sbxdemo-2.0.dist-info", "type", "directory", "mtime",
-        "2026-01-01T00:00:02.000Z", "path", "/workspace/.packages/x-1.dist-info", "type", "file",
-        "mtime", "2026-01-01T00:00:02.000Z", "path", "/workspace/.packages/-1.dist-info", "type",
-        "directory", "mtime", "2026-01-01T00:00:02.000Z", "path",
-        "/workspace/.packages/nover-.dist-info", "type", "directory", "mtime",
-        "2026-01-01T00:00:02.000Z");
+    /* The tool installed sbxdemo 1.0, then pip by hand upgraded it to 2.0 (--target leaves the
+     * old dist-info, older); tied 1.0 and 2.0 have one mtime (the recorded one wins); sbxapp
+     * was removed by hand; Sbx-Mixed.Case, handmade (twice) and liar (whose METADATA names
+     * another project) were installed by hand; the rest is not a dist-info of a project. */
+    json_t *recorded =
+        json_pack("[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}]", "name", "sbxdemo", "version", "1.0",
+                  "name", "tied", "version", "1.0", "name", "sbxapp", "version", "1.0");
+    json_t *entries = json_array();
+    json_array_append_new(entries, dist_info("Sbx_Mixed_Case-0.1.dist-info", "directory",
+                                             "2026-01-01T00:00:03.000Z"));
+    json_array_append_new(
+        entries, dist_info("bad name-1.0.dist-info", "directory", "2026-01-01T00:00:01.000Z"));
+    json_array_append_new(
+        entries, dist_info("handmade-1.0.dist-info", "directory", "2026-01-01T00:00:01.000Z"));
+    json_array_append_new(
+        entries, dist_info("handmade-3.0.dist-info", "directory", "2026-01-01T00:00:05.000Z"));
+    json_array_append_new(entries,
+                          dist_info("liar-1.0.dist-info", "directory", "2026-01-01T00:00:01.000Z"));
+    json_array_append_new(entries, dist_info("sbxdemo", "directory", "2026-01-01T00:00:09.500Z"));
+    json_array_append_new(
+        entries, dist_info("sbxdemo-1.0.dist-info", "directory", "2026-01-01T00:00:02.000Z"));
+    json_array_append_new(
+        entries, dist_info("sbxdemo-2.0.dist-info", "directory", "2026-01-01T00:00:09.400Z"));
+    json_array_append_new(entries,
+                          dist_info("tied-1.0.dist-info", "directory", "2026-01-01T00:00:04.000Z"));
+    json_array_append_new(entries,
+                          dist_info("tied-2.0.dist-info", "directory", "2026-01-01T00:00:04.000Z"));
+    json_array_append_new(entries, dist_info("x-1.dist-info", "file", "2026-01-01T00:00:02.000Z"));
+    json_array_append_new(entries,
+                          dist_info("-1.dist-info", "directory", "2026-01-01T00:00:02.000Z"));
+    json_array_append_new(entries,
+                          dist_info("nover-.dist-info", "directory", "2026-01-01T00:00:02.000Z"));
     json_t *list = packages_on_disk(recorded, entries, name_from_table, NULL);
     char *text = json_dumps(list, JSON_COMPACT);
     assert_string_equal(text, "[{\"name\":\"sbxdemo\",\"version\":\"2.0\"},"
+                              "{\"name\":\"tied\",\"version\":\"1.0\"},"
                               "{\"name\":\"Sbx-Mixed.Case\",\"version\":\"0.1\"},"
-                              "{\"name\":\"handmade\",\"version\":\"3.0\"}]");
+                              "{\"name\":\"handmade\",\"version\":\"3.0\"},"
+                              "{\"name\":\"liar\",\"version\":\"1.0\"}]");
     free(text);
     json_decref(list);
-    /* A recorded version whose dist-info is gone: the newest there now (by mtime). Names
-     * match as PEP 503 has them; without a real_name, a hand-installed one keeps its escape. */
+    /* Names match as PEP 503 has them; without a real_name, one installed by hand keeps the
+     * directory's escaped name. Nothing there: none. */
     json_t *old = json_pack("[{s:s, s:s}]", "name", "SbxDemo", "version", "0.5");
     list = packages_on_disk(old, entries, NULL, NULL);
     text = json_dumps(list, JSON_COMPACT);
-    assert_string_equal(text, "[{\"name\":\"SbxDemo\",\"version\":\"1.0\"},"
+    assert_string_equal(text, "[{\"name\":\"SbxDemo\",\"version\":\"2.0\"},"
                               "{\"name\":\"Sbx_Mixed_Case\",\"version\":\"0.1\"},"
-                              "{\"name\":\"handmade\",\"version\":\"3.0\"}]");
+                              "{\"name\":\"handmade\",\"version\":\"3.0\"},"
+                              "{\"name\":\"liar\",\"version\":\"1.0\"},"
+                              "{\"name\":\"tied\",\"version\":\"1.0\"}]");
     free(text);
     json_decref(list);
     json_t *none = json_array();
