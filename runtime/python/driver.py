@@ -131,7 +131,9 @@ class Channel:
         return obj
 
     def send(self, obj):
-        data = json_dumps(obj)
+        self.send_json(json_dumps(obj))
+
+    def send_json(self, data):
         frame = len(data).to_bytes(4, "big") + data
         try:
             n = posix.write(self.out_fd, frame)
@@ -1051,6 +1053,11 @@ class Driver:
             out["cpu_ns"] = int((self.cpu_seconds() - t0) * 1e9)
             out["maxrss_bytes"] = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                                       resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+        if len(out) == 3 and ok and type(exec_id) is int:
+            # The usual result, which says nothing but success: formatted directly, a few
+            # microseconds less than the encoder when the process comes back cold to its turn.
+            self.chan.send_json(b'{"op":"result","id":%d,"success":true}' % exec_id)
+            return
         self.chan.send(out)
 
     def serve(self):
