@@ -48,6 +48,8 @@ static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data)
 /* Appends n bytes to a buffer that doubles as it grows (the line being read, the output). */
 static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
 {
+    if (n == 0)
+        return; /* an empty line before any other: *buf may still be NULL */
     if (*len + n > *cap) {
         while (*cap < *len + n)
             *cap = *cap ? *cap * 2 : 65536;

@@ -91,9 +91,11 @@ if [ "$(id -u)" = 0 ]; then
     done
     left_before=$(for b in $bases; do [ -d "$b/mcp-sandbox.$victim" ] && echo "$b"; done | wc -l)
     echo | "$SBX" serve --stdio > /dev/null 2>&1
+    sweeper_rc=$?
     victim_left=$(for b in $bases; do [ -d "$b/mcp-sandbox.$victim" ] && echo "$b"; done | wc -l)
     live_kept=$(for b in $bases; do [ -d "$b/mcp-sandbox.$live/sb-live" ] && echo "$b"; done | wc -l)
     [ -n "$bases" ] && [ "$left_before" -gt 0 ] && tap_ok "cleanup: (control) a SIGKILLed server leaves its groups ($left_before)" || tap_fail "cleanup: (control) a SIGKILLed server leaves its groups (found '$bases', $left_before)"
+    [ "$sweeper_rc" = 0 ] && tap_ok "cleanup: the sweeping server ends cleanly at stdin's end" || tap_fail "cleanup: the sweeping server exited $sweeper_rc at stdin's end"
     [ "$victim_left" = 0 ] && tap_ok "cleanup: the next server removes a killed server's groups" || tap_fail "cleanup: $victim_left of a killed server's groups are left"
     [ "$live_kept" = "$(echo "$bases" | wc -l)" ] && tap_ok "cleanup: the groups of a live pid are kept" || tap_fail "cleanup: groups of a live pid were removed ($live_kept kept)"
     [ -d "$first/mcp-sandbox.$dead/sb-busy" ] && grep -qx "$busy" "$first/mcp-sandbox.$dead/sb-busy/cgroup.procs" && tap_ok "cleanup: a group that still holds a process is kept" || tap_fail "cleanup: a group holding a process was removed"
