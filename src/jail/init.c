@@ -272,19 +272,34 @@ static void report_status(int status_fd, int st)
     (void)w;
 }
 
-/* Reaps everything that exited; returns true if the workload was among them. */
-static bool reap_all(pid_t child, int status_fd)
+/* Reaps everything that exited; returns true if the workload was among them (its wait status
+ * in *workload_st). */
+static bool reap_all(pid_t child, int *workload_st)
 {
     bool workload_done = false;
     int st;
     pid_t p;
     while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
         if (p == child) {
-            report_status(status_fd, st);
+            *workload_st = st;
             workload_done = true;
         }
     }
     return workload_done;
+}
+
+/* A one-shot sandbox's end: whatever the workload left behind is killed and reaped before its
+ * status goes out, so that a caller who has the status knows that no process of the sandbox
+ * runs any more (init's own exit, the namespaces' teardown, can then overlap the caller's
+ * work). */
+static void __attribute__((noreturn)) end_sandbox(int status_fd, int workload_st)
+{
+    /* From pid 1 of a pid namespace, -1 means everything in it but init. */
+    kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
+    report_status(status_fd, workload_st);
+    _exit(0);
 }
 
 /* Persistent sandboxes: the workload (an interpreter) may die or be killed and started again
@@ -310,8 +325,11 @@ serve_persistent(struct jail_child_plan *plan, pid_t child, int status_fd, const
                     continue;
                 }
             }
-            if (reap_all(child, status_fd))
+            int st = 0;
+            if (reap_all(child, &st)) {
+                report_status(status_fd, st);
                 child = -1;
+            }
         }
         if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
             char cmd;
@@ -383,7 +401,13 @@ static void keep_plan(struct jail_child_plan *again, const struct jail_child_pla
     }
     argv[n] = NULL;
     again->argv = argv;
-    /* The environment's own strings were copied with the plan; the base ones are constants. */
+}
+
+/* A copy of the plan that init keeps past its setup: the environment's own strings were copied
+ * with it (the base ones are constants), and what it points to elsewhere is not init's. */
+static void own_plan(struct jail_child_plan *again, const struct jail_child_plan *from)
+{
+    *again = *from;
     uintptr_t store_at = (uintptr_t)from->env_store;
     for (size_t i = 0; again->envp[i]; i++) {
         uintptr_t at = (uintptr_t)from->envp[i];
@@ -393,6 +417,54 @@ static void keep_plan(struct jail_child_plan *again, const struct jail_child_pla
     again->profile = NULL;
     again->seccomp = NULL;
     again->env_to_wipe = NULL;
+}
+
+/* A deferred sandbox, built whole: says so, and waits for its command (argv's strings one
+ * after another, each with its NUL, and three fds for stdio) on the status socket. EOF there
+ * means it will get none: init ends, and the sandbox with it. Returns init's own plan for the
+ * command. */
+static const struct jail_child_plan *await_command(const struct jail_child_plan *from)
+{
+    static struct jail_child_plan armed;
+    static char store[INIT_ARGV_BYTES];
+    static char *argv[INIT_ARGV_MAX];
+    own_plan(&armed, from);
+    armed.pass_fds = NULL;
+    armed.n_pass_fds = 0;
+    struct jail_child_report ready = {.step = STEP_ARMED, .at_ns = now_ns()};
+    if (write(armed.err_fd, &ready, sizeof(ready)) != (ssize_t)sizeof(ready))
+        _exit(127);
+    struct iovec iov = {.iov_base = store, .iov_len = sizeof(store)};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do
+        n = recvmsg(armed.status_fd, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n == 0)
+        _exit(0);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    bool fds_ok = c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+                  c->cmsg_len == CMSG_LEN(3 * sizeof(int)) && !(msg.msg_flags & MSG_CTRUNC);
+    if (fds_ok)
+        memcpy(armed.stdio, CMSG_DATA(c), 3 * sizeof(int));
+    size_t argc = 0;
+    bool argv_ok = n > 1 && !(msg.msg_flags & MSG_TRUNC) && store[n - 1] == '\0' && store[0];
+    for (ssize_t at = 0; argv_ok && at < n; at += (ssize_t)strlen(store + at) + 1) {
+        if (argc + 1 >= INIT_ARGV_MAX)
+            argv_ok = false;
+        else
+            argv[argc++] = store + at;
+    }
+    argv[argc] = NULL;
+    if (!fds_ok || !argv_ok)
+        jail_child_fail(&armed, STEP_COMMAND, n < 0 ? errno : EPROTO);
+    armed.argv = argv;
+    return &armed;
 }
 
 /* A forked init is a copy of the server's memory, and its heap is the bulk of that: every page
@@ -439,6 +511,11 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     if (!const_plan->shares_memory)
         hide_command_line();
     prctl(PR_SET_DUMPABLE, 0);
+    if (const_plan->deferred) {
+        /* Armed, the sandbox may wait long: it goes with the server meanwhile too. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        const_plan = await_command(const_plan);
+    }
     pid_t child = start_workload(const_plan);
     if (child < 0)
         jail_child_fail(const_plan, STEP_FORK, errno);
@@ -455,7 +532,7 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         /* Init is a private copy of the server's memory: the plan can live on here. */
         static struct jail_child_plan again;
         static int kept_pass[16];
-        again = *const_plan;
+        own_plan(&again, const_plan);
         keep_plan(&again, const_plan);
         plan = &again;
         int next = status_fd + 1;
@@ -496,7 +573,8 @@ void jail_run_init(const struct jail_child_plan *const_plan)
             kill(child, sig);
             continue;
         }
-        if (reap_all(child, status_fd))
-            _exit(0);
+        int st = 0;
+        if (reap_all(child, &st))
+            end_sandbox(status_fd, st);
     }
 }

@@ -48,6 +48,7 @@ static const char *const step_names[] = {
     [STEP_RLIMITS] = "rlimits",
     [STEP_LANDLOCK] = "Landlock",
     [STEP_SECCOMP] = "seccomp",
+    [STEP_COMMAND] = "receiving the command",
     [STEP_FORK] = "starting the workload",
     [STEP_FDS] = "handing in file descriptors",
     [STEP_EXEC] = "exec",
@@ -314,6 +315,7 @@ static int build_plan(const struct jail_spec *spec, struct jail_child_plan *plan
     plan->pass_fds = spec->pass_fds;
     plan->n_pass_fds = spec->n_pass_fds;
     plan->persistent = spec->persistent;
+    plan->deferred = spec->deferred;
     plan->setgroups_denied = geteuid() != 0 || own_setgroups_denied();
     plan->proxy_port = spec->persistent ? spec->proxy_port : 0;
     plan->cap_last = cap_last_cap();
@@ -401,12 +403,14 @@ struct spawn_state {
  * reopens a pipe only for its owner: host root, unmapped inside, when the server is root. The
  * pipes become the sandbox user's. Anonymous pipes only, never a caller's file or terminal; a
  * rootless caller's pipes are its own uid's, which is mapped already. */
-static int give_stdio_pipes(const struct jail_child_plan *plan, uid_t host_uid, gid_t host_gid)
+static int give_stdio_pipes(const int stdio[3], uid_t host_uid)
 {
+    if (geteuid() != 0)
+        return 0;
     for (int i = 0; i < 3; i++) {
         struct statfs fs;
-        if (plan->stdio[i] >= 0 && fstatfs(plan->stdio[i], &fs) == 0 && fs.f_type == PIPEFS_MAGIC &&
-            fchown(plan->stdio[i], host_uid, host_gid) < 0)
+        if (stdio[i] >= 0 && fstatfs(stdio[i], &fs) == 0 && fs.f_type == PIPEFS_MAGIC &&
+            fchown(stdio[i], host_uid, host_uid) < 0)
             return -errno;
     }
     return 0;
@@ -429,6 +433,8 @@ static int prepare_locked(struct spawn_state *st, struct sbx_err *err)
     struct jail_child_plan *plan = &st->plan;
     struct sbx_err sub = {0};
 
+    if (spec->deferred && (spec->persistent || spec->share_memory))
+        return sbx_fail(err, EINVAL, "a deferred sandbox is one-shot and has its own memory");
     if (build_plan(spec, plan) < 0)
         return sbx_fail(err, E2BIG, "the sandbox's environment does not fit (%zu bytes at most)",
                         sizeof(plan->env_store));
@@ -471,13 +477,14 @@ static int prepare_locked(struct spawn_state *st, struct sbx_err *err)
         j->limits_backend = "rlimit";
     }
     plan->cgroup_active = j->cg != NULL;
-    int r = geteuid() == 0 ? give_stdio_pipes(plan, spec->cfg->host_uid, spec->cfg->host_uid) : 0;
+    int r = give_stdio_pipes(plan->stdio, spec->cfg->host_uid);
     if (r < 0)
         return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
 
     if (pipe2(st->sync_pipe, O_CLOEXEC) < 0 || pipe2(st->err_pipe, O_CLOEXEC) < 0 ||
-        (spec->persistent ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st->status_pipe)
-                          : pipe2(st->status_pipe, O_CLOEXEC)) < 0)
+        (spec->persistent || spec->deferred
+             ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st->status_pipe)
+             : pipe2(st->status_pipe, O_CLOEXEC)) < 0)
         return sbx_fail_errno(err, errno, "pipe");
     plan->sync_fd = st->sync_pipe[0];
     plan->err_fd = st->err_pipe[1];
@@ -554,7 +561,9 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
 
 /* The child's report on the error pipe: init's STEP_EXECED record, or the step that failed.
  * EOF alone (init gone before it could report) counts as an exec, as it always has: what
- * became of the sandbox then shows in its status. */
+ * became of the sandbox then shows in its status. A deferred sandbox reports twice: STEP_ARMED
+ * when its setup has ended (the pipe stays open), then its command's exec; there EOF is a
+ * failure, since no command of the caller's ran. */
 static int await_exec(struct jail *j, struct sbx_err *err)
 {
     struct jail_child_report ce;
@@ -563,14 +572,19 @@ static int await_exec(struct jail *j, struct sbx_err *err)
         n = read(j->setup_fd, &ce, sizeof(ce));
     while (n < 0 && errno == EINTR);
     uint64_t seen = now_ns();
-    cleanup_closep(&j->setup_fd);
-    /* The setup ends at the exec itself, as init saw it; seeing it here comes a wake-up later
-     * (0.3 ms and more on this kind of machine, much more under load). */
-    bool execed = n == (ssize_t)sizeof(ce) && ce.step == STEP_EXECED;
-    j->setup_ns =
-        (execed && ce.at_ns > j->setup_t0 && ce.at_ns <= seen ? ce.at_ns : seen) - j->setup_t0;
-    if (execed)
+    bool arming = j->deferred && !j->armed;
+    bool ok = n == (ssize_t)sizeof(ce) && ce.step == (arming ? STEP_ARMED : STEP_EXECED);
+    if (!ok || !arming)
+        cleanup_closep(&j->setup_fd);
+    /* The setup ends at the exec itself (or the arming), as init saw it; seeing it here comes a
+     * wake-up later (0.3 ms and more on this kind of machine, much more under load). */
+    uint64_t t0 = j->command_sent ? j->command_t0 : j->setup_t0;
+    uint64_t took = (ok && ce.at_ns > t0 && ce.at_ns <= seen ? ce.at_ns : seen) - t0;
+    *(j->command_sent ? &j->command_ns : &j->setup_ns) = took;
+    if (ok) {
+        j->armed = j->armed || arming;
         return 0;
+    }
     if (n == (ssize_t)sizeof(ce)) {
         const char *what =
             (ce.step > 0 && (size_t)ce.step < ARRAY_SIZE(step_names) && step_names[ce.step])
@@ -582,6 +596,9 @@ static int await_exec(struct jail *j, struct sbx_err *err)
     }
     if (n != 0)
         return sbx_fail(err, EPROTO, "sandbox setup ended without a report");
+    if (j->deferred)
+        return sbx_fail(err, EPIPE, "the sandbox ended before %s",
+                        arming ? "its setup did" : "its command started");
     return 0;
 }
 
@@ -829,8 +846,11 @@ static struct jail *jail_new(const struct jail_spec *spec)
     j->pidfd = j->status_fd = j->root_fd = j->proxy_fd = j->setup_fd = -1;
     j->pid = -1;
     j->persistent = spec->persistent;
+    j->deferred = spec->deferred;
+    j->stdio_owner = spec->cfg->host_uid;
     j->expect_proxy = spec->persistent && spec->proxy_port;
-    snprintf(j->command, sizeof(j->command), "%s", spec->argv[0]);
+    snprintf(j->command, sizeof(j->command), "%s",
+             spec->deferred || !spec->argv ? "" : spec->argv[0]);
     return j;
 }
 
@@ -846,7 +866,7 @@ static void spawn_state_close(struct spawn_state *st)
 int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *err)
 {
     struct jail *j = NULL;
-    if (!spec->share_memory || spec->persistent) {
+    if (!spec->share_memory || spec->persistent || spec->deferred) {
         if (jail_spawn_begin(spec, &j, err) < 0)
             return -1;
         if (jail_spawn_end(j, err) < 0) {
@@ -896,6 +916,95 @@ int jail_spawn_end(struct jail *j, struct sbx_err *err)
     if (await_exec(j, err) < 0 || spawn_finish(j, err) < 0)
         return -1;
     return 0;
+}
+
+int jail_start_command(struct jail *j, char *const *argv, const int stdio[3], struct sbx_err *err)
+{
+    if (!j->deferred || !j->armed || j->command_sent || j->setup_fd < 0)
+        return sbx_fail(err, EINVAL, "the sandbox is not waiting for a command");
+    /* What init takes: argv's strings one after another, each with its NUL. */
+    char blob[INIT_ARGV_BYTES];
+    size_t len = 0, n = 0;
+    for (; argv && argv[n]; n++) {
+        size_t l = strlen(argv[n]) + 1;
+        if (n + 1 >= INIT_ARGV_MAX || l > sizeof(blob) - len)
+            return sbx_fail(err, E2BIG,
+                            "the command line does not fit a sandbox made ahead (%d arguments "
+                            "and %d bytes at most)",
+                            INIT_ARGV_MAX - 1, INIT_ARGV_BYTES);
+        memcpy(blob + len, argv[n], l);
+        len += l;
+    }
+    if (n == 0 || !argv[0][0])
+        return sbx_fail(err, EINVAL, "no command given");
+    for (int i = 0; i < 3; i++)
+        if (fcntl(stdio[i], F_GETFD) < 0)
+            return sbx_fail_errno(err, EBADF, "the command's fd %d", i);
+    int r = give_stdio_pipes(stdio, j->stdio_owner);
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
+    snprintf(j->command, sizeof(j->command), "%s", argv[0]);
+    struct iovec iov = {.iov_base = blob, .iov_len = len};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    memcpy(CMSG_DATA(c), stdio, 3 * sizeof(int));
+    j->command_t0 = now_ns();
+    ssize_t w;
+    do
+        w = sendmsg(j->status_fd, &msg, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)len)
+        return sbx_fail_errno(err, w < 0 ? errno : EPROTO, "handing the sandbox its command");
+    j->command_sent = true;
+    return 0;
+}
+
+int jail_command_end(struct jail *j, struct sbx_err *err)
+{
+    if (!j->command_sent || j->setup_fd < 0)
+        return sbx_fail(err, EINVAL, "no command is starting");
+    if (await_exec(j, err) < 0)
+        return -1;
+    fcntl(j->status_fd, F_SETFL, O_NONBLOCK);
+    j->workload_running = true;
+    return 0;
+}
+
+void jail_build_key(const struct sbx_profile *p, const struct sbx_config *cfg,
+                    struct jail_build_key *key)
+{
+    memset(key, 0, sizeof(*key));
+    key->version = 1;
+    key->memory_bytes = p->memory_bytes;
+    key->workspace_bytes = p->workspace_bytes;
+    key->workspace_inodes = p->workspace_inodes;
+    key->tmp_bytes = p->tmp_bytes;
+    key->fsize_bytes = p->fsize_bytes;
+    key->stack_bytes = p->stack_bytes;
+    key->cpu_millicpus = p->cpu_millicpus;
+    key->pids = p->pids;
+    key->nofile = p->nofile;
+    key->timeout_ms = p->timeout_ms;
+    key->sandbox_uid = cfg->sandbox_uid;
+    key->host_uid = cfg->host_uid;
+    key->allow_degraded = cfg->allow_degraded;
+    struct stat st;
+    if (stat("/proc/self/exe", &st) == 0) {
+        key->engine_dev = st.st_dev;
+        key->engine_ino = st.st_ino;
+        key->engine_size = (uint64_t)st.st_size;
+        key->engine_mtime_ns =
+            (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+    }
 }
 
 int jail_workload_status(struct jail *j, int *exit_code, int *term_signal)

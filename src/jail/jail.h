@@ -33,7 +33,27 @@ struct jail_spec {
     /* A one-shot caller that lives as long as this, its only sandbox (mcp-sandbox run): init
      * may share the caller's memory rather than copy it. Ignored when persistent. */
     bool share_memory;
+    /* One-shot, with the command to come: the sandbox is built whole, every layer on, and
+     * init then waits for argv and stdio (jail_start_command). argv and the stdio fds here are
+     * not used. The run pool keeps sandboxes ready this way. Not with persistent or
+     * share_memory. */
+    bool deferred;
 };
+
+/* What decides how a sandbox is built, as bytes: two spawns with equal keys build the same
+ * sandbox, so a deferred one made for one key may serve a caller that has that key. The
+ * engine's own identity (this executable) is part of it: another build may build another
+ * sandbox. */
+struct jail_build_key {
+    uint64_t memory_bytes, workspace_bytes, workspace_inodes, tmp_bytes, fsize_bytes, stack_bytes;
+    uint64_t engine_dev, engine_ino, engine_size, engine_mtime_ns;
+    uint32_t cpu_millicpus, pids, nofile;
+    uint32_t timeout_ms; /* RLIMIT_CPU where no cgroup holds the CPU */
+    uint32_t sandbox_uid, host_uid, allow_degraded;
+    uint32_t version;
+};
+void jail_build_key(const struct sbx_profile *profile, const struct sbx_config *cfg,
+                    struct jail_build_key *key);
 
 struct jail_usage {
     uint64_t memory_peak_bytes;
@@ -60,8 +80,14 @@ struct jail {
     int setup_fd;               /* jail_spawn_begin: readable once the setup has ended, else -1 */
     uint64_t setup_t0;          /* when the clone began */
     bool persistent;
-    bool expect_proxy; /* spec.proxy_port: the listener comes with the setup's end */
-    char command[128]; /* argv[0], for "cannot run ..." */
+    bool deferred;
+    bool armed;          /* deferred: the setup has ended, init waits for the command */
+    bool command_sent;   /* deferred: jail_start_command has handed it over */
+    uint64_t command_t0; /* when it was handed over */
+    uint64_t command_ns; /* from then until the exec, as init saw it */
+    uid_t stdio_owner;   /* a root caller's pipes go to this host uid (see jail_start_command) */
+    bool expect_proxy;   /* spec.proxy_port: the listener comes with the setup's end */
+    char command[128];   /* argv[0], for "cannot run ..." */
     bool reaped;
     int init_status;              /* wait status of init, valid when reaped */
     struct rusage rusage;         /* of init and what it reaped */
@@ -78,11 +104,20 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
  * the caller destroys j. Not for spec.share_memory. */
 int jail_spawn_begin(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
 int jail_spawn_end(struct jail *j, struct sbx_err *err);
+/* A deferred sandbox whose setup has ended (jail_spawn_end returned 0: every layer is on, init
+ * waits): hand it its command. stdio (three open fds; the caller keeps its own) become fds
+ * 0, 1 and 2 inside. Does not wait: j->setup_fd becomes readable once the command has been
+ * exec'd or could not be, and jail_command_end says which (as jail_spawn_end does for a
+ * spawn's command). */
+int jail_start_command(struct jail *j, char *const *argv, const int stdio[3], struct sbx_err *err);
+int jail_command_end(struct jail *j, struct sbx_err *err);
 /* The environment every sandbox starts from ("NAME=value", NULL-terminated); nothing of the
  * caller's is in it. Commands composed with a whole environment of their own start from it. */
 extern const char *const jail_base_env[];
 
-/* Persistent sandboxes. status_fd is non-blocking and readable when the workload ends.
+/* Persistent sandboxes, and deferred ones once their command runs. status_fd is non-blocking
+ * and readable when the workload ends (a one-shot sandbox's record comes once init has killed
+ * and reaped everything else in it, just before init itself ends).
  * jail_workload_status reads one record: 1 with the exit code or signal, 0 if none is there. */
 int jail_workload_status(struct jail *j, int *exit_code, int *term_signal);
 /* Kill every process in the sandbox except init; a status record follows if the workload

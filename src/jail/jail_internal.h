@@ -13,6 +13,7 @@
 /* Which setup step failed in the child: reported to the parent over the error pipe. */
 enum jail_step {
     STEP_EXECED = 0, /* no failure: init's report that the command was exec'd */
+    STEP_ARMED,      /* no failure: a deferred sandbox is built and waits for its command */
     STEP_SYNC,
     STEP_CGROUP_NS,
     STEP_HOSTNAME,
@@ -26,13 +27,15 @@ enum jail_step {
     STEP_RLIMITS,
     STEP_LANDLOCK,
     STEP_SECCOMP,
+    STEP_COMMAND,
     STEP_FORK,
     STEP_FDS,
     STEP_EXEC,
 };
 
 /* What the child writes on the error pipe: the step that failed and its errno, or, once,
- * STEP_EXECED with the moment init saw the command's exec. */
+ * STEP_EXECED with the moment init saw the command's exec (a deferred sandbox's init first
+ * writes STEP_ARMED, with the moment it began to wait for the command). */
 struct jail_child_report {
     int32_t step;
     int32_t err;
@@ -52,8 +55,10 @@ struct jail_child_plan {
     size_t n_pass_fds;
     int sync_fd;     /* parent writes a byte when the id maps, then one when the cgroup, is set */
     int err_fd;      /* cloexec: EOF at exec means success */
-    int status_fd;   /* init reports the workload's wait status (a socket when persistent) */
+    int status_fd;   /* init reports the workload's wait status (a socket when persistent or
+                      * deferred) */
     bool persistent; /* init outlives the workload and can start it again */
+    bool deferred;   /* argv and stdio come later, over status_fd (jail_start_command) */
     /* The server is not root (it writes the id maps unprivileged, which denies setgroups in
      * the new user namespace), or setgroups is denied in its own user namespace already. */
     bool setgroups_denied;
@@ -90,8 +95,9 @@ int jail_setup_rootfs(const struct jail_child_plan *plan, enum jail_step *step);
 /* caps.c: drop every capability (bounding, ambient, inheritable, permitted, effective). */
 int jail_drop_caps(int cap_last);
 
-/* What a persistent init keeps of the command line to start the workload again (argv's
- * pointers, NULL included, and its strings); a longer one is refused before the clone. */
+/* What a persistent init keeps of the command line to start the workload again, and what a
+ * deferred init can take (argv's pointers, NULL included, and its strings); a longer one is
+ * refused before it is sent. */
 #define INIT_ARGV_MAX   256
 #define INIT_ARGV_BYTES (32 * 1024)
 
