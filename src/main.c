@@ -16,6 +16,7 @@ static const char usage_text[] =
     "  serve --stdio              serve MCP over stdin/stdout (for Claude Desktop, Cursor, ...)\n"
     "  serve --http ADDR:PORT     serve MCP over Streamable HTTP at /mcp\n"
     "  run [OPTIONS] -- CMD...    run CMD in a fresh sandbox (see `run --help`)\n"
+    "  pool [--size N]            keep sandboxes ready for run (see `pool --help`)\n"
     "  doctor                     check which isolation layers this machine offers\n"
     "  config --print             show the effective configuration and where each value came from\n"
     "\n"
@@ -28,10 +29,8 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-    {"serve", cmd_serve},
-    {"run", cmd_run},
-    {"doctor", cmd_doctor},
-    {"config", cmd_config},
+    {"serve", cmd_serve},   {"run", cmd_run},       {"pool", cmd_pool},
+    {"doctor", cmd_doctor}, {"config", cmd_config},
 };
 
 /* Global flags that take a value, mapped to the config key they set. */

@@ -38,6 +38,7 @@ bool cli_is_stop_signal(int sig);
 
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_pool(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_config(int argc, char **argv, struct cli_ctx *ctx);
 

@@ -9,6 +9,7 @@
 
 #include "jail/jail.h"
 #include "lib/log.h"
+#include "run_pool_client.h"
 #include "lib/outbuf.h"
 #include "lib/util.h"
 
@@ -206,6 +207,8 @@ struct run_report {
     uint64_t duration_ns;
     struct jail_usage usage;
     double setup_us;
+    bool pooled;            /* the run pool's sandbox, built before the run */
+    double handover_us;     /* pooled: the command handed over until its exec */
     struct stream *streams; /* stdout, stderr; NULL when the command never started */
     const char *limits_backend;
     const char *degraded; /* comma-separated */
@@ -226,6 +229,9 @@ static void print_report(const struct run_report *r)
     json_object_set_new(rep, "memory_peak_bytes",
                         json_integer((json_int_t)r->usage.memory_peak_bytes));
     json_object_set_new(rep, "setup_us", json_real(r->setup_us));
+    json_object_set_new(rep, "pooled", json_boolean(r->pooled));
+    if (r->pooled)
+        json_object_set_new(rep, "handover_us", json_real(r->handover_us));
     static const char *const names[] = {"stdout", "stderr"};
     struct stream *of[2] = {r->streams, r->streams ? &r->streams[1] : NULL};
     char key[32];
@@ -254,21 +260,66 @@ static void print_report(const struct run_report *r)
     json_decref(rep);
 }
 
+/* The sandbox the command runs in: one built here (j), or one of the run pool's (pool_fd),
+ * which reports how the command ended and what it used. */
+struct target {
+    struct jail *j;
+    int pool_fd;
+    struct run_pool_report pool_report;
+    bool pool_lost; /* the pool went away before it reported */
+};
+
+static int target_fd(const struct target *t)
+{
+    return t->j ? t->j->pidfd : t->pool_fd;
+}
+
+static void target_signal(struct target *t, int sig)
+{
+    if (t->j)
+        jail_signal(t->j, sig);
+    else
+        run_pool_signal(t->pool_fd, sig);
+}
+
+static void target_kill(struct target *t)
+{
+    if (t->j)
+        jail_kill(t->j);
+    else
+        run_pool_signal(t->pool_fd, SIGKILL);
+}
+
+/* 1 once the command has ended and nothing of it runs any more, else 0. */
+static int target_try_end(struct target *t, int *exit_code, int *term_signal)
+{
+    if (t->j)
+        return jail_try_reap(t->j, exit_code, term_signal) == 1;
+    int r = run_pool_take_end(t->pool_fd, &t->pool_report);
+    if (r == 0)
+        return 0;
+    t->pool_lost = r < 0;
+    /* A pool that went away took its sandboxes with it. */
+    *exit_code = t->pool_lost ? -1 : t->pool_report.exit_code;
+    *term_signal = t->pool_lost ? SIGKILL : t->pool_report.term_signal;
+    return 1;
+}
+
 /* Ctrl-Z: init stops every process in the sandbox, then this one stops as a shell expects (by
  * SIGTSTP itself, which the kernel discards in an orphaned process group, where nothing would
  * ever continue us). Returns how long we stood stopped. */
-static uint64_t stop_with_sandbox(struct jail *j)
+static uint64_t stop_with_sandbox(struct target *t)
 {
-    uint64_t t = now_ns();
-    jail_signal(j, SIGTSTP);
+    uint64_t at = now_ns();
+    target_signal(t, SIGTSTP);
     sigset_t tstp;
     sigemptyset(&tstp);
     sigaddset(&tstp, SIGTSTP);
     raise(SIGTSTP); /* pending while blocked: its default action runs as it is unblocked */
     sigprocmask(SIG_UNBLOCK, &tstp, NULL);
     sigprocmask(SIG_BLOCK, &tstp, NULL);
-    jail_signal(j, SIGCONT);
-    return now_ns() - t;
+    target_signal(t, SIGCONT);
+    return now_ns() - at;
 }
 
 #define RUN_OUTPUT_CAP (1u << 20) /* per stream, for --json, unless configured */
@@ -277,6 +328,74 @@ static uint64_t stop_with_sandbox(struct jail *j)
  * ended the command. */
 #define FLUSH_GRACE_NS 1000000000ull
 
+/* How long a run pool may take to start the command before run builds its own sandbox. */
+#define POOL_ANSWER_MS 1000
+
+/* The shell's codes for a command that did not start: not found 127; found but not runnable
+ * (a directory, no x bit, no format the kernel knows) 126; the sandbox itself failed 125. */
+static int status_not_started(int code)
+{
+    return code == ENOENT ? 127 : code == EACCES || code == EISDIR || code == ENOEXEC ? 126 : 125;
+}
+
+static int not_started(const struct run_opts *o, const struct sbx_err *err, uint64_t t0)
+{
+    fprintf(stderr, "mcp-sandbox: %s\n", err->msg);
+    int status = status_not_started(err->code);
+    if (o->json)
+        print_report(&(struct run_report){.exit_code = status,
+                                          .duration_ns = now_ns() - t0,
+                                          .limits_backend = "none",
+                                          .error = err->msg});
+    return status;
+}
+
+struct stdio_pipes {
+    int out[2], err[2], in[2];
+};
+
+static int make_pipes(struct stdio_pipes *p)
+{
+    if (pipe2(p->out, O_CLOEXEC) < 0 || pipe2(p->err, O_CLOEXEC) < 0 ||
+        pipe2(p->in, O_CLOEXEC) < 0) {
+        perror("mcp-sandbox: pipe");
+        return -1;
+    }
+    return 0;
+}
+
+static void close_pipes(struct stdio_pipes *p)
+{
+    for (int i = 0; i < 2; i++) {
+        cleanup_closep(&p->out[i]);
+        cleanup_closep(&p->err[i]);
+        cleanup_closep(&p->in[i]);
+    }
+}
+
+/* Offers the command to a run pool (run.pool = auto or required). SERVED: t->pool_fd runs it.
+ * MISSED: the pipes are made anew (a pool that answered late may hold the old ones), and run
+ * builds its own sandbox, unless the pool is required. */
+static enum run_pool_answer offer_to_pool(struct cli_ctx *ctx, const struct run_opts *o,
+                                          char *const *argv, struct stdio_pipes *pipes,
+                                          struct target *t, struct sbx_err *why)
+{
+    cleanup_free char *path = NULL;
+    if (run_pool_socket_path(&ctx->cfg, &path, why) < 0)
+        return RUN_POOL_MISSED;
+    struct jail_build_key key;
+    jail_build_key(&o->profile, &ctx->cfg, &key);
+    int stdio[3] = {pipes->in[0], pipes->out[1], pipes->err[1]};
+    enum run_pool_answer a = run_pool_offer(path, &key, sizeof(key), argv, stdio, POOL_ANSWER_MS,
+                                            &t->pool_fd, &t->pool_report, why);
+    if (a == RUN_POOL_MISSED) {
+        close_pipes(pipes);
+        if (make_pipes(pipes) < 0)
+            return RUN_POOL_FAILED;
+    }
+    return a;
+}
+
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 {
     struct run_opts o = {0};
@@ -284,10 +403,31 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     int rc = parse_args(argc, argv, ctx, &o, &cmd_idx);
     if (rc >= 0)
         return rc;
-    rc = cli_rerun_in_own_scope(ctx);
-    if (rc >= 0)
-        return rc;
     signal(SIGPIPE, SIG_IGN);
+    struct stdio_pipes pipes;
+    if (make_pipes(&pipes) < 0)
+        return 1;
+    struct target t = {.pool_fd = -1};
+    struct sbx_err err = {0};
+    uint64_t t0 = now_ns();
+    /* A signal before the pool has answered ends us as it would any program: the pool kills
+     * what it started for a connection that closed. */
+    enum run_pool_answer pool = RUN_POOL_MISSED;
+    if (strcmp(ctx->cfg.run_pool, "off") != 0) {
+        pool = offer_to_pool(ctx, &o, &argv[cmd_idx], &pipes, &t, &err);
+        if (pool == RUN_POOL_FAILED)
+            return not_started(&o, &err, t0);
+        if (pool == RUN_POOL_MISSED && strcmp(ctx->cfg.run_pool, "required") == 0) {
+            fprintf(stderr, "mcp-sandbox: run.pool = \"required\", and no run pool served: %s\n",
+                    err.msg);
+            return 125;
+        }
+    }
+    if (pool == RUN_POOL_MISSED) {
+        rc = cli_rerun_in_own_scope(ctx);
+        if (rc >= 0)
+            return rc;
+    }
     /* Taken from a signalfd in the loop, so that a Ctrl-C reaches the command and never
      * leaves this process dead with its cgroups behind. Blocked before the spawn: the spawner
      * and init inherit the mask (and block everything anyway); the command gets a clean one. */
@@ -295,54 +435,38 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     cli_passed_signals(&passed);
     sigaddset(&passed, SIGTSTP);
     sigprocmask(SIG_BLOCK, &passed, NULL);
+    if (pool == RUN_POOL_MISSED) {
+        struct jail_spec spec = {
+            .profile = &o.profile,
+            .cfg = &ctx->cfg,
+            .argv = &argv[cmd_idx],
+            .stdin_fd = pipes.in[0],
+            .stdout_fd = pipes.out[1],
+            .stderr_fd = pipes.err[1],
+            .name = NULL,         /* this process's only sandbox: its cgroup is mcp-sandbox.<pid> */
+            .share_memory = true, /* we live exactly as long as it: init needs no copy of us */
+        };
+        t0 = now_ns();
+        if (jail_spawn(&spec, &t.j, &err) < 0) {
+            jail_shutdown();
+            return not_started(&o, &err, t0);
+        }
+        /* And init is spared outright where we may lower the score (root with
+         * CAP_SYS_RESOURCE): the kernel applies it to every process of this memory, init's
+         * too, not the command's. */
+        if (t.j->cg)
+            write_file_str("/proc/self/oom_score_adj", "-1000");
+    }
     int sig_fd = signalfd(-1, &passed, SFD_CLOEXEC | SFD_NONBLOCK);
+    close(pipes.in[0]);
+    close(pipes.out[1]);
+    close(pipes.err[1]);
+    fcntl(pipes.out[0], F_SETFL, O_NONBLOCK);
+    fcntl(pipes.err[0], F_SETFL, O_NONBLOCK);
+    fcntl(pipes.in[1], F_SETFL, O_NONBLOCK);
 
-    int out_pipe[2], err_pipe[2], in_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 ||
-        pipe2(in_pipe, O_CLOEXEC) < 0) {
-        perror("mcp-sandbox: pipe");
-        return 1;
-    }
-    struct jail_spec spec = {
-        .profile = &o.profile,
-        .cfg = &ctx->cfg,
-        .argv = &argv[cmd_idx],
-        .stdin_fd = in_pipe[0],
-        .stdout_fd = out_pipe[1],
-        .stderr_fd = err_pipe[1],
-        .name = NULL,         /* this process's only sandbox: its cgroup is mcp-sandbox.<pid> */
-        .share_memory = true, /* we live exactly as long as it: init needs no copy of us */
-    };
-    struct sbx_err err = {0};
-    struct jail *j = NULL;
-    uint64_t t0 = now_ns();
-    if (jail_spawn(&spec, &j, &err) < 0) {
-        fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
-        jail_shutdown();
-        /* A shell's codes: not found 127; found but not runnable (a directory, no x bit,
-         * no format the kernel knows) 126; the sandbox itself failed 125. */
-        int status = err.code == ENOENT                                                ? 127
-                     : err.code == EACCES || err.code == EISDIR || err.code == ENOEXEC ? 126
-                                                                                       : 125;
-        if (o.json)
-            print_report(&(struct run_report){.exit_code = status,
-                                              .duration_ns = now_ns() - t0,
-                                              .limits_backend = "none",
-                                              .error = err.msg});
-        return status;
-    }
-    /* And init is spared outright where we may lower the score (root with CAP_SYS_RESOURCE):
-     * the kernel applies it to every process of this memory, init's too, not the command's. */
-    if (j->cg)
-        write_file_str("/proc/self/oom_score_adj", "-1000");
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
-
-    struct stream streams[2] = {{.fd = out_pipe[0], .out_fd = 1}, {.fd = err_pipe[0], .out_fd = 2}};
+    struct stream streams[2] = {{.fd = pipes.out[0], .out_fd = 1},
+                                {.fd = pipes.err[0], .out_fd = 2}};
     /* A command's output is kept to 1 MiB per stream unless the configuration says otherwise
      * (its own default, 64 KiB, is for tool results, which a model reads). */
     size_t cap = config_source_of(&ctx->cfg, "isolation.output_cap_bytes") == CONFIG_SRC_DEFAULT
@@ -350,7 +474,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
                      : ctx->cfg.output_cap_bytes;
     outbuf_init(&streams[0].buf, cap);
     outbuf_init(&streams[1].buf, cap);
-    int child_in = in_pipe[1];
+    int child_in = pipes.in[1];
     bool stdin_open = true;
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
@@ -367,7 +491,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     while (!abandoned_by && (!exited || streams[0].fd >= 0 || streams[1].fd >= 0 ||
                              streams[0].len || streams[1].len)) {
         struct pollfd pfd[6];
-        int n = 0, i_in = -1, i_child = -1, i_pid = -1, i_sig = -1, i_stream[2] = {-1, -1};
+        int n = 0, i_in = -1, i_child = -1, i_end = -1, i_sig = -1, i_stream[2] = {-1, -1};
         for (int k = 0; k < 2; k++) {
             /* A chunk to pass on waits for our reader; only then is more read. */
             if (streams[k].len)
@@ -380,7 +504,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         if (child_in >= 0 && in_len > in_off)
             i_child = n, pfd[n++] = (struct pollfd){child_in, POLLOUT, 0};
         if (!exited)
-            i_pid = n, pfd[n++] = (struct pollfd){j->pidfd, POLLIN, 0};
+            i_end = n, pfd[n++] = (struct pollfd){target_fd(&t), POLLIN, 0};
         if (sig_fd >= 0)
             i_sig = n, pfd[n++] = (struct pollfd){sig_fd, POLLIN, 0};
         uint64_t now = now_ns(), until = exited ? flush_until : deadline;
@@ -392,7 +516,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
             break;
         if (!exited && !timed_out && now_ns() >= deadline) {
             timed_out = true;
-            jail_kill(j);
+            target_kill(&t);
         }
         if (exited && now_ns() >= flush_until) {
             grace_over = true;
@@ -434,26 +558,26 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
             while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
                 int sig = (int)si.ssi_signo;
                 if (sig == SIGTSTP) {
-                    uint64_t stopped = stop_with_sandbox(j);
+                    uint64_t stopped = stop_with_sandbox(&t);
                     deadline += stopped;
                     if (flush_until != UINT64_MAX)
                         flush_until += stopped;
                 } else if (exited) {
                     abandoned_by = sig; /* told to go while output waited for its reader */
                 } else if (!cli_is_stop_signal(sig)) {
-                    jail_signal(j, sig); /* SIGUSR1 and the like: the command's to handle */
+                    target_signal(&t, sig); /* SIGUSR1 and the like: the command's to handle */
                 } else {
                     /* The first goes to the command (through init), which may handle it; a
                      * second means stop now. */
                     if (signals_seen++ == 0)
-                        jail_signal(j, sig);
+                        target_signal(&t, sig);
                     else
-                        jail_kill(j);
+                        target_kill(&t);
                 }
             }
         }
-        if (i_pid >= 0 && pfd[i_pid].revents) {
-            if (jail_try_reap(j, &exit_code, &term_signal) == 1) {
+        if (i_end >= 0 && pfd[i_end].revents) {
+            if (target_try_end(&t, &exit_code, &term_signal) == 1) {
                 exited = true;
                 /* Told to stop (or timed out): output is not held for long after the end. */
                 if (timed_out || signals_seen)
@@ -469,15 +593,23 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     uint64_t duration_ns = now_ns() - t0;
     /* Without --json only the OOM verdict is needed. */
     struct jail_usage usage = {0};
-    if (o.json)
-        jail_read_usage(j, &usage);
-    else
-        usage.oom_killed = jail_oom_killed(j);
+    if (!t.j) {
+        usage.memory_peak_bytes = t.pool_report.memory_peak_bytes;
+        usage.cpu_ns = t.pool_report.cpu_ns;
+        usage.oom_killed = t.pool_report.oom_killed;
+    } else if (o.json) {
+        jail_read_usage(t.j, &usage);
+    } else {
+        usage.oom_killed = jail_oom_killed(t.j);
+    }
     bool oom = usage.oom_killed && !timed_out;
+    const char *degraded = t.j ? t.j->degraded : t.pool_report.degraded;
 
     int status;
     if (timed_out)
         status = 124;
+    else if (t.pool_lost)
+        status = 125;
     else if (oom)
         status = 137;
     else if (term_signal)
@@ -489,17 +621,24 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     if (abandoned_by)
         status = 128 + abandoned_by;
 
+    if (t.pool_lost && !timed_out)
+        fprintf(stderr, "mcp-sandbox: the run pool ended while the command ran (it was "
+                        "killed with the pool's sandboxes)\n");
     if (o.json) {
-        print_report(&(struct run_report){.exit_code = exit_code,
-                                          .term_signal = term_signal,
-                                          .timed_out = timed_out,
-                                          .oom_killed = oom,
-                                          .duration_ns = duration_ns,
-                                          .usage = usage,
-                                          .setup_us = (double)j->setup_ns / 1e3,
-                                          .streams = streams,
-                                          .limits_backend = j->limits_backend,
-                                          .degraded = j->degraded});
+        print_report(&(struct run_report){
+            .exit_code = exit_code,
+            .term_signal = term_signal,
+            .timed_out = timed_out,
+            .oom_killed = oom,
+            .duration_ns = duration_ns,
+            .usage = usage,
+            .setup_us = (double)(t.j ? t.j->setup_ns : t.pool_report.setup_ns) / 1e3,
+            .pooled = !t.j,
+            .handover_us = (double)t.pool_report.command_ns / 1e3,
+            .streams = streams,
+            .limits_backend = t.j ? t.j->limits_backend : t.pool_report.limits_backend,
+            .degraded = degraded,
+            .error = t.pool_lost ? "the run pool ended while the command ran" : NULL});
     } else if (timed_out) {
         fprintf(stderr, "mcp-sandbox: timed out after %u s; everything in the sandbox was killed\n",
                 o.profile.timeout_ms / 1000);
@@ -513,8 +652,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         fprintf(stderr, "mcp-sandbox: output the reader had not taken was dropped (%s)\n",
                 abandoned_by ? "a signal came after the command ended"
                              : "a second after a stopped or timed-out command ended");
-    if (j->degraded[0])
-        fprintf(stderr, "mcp-sandbox: DEGRADED: running without %s\n", j->degraded);
+    if (degraded[0])
+        fprintf(stderr, "mcp-sandbox: DEGRADED: running without %s\n", degraded);
     outbuf_free(&streams[0].buf);
     outbuf_free(&streams[1].buf);
     if (child_in >= 0)
@@ -522,11 +661,15 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     for (int i = 0; i < 2; i++)
         if (streams[i].fd >= 0)
             close(streams[i].fd);
-    /* The groups of a run that was SIGKILLed are removed by the next one (about 30 us here,
-     * once the caller has its output). */
-    jail_sweep_stale();
-    jail_destroy(j);
-    jail_shutdown();
+    if (t.j) {
+        /* The groups of a run that was SIGKILLed are removed by the next one that builds its
+         * own sandbox (about 30 us here, once the caller has its output). */
+        jail_sweep_stale();
+        jail_destroy(t.j);
+        jail_shutdown();
+    } else {
+        close(t.pool_fd);
+    }
     if (sig_fd >= 0)
         close(sig_fd);
     return status;

@@ -58,6 +58,7 @@ struct sbx_cgroup {
      * first use. */
     int peak_fd; /* memory high-water mark */
     int cpu_fd;  /* CPU time used */
+    int oom_fd;  /* OOM kills */
 };
 
 /* The probe reads /proc/self/cgroup and /proc/self/mountinfo once each: it runs in every `run`
@@ -458,7 +459,7 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
     if (kind == CGROUP_BACKEND_V2 && v2_step_aside(err) < 0)
         return -1;
     struct sbx_cgroup *cg = xcalloc(1, sizeof(*cg));
-    cg->peak_fd = cg->cpu_fd = -1;
+    cg->peak_fd = cg->cpu_fd = cg->oom_fd = -1;
     cg->kind = kind;
     for (int c = 0; c < nctrl(kind); c++) {
         if (!name) {
@@ -699,9 +700,12 @@ uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg)
 
 uint64_t cgroup_oom_kills(struct sbx_cgroup *cg)
 {
-    if (cg->kind == CGROUP_BACKEND_V2)
-        return read_keyed(cg->dir[0], "memory.events", "oom_kill");
-    return read_keyed(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill");
+    bool v2 = cg->kind == CGROUP_BACKEND_V2;
+    uint64_t v = 0;
+    if (pread_number(&cg->oom_fd, cg->dir[v2 ? 0 : V1_MEMORY],
+                     v2 ? "memory.events" : "memory.oom_control", "oom_kill", &v) < 0)
+        v = 0;
+    return v;
 }
 
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
@@ -786,6 +790,8 @@ int cgroup_destroy(struct sbx_cgroup *cg)
         close(cg->peak_fd);
     if (cg->cpu_fd >= 0)
         close(cg->cpu_fd);
+    if (cg->oom_fd >= 0)
+        close(cg->oom_fd);
     /* Children first: a group with a child cannot be removed. */
     char *dirs[2 + V1__COUNT] = {cg->write_dir, cg->run_dir};
     for (int c = 0; c < nctrl(cg->kind); c++)

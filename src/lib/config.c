@@ -51,6 +51,8 @@ static const struct key_def global_keys[] = {
     G("isolation.host_uid", KT_U32, host_uid, 1, 4294967294u),
     G("isolation.default_profile", KT_STRING, default_profile, 0, 0),
     G("isolation.output_cap_bytes", KT_SIZE, output_cap_bytes, 1024, 1ull << 30),
+    G("run.pool", KT_STRING, run_pool, 0, 0),
+    G("run.pool_socket", KT_STRING, run_pool_socket, 0, 0),
     G("limits.max_sandboxes", KT_U32, max_sandboxes, 1, 100000),
     G("limits.max_sandboxes_per_owner", KT_U32, max_sandboxes_per_owner, 1, 100000),
     G("limits.idle_ttl_s", KT_U32, idle_ttl_s, 1, 31536000),
@@ -225,6 +227,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->host_uid = 65534;
     cfg->default_profile = xstrdup("standard");
     cfg->output_cap_bytes = 64ull << 10;
+    cfg->run_pool = xstrdup("auto");
     cfg->max_sandboxes = 64;
     cfg->max_sandboxes_per_owner = 16;
     cfg->idle_ttl_s = 1800;
@@ -672,6 +675,10 @@ int config_check(struct sbx_config *cfg, struct sbx_err *err)
     if (!config_profile(cfg, cfg->default_profile))
         return sbx_fail(err, EINVAL, "isolation.default_profile = \"%s\" names no profile",
                         cfg->default_profile);
+    if (strcmp(cfg->run_pool, "auto") != 0 && strcmp(cfg->run_pool, "off") != 0 &&
+        strcmp(cfg->run_pool, "required") != 0)
+        return sbx_fail(err, EINVAL, "run.pool = \"%s\" must be \"auto\", \"off\" or \"required\"",
+                        cfg->run_pool);
     return 0;
 }
 

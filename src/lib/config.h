@@ -63,6 +63,10 @@ struct sbx_config {
     char *default_profile;     /* "standard" */
     uint64_t output_cap_bytes; /* captured output per stream, head+tail kept */
 
+    /* [run]: `mcp-sandbox run` and the run pool that serves it (`mcp-sandbox pool`) */
+    char *run_pool;        /* "auto": a pool that answers serves; "off"; "required" */
+    char *run_pool_socket; /* empty: run-pool.sock in the state directory */
+
     /* [limits] */
     uint32_t max_sandboxes;
     uint32_t max_sandboxes_per_owner;

@@ -1,10 +1,13 @@
 #include "util.h"
 
+#include "err.h"
+
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static void oom(void)
@@ -399,4 +402,25 @@ bool json_text_values_within(const char *s, size_t n, size_t max)
         }
     }
     return true;
+}
+
+int mkdir_parents(const char *path, struct sbx_err *err)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+            return sbx_fail_errno(err, errno, "creating %s", dir);
+        *p = '/';
+    }
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return sbx_fail_errno(err, errno, "creating the state directory %s", dir);
+    return 0;
 }

@@ -84,6 +84,11 @@ struct fs_ids {
 struct fs_ids fs_ids_switch(uid_t uid, gid_t gid);
 void fs_ids_restore(struct fs_ids old);
 
+struct sbx_err;
+/* Creates the directories above path (mode 0700) that do not exist yet; the last component of
+ * path (a file to come) is left alone. Returns 0, or -1 with err naming the one that failed. */
+int mkdir_parents(const char *path, struct sbx_err *err);
+
 /* Write all of buf, retrying on EINTR/partial writes. Returns 0 or -errno. */
 int write_all(int fd, const void *buf, size_t len);
 /* Read a whole small file into a NUL-terminated buffer (at most max bytes). Returns -errno. */

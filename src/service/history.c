@@ -139,27 +139,6 @@ static sqlite3_stmt *stmt(struct history *h, enum stmt_id id)
     return s;
 }
 
-static int mkdir_parents(const char *path, struct sbx_err *err)
-{
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-            return sbx_fail_errno(err, errno, "creating %s", dir);
-        *p = '/';
-    }
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return sbx_fail_errno(err, errno, "creating the state directory %s", dir);
-    return 0;
-}
-
 static int migrate(struct history *h, struct sbx_err *err)
 {
     sqlite3_stmt *s = NULL;

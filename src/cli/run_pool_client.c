@@ -1,0 +1,164 @@
+#include "run_pool_client.h"
+
+#include "util.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+int run_pool_socket_path(const struct sbx_config *cfg, char **out, struct sbx_err *err)
+{
+    if (cfg->run_pool_socket && cfg->run_pool_socket[0]) {
+        *out = xstrdup(cfg->run_pool_socket);
+        return 0;
+    }
+    char *dir = NULL;
+    if (config_state_dir(cfg, &dir, err) < 0)
+        return -1;
+    *out = xasprintf("%s/run-pool.sock", dir);
+    free(dir);
+    return 0;
+}
+
+/* Non-blocking throughout: a pool that is stopped or swamped (its backlog full) is a miss at
+ * once, never a wait. */
+static int connect_to(const char *path, struct sbx_err *why)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(a.sun_path))
+        return sbx_fail(why, ENAMETOOLONG, "the pool's socket path is too long: %s", path);
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return sbx_fail_errno(why, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        int e = errno;
+        close(fd);
+        return sbx_fail_errno(why, e, "no run pool answers at %s", path);
+    }
+    return fd;
+}
+
+/* One whole message, waited for at most wait_ms (-1: as long as it takes). */
+static bool receive(int fd, int wait_ms, char *buf, size_t size, struct run_pool_msg *m)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, wait_ms);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return false;
+    ssize_t n = recv(fd, buf, size, MSG_DONTWAIT | MSG_TRUNC);
+    return n > 0 && (size_t)n <= size && run_pool_decode(buf, (size_t)n, m);
+}
+
+static int send_with_fds(int fd, const char *buf, size_t len, const int stdio[3])
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(3 * sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    memcpy(CMSG_DATA(c), stdio, 3 * sizeof(int));
+    ssize_t w;
+    do
+        w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    return w == (ssize_t)len ? 0 : -1;
+}
+
+enum run_pool_answer run_pool_offer(const char *path, const void *key, size_t key_len,
+                                    char *const *argv, const int stdio[3], int wait_ms, int *fd,
+                                    struct run_pool_report *started, struct sbx_err *why)
+{
+    *fd = -1;
+    static char buf[RUN_POOL_MSG_MAX];
+    size_t len = run_pool_encode_request(buf, sizeof(buf), key, key_len, argv);
+    if (len == 0) {
+        sbx_fail(why, E2BIG, "the command line is longer than the run pool takes");
+        return RUN_POOL_MISSED;
+    }
+    int c = connect_to(path, why);
+    if (c < 0)
+        return RUN_POOL_MISSED;
+    if (send_with_fds(c, buf, len, stdio) < 0) {
+        sbx_fail_errno(why, errno, "the run pool did not take the request");
+        close(c);
+        return RUN_POOL_MISSED;
+    }
+    static struct run_pool_msg m;
+    if (!receive(c, wait_ms, buf, sizeof(buf), &m)) {
+        sbx_fail(why, ETIMEDOUT, "the run pool gave no answer within %d ms", wait_ms);
+        close(c);
+        return RUN_POOL_MISSED;
+    }
+    switch (m.type) {
+    case RP_STARTED:
+        *started = m.report;
+        *fd = c;
+        return RUN_POOL_SERVED;
+    case RP_FAILED:
+        sbx_fail(why, m.code > 0 ? m.code : EIO, "%s", m.text);
+        close(c);
+        return RUN_POOL_FAILED;
+    case RP_MISS:
+        sbx_fail(why, EAGAIN, "%s", m.text);
+        break;
+    default:
+        sbx_fail(why, EPROTO, "the run pool answered out of turn");
+        break;
+    }
+    close(c);
+    return RUN_POOL_MISSED;
+}
+
+int run_pool_signal(int fd, int sig)
+{
+    char buf[16];
+    size_t n = sig == SIGKILL ? run_pool_encode_bare(buf, sizeof(buf), RP_KILL)
+                              : run_pool_encode_signal(buf, sizeof(buf), sig);
+    return send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)n ? 0 : -errno;
+}
+
+int run_pool_take_end(int fd, struct run_pool_report *ended)
+{
+    char buf[1024];
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    static struct run_pool_msg m;
+    if (n <= 0 || (size_t)n > sizeof(buf) || !run_pool_decode(buf, (size_t)n, &m) ||
+        m.type != RP_ENDED)
+        return -1;
+    *ended = m.report;
+    return 1;
+}
+
+int run_pool_query(const char *path, char *text, size_t size, struct sbx_err *err)
+{
+    int fd = connect_to(path, err);
+    if (fd < 0)
+        return -1;
+    char buf[RUN_POOL_TEXT_MAX + 64];
+    size_t n = run_pool_encode_bare(buf, sizeof(buf), RP_QUERY);
+    static struct run_pool_msg m;
+    int rc = 0;
+    if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
+        rc = sbx_fail_errno(err, errno, "asking the run pool at %s", path);
+    else if (!receive(fd, 5000, buf, sizeof(buf), &m) || m.type != RP_STATE)
+        rc = sbx_fail(err, EPROTO, "the run pool at %s gave no answer", path);
+    else
+        snprintf(text, size, "%s", m.text);
+    close(fd);
+    return rc;
+}
