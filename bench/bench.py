@@ -43,9 +43,19 @@ def cold_md(c):
                          f"{p['min_ms']:.2f} | {p['max_ms']:.2f} | {p['ratio_median']:.3f}{every} | "
                          f"{p['isolates']} |")
     s = c["engine_setup_us"]
-    lines += ["", f"{c['rounds']} interleaved rounds. Engine setup (clone until the exec of the "
-              f"command, measured inside the program): median {s['median']:.0f} us, min "
-              f"{s['min']:.0f}, p99 {s['p99']:.0f}, max {s['max']:.0f} (n={s['n']}).", ""]
+    lines += ["", f"{c['rounds']} interleaved rounds. Engine setup, built on demand (clone until "
+              f"the exec of the command, measured inside the program): median {s['median']:.0f} "
+              f"us, min {s['min']:.0f}, p99 {s['p99']:.0f}, max {s['max']:.0f} (n={s['n']})."]
+    if "pool_setup_us" in c:
+        ps, h = c["pool_setup_us"], c["pool_handover_us"]
+        lines += [f"The run pool's sandboxes: built (clone until armed) in {ps['median']:.0f} us "
+                  f"at the median (min {ps['min']:.0f}, max {ps['max']:.0f}), before their run; "
+                  f"a command's handover, from the pool into the sandbox until its exec, "
+                  f"{h['median']:.0f} us (min {h['min']:.0f}, max {h['max']:.0f}; n={h['n']}). "
+                  "After each pooled run the harness waits, untimed, until the pool has built "
+                  "the sandbox that replaces the one used, so that the rebuild runs in no "
+                  "peer's time."]
+    lines += [""]
     if c.get("cgroup_base"):
         lines += [f"The OCI peers' cgroups are created under `{c['cgroup_base']}` (beneath this "
                   "process's own cgroup in every hierarchy) and removed afterwards."

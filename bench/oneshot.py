@@ -9,6 +9,7 @@ pids) in a cgroup beneath this process's own."""
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -201,9 +202,59 @@ class OciPeers:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def peers(binary, oci):
+class RunPool:
+    """`mcp-sandbox pool` in a state directory of its own, for the engine's pooled row; closed
+    (SIGTERM, which removes its sandboxes and socket) by close."""
+
+    def __init__(self, binary):
+        self.dir = tempfile.mkdtemp(prefix="mcp-bench-pool-")
+        self.socket = os.path.join(self.dir, "run-pool.sock")
+        self.base = [binary, "--state-dir", self.dir]
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.p = subprocess.Popen(self.base + ["pool", "--size", "2"], stdout=subprocess.DEVNULL,
+                                  stderr=self.log)
+        self.error = None
+        deadline = time.monotonic() + 30
+        while not self.full() and time.monotonic() < deadline and self.p.poll() is None:
+            time.sleep(0.02)
+        if not self.full():
+            self.log.seek(0)
+            self.error = "mcp-sandbox pool did not come up: " + self.log.read().strip()[-240:]
+
+    def full(self):
+        """Whether every sandbox the pool keeps is ready (asked over its socket: a query is the
+        two bytes 'Q', version 1; the answer is a text with ready=N size=M per profile)."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as c:
+                c.connect(self.socket)
+                c.send(b"Q\x01")
+                answer = c.recv(4096)
+        except OSError:
+            return False
+        text = answer[10:].decode(errors="replace")  # type, version, code, length
+        fields = dict(f.split("=", 1) for f in text.split() if "=" in f)
+        return bool(fields) and fields.get("ready") == fields.get("size")
+
+    def wait_full(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while not self.full() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def peers(binary, oci, pool):
     """Dicts: name, argv (None if it cannot run here), what it isolates, why not, every (runs in
-    one round out of every N), role ("reference", "peer" or "helper")."""
+    one round out of every N), role ("reference", "peer" or "helper"), env (added to ours)."""
     bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
              "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
@@ -222,10 +273,17 @@ def peers(binary, oci):
         dict(name="firejail --net=none",
              argv=["firejail", "--quiet", "--noprofile", "--net=none"] + PY,
              isolates="namespaces + seccomp (its default filter); no cgroup limits"),
-        dict(name="mcp-sandbox run (standard, all layers)",
-             argv=[binary, "run", "--profile", "standard", "--"] + PY,
+        dict(name="mcp-sandbox run (standard, all layers, from the run pool)",
+             argv=pool.base + ["run", "--profile", "standard", "--"] + PY,
+             env={"MCP_SANDBOX_RUN_POOL": "required"}, pool=pool,
              isolates="all namespaces, new root, seccomp, Landlock, cgroup limits, caps "
-                      "dropped, uid 65534"),
+                      "dropped, uid 65534; the sandbox was built before the run by "
+                      "`mcp-sandbox pool`, and serves this run only"),
+        dict(name="mcp-sandbox run (standard, all layers, built on demand)",
+             argv=[binary, "run", "--profile", "standard", "--"] + PY,
+             env={"MCP_SANDBOX_RUN_POOL": "off"},
+             isolates="all namespaces, new root, seccomp, Landlock, cgroup limits, caps "
+                      "dropped, uid 65534; the sandbox is built in the run"),
         dict(name="crun (OCI bundle)" + (", via nsenter" if oci.mntns else ""),
              argv=oci.argv("crun"), isolates=oci_what + "; no Landlock"),
         dict(name="runc (OCI bundle)", argv=oci.argv("runc"),
@@ -245,8 +303,12 @@ def peers(binary, oci):
         r.setdefault("role", "peer")
         r.setdefault("every", 1)
         r.setdefault("why", None)
+        r.setdefault("env", None)
+        r.setdefault("pool", None)
         exe = r["argv"][0]
-        if shutil.which(exe) is None and not os.path.exists(exe):
+        if r["pool"] and r["pool"].error:
+            r["why"] = r["pool"].error
+        elif shutil.which(exe) is None and not os.path.exists(exe):
             r["why"] = f"{exe} is not installed"
             if exe != binary:
                 r["why"] += "; " + packaged(packages.get(exe, exe))
@@ -258,10 +320,21 @@ def peers(binary, oci):
     return rows
 
 
-def time_once(argv):
+def environment(row):
+    return dict(os.environ, **row["env"]) if row["env"] else None
+
+
+def time_once(row):
+    """One timed run of the row's command. A pooled run is followed by a wait (not timed) until
+    the pool has built the sandbox that replaces the one used: the pool's rebuild runs in no
+    peer's time, its own row's included."""
+    env = environment(row)
     t = time.perf_counter()
-    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return (time.perf_counter() - t) * 1000.0, r.returncode
+    r = subprocess.run(row["argv"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    took = (time.perf_counter() - t) * 1000.0
+    if row["pool"]:
+        row["pool"].wait_full()
+    return took, r.returncode
 
 
 def summarize(xs):
@@ -271,19 +344,23 @@ def summarize(xs):
 
 def run(binary, rounds):
     oci = OciPeers()
+    pool = RunPool(binary)
     try:
-        return measure(binary, rounds, oci)
+        return measure(binary, rounds, oci, pool)
     finally:
+        pool.close()
         oci.close()
 
 
-def measure(binary, rounds, oci):
-    rows = peers(binary, oci)
+def measure(binary, rounds, oci, pool):
+    rows = peers(binary, oci, pool)
     # Each peer must print 1 and exit 0 here, or it is reported with what it said instead.
     for r in rows:
         if r["why"]:
             continue
-        p = subprocess.run(r["argv"], capture_output=True, text=True)
+        p = subprocess.run(r["argv"], capture_output=True, text=True, env=environment(r))
+        if r["pool"]:
+            pool.wait_full()
         want = "" if r["role"] == "helper" else "1"
         if p.returncode != 0 or p.stdout.strip() != want:
             err = (p.stderr.strip() or p.stdout.strip())[-240:]
@@ -295,7 +372,7 @@ def measure(binary, rounds, oci):
     ratios = {r["name"]: [] for r in live}
     for _ in range(2):  # warm the page cache for everyone alike
         for r in live:
-            time_once(r["argv"])
+            time_once(r)
     for i in range(rounds):
         # Interleaved: every peer once per round (a slow one every N rounds), so drift hits
         # all alike, and each ratio is against the reference of the same round.
@@ -303,21 +380,31 @@ def measure(binary, rounds, oci):
         for r in live:
             if i % r["every"]:
                 continue
-            t, _ = time_once(r["argv"])
+            t, _ = time_once(r)
             samples[r["name"]].append(t)
             if r is ref:
                 t_ref = t
             else:
                 ratios[r["name"]].append(t / t_ref)
-    setup = []
+    # The setup of a sandbox built on demand, and of the pool's (built before its run; the
+    # handover is the command's way from the pool into the sandbox until its exec).
+    setup, pooled_setup, handover = [], [], []
     for _ in range(max(10, rounds // 2)):
-        out = subprocess.run([binary, "run", "--json", "--"] + PY, capture_output=True, text=True)
+        out = subprocess.run([binary, "run", "--json", "--"] + PY, capture_output=True, text=True,
+                             env=dict(os.environ, MCP_SANDBOX_RUN_POOL="off"))
         setup.append(json.loads(out.stdout)["setup_us"])
+        if not pool.error:
+            out = subprocess.run(pool.base + ["run", "--json", "--"] + PY, capture_output=True,
+                                 text=True, env=dict(os.environ, MCP_SANDBOX_RUN_POOL="required"))
+            rep = json.loads(out.stdout)
+            pooled_setup.append(rep["setup_us"])
+            handover.append(rep["handover_us"])
+            pool.wait_full()
     result = {"reference": ref["name"], "rounds": rounds, "peers": [],
               "cgroup_base": oci.base, "crun_mount_namespace": bool(oci.mntns)}
     for r in rows:
         entry = {"name": r["name"], "isolates": r["isolates"], "role": r["role"],
-                 "argv": r["argv"]}
+                 "argv": r["argv"], "env": r["env"]}
         if r["why"]:
             entry["not_run"] = r["why"]
         else:
@@ -325,9 +412,16 @@ def measure(binary, rounds, oci):
             entry["every"] = r["every"]
             entry["ratio_median"] = 1.0 if r is ref else statistics.median(ratios[r["name"]])
         result["peers"].append(entry)
-    result["engine_setup_us"] = {"median": statistics.median(setup), "min": min(setup),
-                                 "max": max(setup), "p99": pct(setup, 99), "n": len(setup)}
+    result["engine_setup_us"] = summarize_us(setup)
+    if pooled_setup:
+        result["pool_setup_us"] = summarize_us(pooled_setup)
+        result["pool_handover_us"] = summarize_us(handover)
     return result
+
+
+def summarize_us(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "p99": pct(xs, 99),
+            "n": len(xs)}
 
 
 def packaged(name):
