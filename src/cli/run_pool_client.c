@@ -91,13 +91,17 @@ enum run_pool_answer run_pool_offer(const char *path, const void *key, size_t ke
     int c = connect_to(path, why);
     if (c < 0)
         return RUN_POOL_MISSED;
-    if (send_with_fds(c, buf, len, stdio) < 0) {
-        sbx_fail_errno(why, errno, "the run pool did not take the request");
-        close(c);
-        return RUN_POOL_MISSED;
-    }
     static struct run_pool_msg m;
-    if (!receive(c, wait_ms, buf, sizeof(buf), &m)) {
+    if (send_with_fds(c, buf, len, stdio) < 0) {
+        /* A pool that refuses at once (another uid, too many runs) has closed before the
+         * request went: its answer is waiting all the same. */
+        int e = errno;
+        if (!receive(c, 0, buf, sizeof(buf), &m) || m.type != RP_MISS) {
+            sbx_fail_errno(why, e, "the run pool did not take the request");
+            close(c);
+            return RUN_POOL_MISSED;
+        }
+    } else if (!receive(c, wait_ms, buf, sizeof(buf), &m)) {
         sbx_fail(why, ETIMEDOUT, "the run pool gave no answer within %d ms", wait_ms);
         close(c);
         return RUN_POOL_MISSED;

@@ -728,7 +728,7 @@ static int listen_at(struct run_pool *p, const char *path, struct sbx_err *err)
     p->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (p->listen_fd < 0)
         return sbx_fail_errno(err, errno, "socket");
-    mode_t old = umask(0077); /* created 0600, never wider for a moment */
+    mode_t old = umask(0177); /* created 0600, never wider for a moment */
     int r = bind(p->listen_fd, (struct sockaddr *)&a, sizeof(a));
     int e = errno;
     umask(old);

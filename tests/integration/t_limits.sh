@@ -3,7 +3,9 @@
 backend=$("$SBX" run --json -- /bin/true | python3 -c 'import json,sys; print(json.load(sys.stdin)["limits_backend"])')
 is_root && expect "limits: root uses cgroup limits" "^cgroup-v[12]$" "$backend"
 is_root || expect "limits: rootless falls back to rlimits, and says so" "^rlimit$" "$backend"
-marker="mcp-sbx-marker-$$-$RANDOM"
+# Put together inside the sandbox, so that run's own command line does not hold it.
+tag="marker-$$-$RANDOM"
+marker="mcp-sbx-$tag"
 start=$(date +%s%N)
 "$SBX" run --timeout 1 -- /bin/sh -c "sleep 1000 & /bin/sh -c 'while :; do :; done'" >/dev/null 2>&1; rc=$?
 ms=$((($(date +%s%N) - start) / 1000000))
@@ -11,7 +13,7 @@ ms=$((($(date +%s%N) - start) / 1000000))
 out=$("$SBX" run --timeout 5 -- /bin/true; echo rc=$?); expect "limits: (control) a short command finishes inside the timeout" "rc=0" "$out"
 # A double-forked setsid daemon does not outlive the sandbox. bash, not dash, for exec -a; the
 # control sees the daemon alive while its sandbox still runs, so the check cannot pass vacuously.
-"$SBX" run --timeout 10 -- /bin/bash -c "setsid /bin/bash -c 'exec -a $marker sleep 1000' </dev/null >/dev/null 2>&1 & sleep 1.5; exit 0" >/dev/null 2>&1 &
+"$SBX" run --timeout 10 -- /bin/bash -c "m=mcp-sbx; setsid /bin/bash -c \"exec -a \$m-$tag sleep 1000\" </dev/null >/dev/null 2>&1 & sleep 1.5; exit 0" >/dev/null 2>&1 &
 runner=$!
 alive=0
 for _ in $(seq 1 40); do grep -qs -- "[m]${marker#m}" /proc/[0-9]*/cmdline && { alive=1; break; }; sleep 0.05; done

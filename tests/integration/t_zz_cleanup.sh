@@ -1,7 +1,9 @@
 # After 200 sandboxes have come and gone, nothing is left: processes, mounts, cgroups, temp dirs.
 # Processes are counted by a marker in their argv, so other suites running as the same uid on
 # this machine (rootless runs share uid 65534) cannot skew the count.
-marker="mcp-sbx-cleanup-$$-$RANDOM"
+# Put together inside the sandbox, so that run's own command line does not hold it.
+tag="cleanup-$$-$RANDOM"
+marker="mcp-sbx-$tag"
 # "[m]..." matches the marker but not the grep that searches for it.
 count_procs() { grep -ls -- "[m]${marker#m}" /proc/[0-9]*/cmdline 2>/dev/null | wc -l; }
 count_mounts() { wc -l < /proc/self/mountinfo; }
@@ -24,7 +26,7 @@ list_tmp() {
     for d in $tmpdirs; do find "$d" -mindepth 1 -maxdepth 1 -user "$(id -u)"; done | sort -u
 }
 # Control: a marked process is counted while its sandbox runs.
-"$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & sleep 1" >/dev/null 2>&1 &
+"$SBX" run -- /bin/bash -c "(m=mcp-sbx; exec -a \$m-$tag sleep 5) & sleep 1" >/dev/null 2>&1 &
 runner=$!
 seen=0
 for _ in $(seq 1 40); do [ "$(count_procs)" -gt 0 ] && { seen=1; break; }; sleep 0.05; done
@@ -34,14 +36,14 @@ p0=$(count_procs); m0=$(count_mounts); c0=$(count_cgroups); list_tmp > "${TMPDIR
 run_200() {
     local fails=0
     for i in $(seq 1 200); do
-        "$SBX" run -- /bin/bash -c "(exec -a $marker sleep 5) & echo x > /workspace/f" >/dev/null 2>&1 || fails=$((fails + 1))
+        "$SBX" run -- /bin/bash -c "(m=mcp-sbx; exec -a \$m-$tag sleep 5) & echo x > /workspace/f" >/dev/null 2>&1 || fails=$((fails + 1))
     done
     echo "$fails"
 }
 if [ "$(id -u)" = 0 ]; then
     # In a mount namespace of our own whose /tmp starts empty: the mounts and temp entries
     # counted there are ours alone, whatever other programs on this machine do meanwhile.
-    out=$(SBX=$SBX marker=$marker unshare -m --propagation private bash -c "
+    out=$(SBX=$SBX tag=$tag unshare -m --propagation private bash -c "
         mount -t tmpfs -o mode=1777 sbx-cleanup-tmp /tmp || exit 1
         $(declare -f run_200 count_mounts)
         m0=\$(count_mounts)
