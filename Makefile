@@ -71,8 +71,8 @@ $(BUILD)/libmcpsbx.a: $(LIB_OBJS) $(RUNTIME_OBJS) $(BUILD)/gen/seccomp_filter.o 
 	ar rcs $@ $^
 
 # Two executables from one library (src/front/serve_exec.c says why). mcp-sandbox is what hosts
-# and users start: run, doctor and config, and serve by exec'ing mcp-sandbox-server from its own
-# directory. It links libc and jansson only: its serve_exec.o satisfies cmd_serve, so the
+# and users start: run, pool, doctor and config, and serve by exec'ing mcp-sandbox-server from its
+# own directory. It links libc and jansson only: its serve_exec.o satisfies cmd_serve, so the
 # archive's server objects never come in, and a heavy library reaching the run path fails here.
 # It is also linked statically (static-pie, so still randomised): no loader, no libc and jansson
 # to map and relocate, no lazy PLT resolution in the forked sandbox child. That saved 54 of 178

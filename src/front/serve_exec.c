@@ -5,7 +5,7 @@
  * libtasn1, ...), SQLite and nettle. Loading those costs every process that starts: on this
  * machine kind (expensive page faults) `mcp-sandbox --version` took 6.2 ms with them against
  * 2.1 ms with libc and jansson alone, and `run` paid it on every cold sandbox. The front end
- * (run, doctor, config) links only libc and jansson, so a heavy dependency creeping into the
+ * (run, pool, doctor, config) links only libc and jansson, so a heavy dependency creeping into the
  * run path breaks its link instead of slowing it down. Server start pays one exec, once. */
 #include "cli/cli.h"
 
