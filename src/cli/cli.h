@@ -24,6 +24,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_rerun_in_own_scope(struct cli_ctx *ctx);
 /* First thing in main: a copy started by cli_rerun_in_own_scope tells the original. */
 void cli_scope_copy_started(void);
+/* Whether this process is such a copy. */
+bool cli_is_scope_copy(void);
 /* The signals run passes on to the command, and the original to its copy: SIGINT, SIGTERM,
  * SIGHUP, SIGQUIT, and every other that another process sends to end one by default (SIGUSR1,
  * SIGUSR2, SIGALRM, SIGIO, SIGVTALRM, SIGPROF, SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ and the

@@ -2,6 +2,7 @@
  * in the foreground until SIGINT or SIGTERM; `pool --status` asks a running one. */
 #include "cli.h"
 
+#include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -77,16 +78,10 @@ int cmd_pool(int argc, char **argv, struct cli_ctx *ctx)
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case O_SIZE: {
-            char *end;
-            errno = 0;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (!optarg[0] || *end || errno || v < 1 || v > POOL_SIZE_MAX ||
-                strspn(optarg, "0123456789") != strlen(optarg))
+        case O_SIZE:
+            if (parse_u32(optarg, 1, POOL_SIZE_MAX, &size) < 0)
                 return cli_usage_error("pool: --size wants a number from 1 to %d", POOL_SIZE_MAX);
-            size = (uint32_t)v;
             break;
-        }
         case O_PROFILE: {
             const struct sbx_profile *p = config_profile(&ctx->cfg, optarg);
             if (!p)
@@ -122,8 +117,17 @@ int cmd_pool(int argc, char **argv, struct cli_ctx *ctx)
     int rc = cli_rerun_in_own_scope(ctx);
     if (rc >= 0)
         return rc;
+    /* A run could get cgroup limits in a scope of its own where the pool has none: the pool's
+     * sandboxes would then be weaker than the ones they stand in for. */
+    if (cgroup_backend(NULL) == CGROUP_BACKEND_NONE && cgroup_v2_needs_delegation()) {
+        fprintf(stderr, "mcp-sandbox: the run pool has no cgroup of its own to set limits in, "
+                        "where a run could have one: start it in a delegated scope "
+                        "(systemd-run --user --scope -p Delegate=yes mcp-sandbox pool)\n");
+        return 1;
+    }
 
-    /* Each sandbox holds a few fds here (pidfd, status, setup), and each run one more. */
+    /* Each sandbox holds a few fds here (pidfd, status, setup, and with a cgroup the three
+     * its report reads), and each run one more. */
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
         nofile.rlim_cur = nofile.rlim_max;

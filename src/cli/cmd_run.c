@@ -31,19 +31,6 @@ struct run_opts {
     bool json;
 };
 
-static int parse_u32(const char *s, uint32_t *out, uint32_t min, uint32_t max)
-{
-    /* Digits only: strtoul would also take " 5", "+5" and "-5". */
-    if (!*s || strspn(s, "0123456789") != strlen(s))
-        return -1;
-    errno = 0;
-    unsigned long v = strtoul(s, NULL, 10);
-    if (errno || v < min || v > max)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opts *o, int *cmd_idx)
 {
     enum { O_PROFILE = 1, O_MEMORY, O_CPUS, O_TIMEOUT, O_PIDS, O_WS, O_JSON, O_HELP };
@@ -118,11 +105,11 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
     if (cpus && parse_cpus(cpus, 10, 1024000, &o->profile.cpu_millicpus) < 0)
         return cli_usage_error("run: --cpus wants a number from 0.01 to 1024, e.g. 0.5");
     uint32_t t;
-    if (timeout && parse_u32(timeout, &t, 1, 86400) < 0)
+    if (timeout && parse_u32(timeout, 1, 86400, &t) < 0)
         return cli_usage_error("run: --timeout wants whole seconds from 1 to 86400");
     if (timeout)
         o->profile.timeout_ms = t * 1000;
-    if (pids && parse_u32(pids, &o->profile.pids, 4, 1000000) < 0)
+    if (pids && parse_u32(pids, 4, 1000000, &o->profile.pids) < 0)
         return cli_usage_error("run: --pids wants a number from 4 upward");
     *cmd_idx = optind;
     return -1;
@@ -338,6 +325,10 @@ static uint64_t stop_with_sandbox(struct target *t)
  * ended the command. */
 #define FLUSH_GRACE_NS 1000000000ull
 
+/* How long a kill may take to show as the end before it is sent again, or (a run pool's
+ * sandbox) the pool is given up on. */
+#define KILL_GRACE_NS 2000000000ull
+
 /* How long a run pool may take to start the command before run builds its own sandbox. */
 #define POOL_ANSWER_MS 1000
 
@@ -348,13 +339,15 @@ static int status_not_started(int code)
     return code == ENOENT ? 127 : code == EACCES || code == EISDIR || code == ENOEXEC ? 126 : 125;
 }
 
-static int not_started(const struct run_opts *o, const struct sbx_err *err, uint64_t t0)
+static int not_started(const struct run_opts *o, const struct sbx_err *err, uint64_t t0,
+                       bool pooled)
 {
     fprintf(stderr, "mcp-sandbox: %s\n", err->msg);
     int status = status_not_started(err->code);
     if (o->json)
         print_report(&(struct run_report){.exit_code = status,
                                           .duration_ns = now_ns() - t0,
+                                          .pooled = pooled,
                                           .limits_backend = "none",
                                           .error = err->msg});
     return status;
@@ -383,27 +376,27 @@ static void close_pipes(struct stdio_pipes *p)
     }
 }
 
-/* Offers the command to a run pool (run.pool = auto or required). SERVED: t->pool_fd runs it.
- * MISSED: the pipes are made anew (a pool that answered late may hold the old ones), and run
- * builds its own sandbox, unless the pool is required. */
-static enum run_pool_answer offer_to_pool(struct cli_ctx *ctx, const struct run_opts *o,
-                                          char *const *argv, struct stdio_pipes *pipes,
-                                          struct target *t, struct sbx_err *why)
+/* Offers the command to a run pool (run.pool = auto or required): *answer says what became of
+ * it. SERVED: t->pool_fd runs it. MISSED: the pipes are made anew (a pool that answered late
+ * may hold the old ones), and run builds its own sandbox, unless the pool is required.
+ * Returns -1 when the pipes could not be made again (said on stderr). */
+static int offer_to_pool(struct cli_ctx *ctx, const struct run_opts *o, char *const *argv,
+                         struct stdio_pipes *pipes, struct target *t, enum run_pool_answer *answer,
+                         struct sbx_err *why)
 {
+    *answer = RUN_POOL_MISSED;
     cleanup_free char *path = NULL;
     if (run_pool_socket_path(&ctx->cfg, &path, why) < 0)
-        return RUN_POOL_MISSED;
+        return 0;
     struct jail_build_key key;
     jail_build_key(&o->profile, &ctx->cfg, &key);
     int stdio[3] = {pipes->in[0], pipes->out[1], pipes->err[1]};
-    enum run_pool_answer a = run_pool_offer(path, &key, sizeof(key), argv, stdio, POOL_ANSWER_MS,
-                                            &t->pool_fd, &t->pool_report, why);
-    if (a == RUN_POOL_MISSED) {
-        close_pipes(pipes);
-        if (make_pipes(pipes) < 0)
-            return RUN_POOL_FAILED;
-    }
-    return a;
+    *answer = run_pool_offer(path, &key, sizeof(key), argv, stdio, POOL_ANSWER_MS, &t->pool_fd,
+                             &t->pool_report, why);
+    if (*answer != RUN_POOL_MISSED)
+        return 0;
+    close_pipes(pipes);
+    return make_pipes(pipes);
 }
 
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
@@ -420,13 +413,26 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     struct target t = {.pool_fd = -1};
     struct sbx_err err = {0};
     uint64_t t0 = now_ns();
-    /* A signal before the pool has answered ends us as it would any program: the pool kills
-     * what it started for a connection that closed. */
+    /* Taken from a signalfd in the loop, so that a Ctrl-C reaches the command and never
+     * leaves this process dead with its cgroups behind. Blocked before the pool is asked (one
+     * that comes while it starts the command reaches the command too) and before the spawn:
+     * the spawner and init inherit the mask (and block everything anyway); the command gets a
+     * clean one. */
+    sigset_t passed, unblocked;
+    cli_passed_signals(&passed);
+    sigaddset(&passed, SIGTSTP);
+    sigprocmask(SIG_BLOCK, &passed, &unblocked);
+    /* Made before the spawn, as it always was: made after it, the sanitizer build's init (which
+     * shares our memory) died of SIGSEGV in about 1 run in 60 under load (the release build
+     * in none of 300); we did not find why. */
+    int sig_fd = signalfd(-1, &passed, SFD_CLOEXEC | SFD_NONBLOCK);
+    /* The copy that runs in a scope of its own was offered to the pool already. */
     enum run_pool_answer pool = RUN_POOL_MISSED;
-    if (strcmp(ctx->cfg.run_pool, "off") != 0) {
-        pool = offer_to_pool(ctx, &o, &argv[cmd_idx], &pipes, &t, &err);
+    if (strcmp(ctx->cfg.run_pool, "off") != 0 && !cli_is_scope_copy()) {
+        if (offer_to_pool(ctx, &o, &argv[cmd_idx], &pipes, &t, &pool, &err) < 0)
+            return 1;
         if (pool == RUN_POOL_FAILED)
-            return not_started(&o, &err, t0);
+            return not_started(&o, &err, t0, true);
         if (pool == RUN_POOL_MISSED && strcmp(ctx->cfg.run_pool, "required") == 0) {
             fprintf(stderr, "mcp-sandbox: run.pool = \"required\", and no run pool served: %s\n",
                     err.msg);
@@ -434,18 +440,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         }
     }
     if (pool == RUN_POOL_MISSED) {
+        /* The copy starts with our signal mask: not with these blocked. */
+        sigprocmask(SIG_SETMASK, &unblocked, NULL);
         rc = cli_rerun_in_own_scope(ctx);
         if (rc >= 0)
             return rc;
-    }
-    /* Taken from a signalfd in the loop, so that a Ctrl-C reaches the command and never
-     * leaves this process dead with its cgroups behind. Blocked before the spawn: the spawner
-     * and init inherit the mask (and block everything anyway); the command gets a clean one. */
-    sigset_t passed;
-    cli_passed_signals(&passed);
-    sigaddset(&passed, SIGTSTP);
-    sigprocmask(SIG_BLOCK, &passed, NULL);
-    if (pool == RUN_POOL_MISSED) {
+        sigprocmask(SIG_BLOCK, &passed, NULL);
         struct jail_spec spec = {
             .profile = &o.profile,
             .cfg = &ctx->cfg,
@@ -459,7 +459,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         t0 = now_ns();
         if (jail_spawn(&spec, &t.j, &err) < 0) {
             jail_shutdown();
-            return not_started(&o, &err, t0);
+            return not_started(&o, &err, t0, false);
         }
         /* And init is spared outright where we may lower the score (root with
          * CAP_SYS_RESOURCE): the kernel applies it to every process of this memory, init's
@@ -467,7 +467,6 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         if (t.j->cg)
             write_file_str("/proc/self/oom_score_adj", "-1000");
     }
-    int sig_fd = signalfd(-1, &passed, SFD_CLOEXEC | SFD_NONBLOCK);
     close(pipes.in[0]);
     close(pipes.out[1]);
     close(pipes.err[1]);
@@ -523,9 +522,22 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         int r = poll(pfd, (nfds_t)n, wait_ms);
         if (r < 0 && errno != EINTR)
             break;
-        if (!exited && !timed_out && now_ns() >= deadline) {
-            timed_out = true;
-            target_kill(&t);
+        if (!exited && now_ns() >= deadline) {
+            if (!timed_out) {
+                timed_out = true;
+                target_kill(&t);
+            } else if (t.j) {
+                target_kill(&t);
+            } else {
+                /* A pool told to kill that has not reported the end (stopped, stuck): given up
+                 * on; closing the connection tells it again. */
+                t.pool_lost = true;
+                exited = true;
+                term_signal = SIGKILL;
+                flush_until = now_ns() + FLUSH_GRACE_NS;
+                cleanup_closep(&child_in);
+            }
+            deadline = now_ns() + KILL_GRACE_NS;
         }
         if (exited && now_ns() >= flush_until) {
             grace_over = true;
@@ -633,6 +645,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
     if (t.pool_lost && !timed_out)
         fprintf(stderr, "mcp-sandbox: the run pool ended while the command ran (it was "
                         "killed with the pool's sandboxes)\n");
+    else if (t.pool_lost)
+        fprintf(stderr, "mcp-sandbox: the run pool did not report the end of the command it was "
+                        "told to kill; run stopped waiting for it\n");
     if (o.json) {
         print_report(&(struct run_report){
             .exit_code = exit_code,

@@ -46,6 +46,11 @@ void cli_scope_copy_started(void)
     }
 }
 
+bool cli_is_scope_copy(void)
+{
+    return is_copy;
+}
+
 void cli_add_unless_ignored(sigset_t *set, int sig)
 {
     struct sigaction old;

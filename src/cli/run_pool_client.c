@@ -38,7 +38,27 @@ static int connect_to(const char *path, struct sbx_err *why)
         close(fd);
         return sbx_fail_errno(why, e, "no run pool answers at %s", path);
     }
+    /* Our command, its input and its output go only to a pool of our own uid: anyone else
+     * listening at the path (a shared directory, a state directory taken from another user's
+     * environment) could answer for a sandbox it never built. */
+    struct ucred cred = {.uid = (uid_t)-1};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
+        close(fd);
+        return sbx_fail(why, EPERM, "the run pool at %s is not this user's (uid %u)", path,
+                        (unsigned)cred.uid);
+    }
     return fd;
+}
+
+/* One message, without waiting. A pool that closed with a message of ours unread leaves
+ * ECONNRESET to be read first; what it sent before is still there behind it. */
+static ssize_t recv_message(int fd, char *buf, size_t size)
+{
+    ssize_t n = recv(fd, buf, size, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && errno == ECONNRESET)
+        n = recv(fd, buf, size, MSG_DONTWAIT | MSG_TRUNC);
+    return n;
 }
 
 /* One whole message, waited for at most wait_ms (-1: as long as it takes). */
@@ -51,30 +71,8 @@ static bool receive(int fd, int wait_ms, char *buf, size_t size, struct run_pool
     while (r < 0 && errno == EINTR);
     if (r <= 0)
         return false;
-    ssize_t n = recv(fd, buf, size, MSG_DONTWAIT | MSG_TRUNC);
+    ssize_t n = recv_message(fd, buf, size);
     return n > 0 && (size_t)n <= size && run_pool_decode(buf, (size_t)n, m);
-}
-
-static int send_with_fds(int fd, const char *buf, size_t len, const int stdio[3])
-{
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    union {
-        struct cmsghdr h;
-        char b[CMSG_SPACE(3 * sizeof(int))];
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    memcpy(CMSG_DATA(c), stdio, 3 * sizeof(int));
-    ssize_t w;
-    do
-        w = sendmsg(fd, &msg, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
-    return w == (ssize_t)len ? 0 : -1;
 }
 
 enum run_pool_answer run_pool_offer(const char *path, const void *key, size_t key_len,
@@ -92,10 +90,11 @@ enum run_pool_answer run_pool_offer(const char *path, const void *key, size_t ke
     if (c < 0)
         return RUN_POOL_MISSED;
     static struct run_pool_msg m;
-    if (send_with_fds(c, buf, len, stdio) < 0) {
-        /* A pool that refuses at once (another uid, too many runs) has closed before the
-         * request went: its answer is waiting all the same. */
-        int e = errno;
+    int sent = send_with_fds(c, buf, len, stdio, 3);
+    if (sent < 0) {
+        /* A pool that refuses at once has closed before the request went: its answer is
+         * waiting all the same. */
+        int e = -sent;
         if (!receive(c, 0, buf, sizeof(buf), &m) || m.type != RP_MISS) {
             sbx_fail_errno(why, e, "the run pool did not take the request");
             close(c);
@@ -137,7 +136,7 @@ int run_pool_signal(int fd, int sig)
 int run_pool_take_end(int fd, struct run_pool_report *ended)
 {
     char buf[1024];
-    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+    ssize_t n = recv_message(fd, buf, sizeof(buf));
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return 0;
     static struct run_pool_msg m;

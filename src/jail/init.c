@@ -216,20 +216,7 @@ static int workload_main(void *arg)
 
 int jail_send_fd(int sock, char tag, int fd)
 {
-    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+    return send_with_fds(sock, &tag, 1, &fd, 1);
 }
 
 /* Sends the sandbox's root directory to the server once, so that file tools can resolve paths
@@ -294,9 +281,11 @@ static bool reap_all(pid_t child, int *workload_st)
  * work). */
 static void __attribute__((noreturn)) end_sandbox(int status_fd, int workload_st)
 {
-    /* From pid 1 of a pid namespace, -1 means everything in it but init. */
-    kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+    /* From pid 1 of a pid namespace, -1 means everything in it but init. Raw syscalls: an init
+     * that shares run's memory runs on a stack of its own, where a sanitizer's wrappers of
+     * libc (a test build's) are not at home. */
+    syscall(SYS_kill, -1, SIGKILL);
+    while (syscall(SYS_wait4, -1, NULL, __WALL, NULL) > 0 || errno == EINTR)
         ;
     report_status(status_fd, workload_st);
     _exit(0);
@@ -447,11 +436,7 @@ static const struct jail_child_plan *await_command(const struct jail_child_plan 
     while (n < 0 && errno == EINTR);
     if (n == 0)
         _exit(0);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    bool fds_ok = c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                  c->cmsg_len == CMSG_LEN(3 * sizeof(int)) && !(msg.msg_flags & MSG_CTRUNC);
-    if (fds_ok)
-        memcpy(armed.stdio, CMSG_DATA(c), 3 * sizeof(int));
+    bool fds_ok = n >= 0 && take_fds(&msg, armed.stdio, 3) == 3 && !(msg.msg_flags & MSG_CTRUNC);
     size_t argc = 0;
     bool argv_ok = n > 1 && !(msg.msg_flags & MSG_TRUNC) && store[n - 1] == '\0' && store[0];
     for (ssize_t at = 0; argv_ok && at < n; at += (ssize_t)strlen(store + at) + 1) {

@@ -376,11 +376,8 @@ static int receive_fd(int sock, char tag)
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     int fd = -1;
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-        c->cmsg_len == CMSG_LEN(sizeof(int)))
-        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    take_fds(&msg, &fd, 1);
     if (n != 1 || byte != tag || fd < 0 || (msg.msg_flags & MSG_CTRUNC)) {
         if (fd >= 0)
             close(fd); /* not the one expected: no fd is kept by mistake */
@@ -937,33 +934,23 @@ int jail_start_command(struct jail *j, char *const *argv, const int stdio[3], st
     }
     if (n == 0 || !argv[0][0])
         return sbx_fail(err, EINVAL, "no command given");
-    for (int i = 0; i < 3; i++)
-        if (fcntl(stdio[i], F_GETFD) < 0)
+    /* Pipes and sockets only, as a sandbox built on demand gets: never a caller's file,
+     * directory or terminal. */
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (fstat(stdio[i], &st) < 0)
             return sbx_fail_errno(err, EBADF, "the command's fd %d", i);
+        if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
+            return sbx_fail(err, EINVAL, "the command's fd %d is not a pipe or a socket", i);
+    }
     int r = give_stdio_pipes(stdio, j->stdio_owner);
     if (r < 0)
         return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
     snprintf(j->command, sizeof(j->command), "%s", argv[0]);
-    struct iovec iov = {.iov_base = blob, .iov_len = len};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    memcpy(CMSG_DATA(c), stdio, 3 * sizeof(int));
     j->command_t0 = now_ns();
-    ssize_t w;
-    do
-        w = sendmsg(j->status_fd, &msg, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
-    if (w != (ssize_t)len)
-        return sbx_fail_errno(err, w < 0 ? errno : EPROTO, "handing the sandbox its command");
+    r = send_with_fds(j->status_fd, blob, len, stdio, 3);
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "handing the sandbox its command");
     j->command_sent = true;
     return 0;
 }

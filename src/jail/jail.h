@@ -34,9 +34,9 @@ struct jail_spec {
      * may share the caller's memory rather than copy it. Ignored when persistent. */
     bool share_memory;
     /* One-shot, with the command to come: the sandbox is built whole, every layer on, and
-     * init then waits for argv and stdio (jail_start_command). argv and the stdio fds here are
-     * not used. The run pool keeps sandboxes ready this way. Not with persistent or
-     * share_memory. */
+     * init then waits for argv and stdio (jail_start_command); argv, the stdio fds and
+     * pass_fds here should be left unset (-1, NULL). The run pool keeps sandboxes ready this
+     * way. Not with persistent or share_memory. */
     bool deferred;
 };
 
@@ -105,10 +105,10 @@ int jail_spawn(const struct jail_spec *spec, struct jail **out, struct sbx_err *
 int jail_spawn_begin(const struct jail_spec *spec, struct jail **out, struct sbx_err *err);
 int jail_spawn_end(struct jail *j, struct sbx_err *err);
 /* A deferred sandbox whose setup has ended (jail_spawn_end returned 0: every layer is on, init
- * waits): hand it its command. stdio (three open fds; the caller keeps its own) become fds
- * 0, 1 and 2 inside. Does not wait: j->setup_fd becomes readable once the command has been
- * exec'd or could not be, and jail_command_end says which (as jail_spawn_end does for a
- * spawn's command). */
+ * waits): hand it its command. stdio (three pipes or sockets, EINVAL otherwise; the caller
+ * keeps its own) become fds 0, 1 and 2 inside. Does not wait: j->setup_fd becomes readable once the
+ * command has been exec'd or could not be, and jail_command_end says which (as jail_spawn_end does
+ * for a spawn's command). */
 int jail_start_command(struct jail *j, char *const *argv, const int stdio[3], struct sbx_err *err);
 int jail_command_end(struct jail *j, struct sbx_err *err);
 /* The environment every sandbox starts from ("NAME=value", NULL-terminated); nothing of the

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -423,4 +424,67 @@ int mkdir_parents(const char *path, struct sbx_err *err)
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return sbx_fail_errno(err, errno, "creating the state directory %s", dir);
     return 0;
+}
+
+int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+    /* Digits only: strtoul would also take " 5", "+5" and "-5". */
+    if (!*s || strspn(s, "0123456789") != strlen(s))
+        return -EINVAL;
+    errno = 0;
+    unsigned long v = strtoul(s, NULL, 10);
+    if (errno || v < min || v > max)
+        return -EINVAL;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+#define FDS_MAX 8
+
+int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds)
+{
+    if (nfds > FDS_MAX)
+        return -EINVAL;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(FDS_MAX * sizeof(int))];
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds) {
+        msg.msg_control = u.b;
+        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    }
+    ssize_t w;
+    do
+        w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0)
+        return -errno;
+    return (size_t)w == len ? 0 : -EPROTO;
+}
+
+size_t take_fds(struct msghdr *msg, int *fds, size_t max)
+{
+    size_t n = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (n < max)
+                fds[n++] = fd;
+            else
+                close(fd);
+        }
+    }
+    return n;
 }

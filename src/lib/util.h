@@ -124,6 +124,18 @@ char *uri_path_encode(const char *path);
  * does not fit in size. */
 bool uri_path_decode(const char *in, char *out, size_t size);
 
+/* Parse a whole number of digits only (no sign, no space) within [min, max]. Returns 0 or
+ * -EINVAL. */
+int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+
+/* One message on a unix socket with fds attached (SCM_RIGHTS); MSG_NOSIGNAL, retried on EINTR.
+ * Returns 0 when all of buf went, else -errno (-EPROTO for a short send). */
+int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds);
+struct msghdr;
+/* The fds a received message carried: the first max into fds, the rest closed. Allocates
+ * nothing (a sandbox's init uses it after its setup). Returns how many are in fds. */
+size_t take_fds(struct msghdr *msg, int *fds, size_t max);
+
 /* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);
 /* Parse a CPU count ("0.5") into thousandths, within [min_millis, max_millis]. Returns 0 or

@@ -74,6 +74,10 @@ struct client {
     struct ev_timer *timer; /* for its request; then, waiting for a slot, for that */
     struct slot *slot;
     bool requested;
+    /* Refused at its connection (another uid, too many runs): told why once its first message
+     * is read. Closed with that message unread, its run would get ECONNRESET, not the reason. */
+    const char *refusal;
+    char refusal_buf[64];
     /* A request that waits for a slot still in its setup. */
     char *msg_buf;
     struct run_pool_msg *req;
@@ -156,17 +160,25 @@ static void set_state(struct slot *s, enum slot_state to)
     s->state = to;
 }
 
-static void watch_slot(struct slot *s, int fd, ev_fd_cb cb)
+/* Watches fd for the slot's next step. Without a watch nothing would ever end the slot: it
+ * goes now (killed and reaped), and its client with it, which then sees the pool go. Returns
+ * false then, s freed. */
+static bool watch_slot(struct slot *s, int fd, ev_fd_cb cb)
 {
     struct sbx_err err = {0};
     ev_unwatch(s->w);
     s->w = ev_watch(s->kind->pool->loop, fd, EPOLLIN, cb, s, &err);
-    if (!s->w) {
-        /* No watch, no end: the sandbox goes now rather than hang its client. */
-        log_warn("run pool: %s", err.msg);
-        if (s->j)
-            jail_kill(s->j);
+    if (s->w)
+        return true;
+    log_warn("run pool: %s", err.msg);
+    struct client *c = s->client;
+    if (c) {
+        s->client = NULL;
+        c->slot = NULL;
+        client_free(c);
     }
+    slot_destroy(s);
+    return false;
 }
 
 static void check_ready(struct run_pool *p)
@@ -201,7 +213,8 @@ static void build_failed(struct slot *s, const char *why)
         c->slot = NULL;
         miss(c, why);
     }
-    if (!k->built_once && !p->stopping) {
+    /* The last of a kind's first builds to fail, none armed: that kind cannot be served. */
+    if (!k->built_once && k->building <= 1 && !p->stopping) {
         snprintf(p->failure, sizeof(p->failure), "profile %s: %s", k->profile.name, why);
         p->stopping = true; /* no more builds: none would do better */
         ev_loop_stop(p->loop);
@@ -296,13 +309,13 @@ static void slot_destroy(struct slot *s)
  * pread each then); without a cgroup, init's rusage. */
 static void report_usage(struct slot *s, struct run_pool_report *r)
 {
-    if (s->j->cg) {
-        if (jail_read_memory_peak(s->j, &r->memory_peak_bytes) < 0)
-            r->memory_peak_bytes = 0;
+    if (s->j->cg && jail_read_memory_peak(s->j, &r->memory_peak_bytes) == 0 &&
+        r->memory_peak_bytes) {
         if (jail_read_cpu_ns(s->j, &r->cpu_ns) < 0)
             r->cpu_ns = 0;
-        r->oom_killed = jail_oom_kills(s->j) > 0;
+        r->oom_killed = jail_oom_killed(s->j);
     } else {
+        /* No cgroup, or no memory.peak (before Linux 5.19): jail_read_usage's fallbacks. */
         struct jail_usage u;
         if (jail_read_usage(s->j, &u) == 0) {
             r->memory_peak_bytes = u.memory_peak_bytes;
@@ -402,12 +415,15 @@ static void on_setup(struct ev_loop *loop, int fd, uint32_t events, void *data)
     switch (s->state) {
     case SLOT_ARMING: {
         struct run_pool *p = s->kind->pool;
+        /* Off epoll before the end of the setup may close the fd, watched again once armed. */
+        ev_unwatch(s->w);
+        s->w = NULL;
         if (jail_spawn_end(s->j, &err) < 0) {
-            ev_unwatch(s->w);
-            s->w = NULL;
             build_failed(s, err.msg);
             return;
         }
+        if (!watch_slot(s, s->j->setup_fd, on_setup))
+            return;
         s->kind->built_once = true;
         s->kind->failures = 0;
         set_state(s, SLOT_READY);
@@ -471,6 +487,30 @@ static struct slot *find_slot(struct kind *k, bool *ready)
 
 /* --- clients ----------------------------------------------------------------------------- */
 
+/* What the client sent that was not read (a signal that crossed its report, a refused
+ * request), with any fds it carried: a socket closed with messages unread makes the client's
+ * next receive fail (ECONNRESET) before it reads what it was sent. */
+static void drain(int fd)
+{
+    char buf[256];
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(8 * sizeof(int))];
+    } u;
+    for (int i = 0; i < 64; i++) {
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+        struct msghdr msg = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
+        ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n <= 0)
+            return;
+        int fds[8];
+        size_t got = take_fds(&msg, fds, 8);
+        for (size_t k = 0; k < got; k++)
+            close(fds[k]);
+    }
+}
+
 static void client_free(struct client *c)
 {
     struct run_pool *p = c->pool;
@@ -484,6 +524,7 @@ static void client_free(struct client *c)
     }
     ev_timer_clear(&c->timer);
     ev_unwatch(c->w);
+    drain(c->fd);
     close(c->fd);
     for (int i = 0; i < 3; i++)
         cleanup_closep(&c->fds[i]);
@@ -567,25 +608,6 @@ static void take_request(struct client *c, char *buf, struct run_pool_msg *m, in
     c->timer = ev_timer_add(p->loop, p->wait_ms, on_client_timer, c);
 }
 
-/* Every fd that came with a message, at most max (the rest closed), in *n. */
-static void collect_fds(struct msghdr *msg, int *fds, int max, int *n)
-{
-    *n = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*n < max)
-                fds[(*n)++] = fd;
-            else
-                close(fd);
-        }
-    }
-}
-
 static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
 {
     (void)loop;
@@ -604,14 +626,20 @@ static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
         free(buf);
         return;
     }
-    int fds[8], nfds = 0;
-    if (n >= 0)
-        collect_fds(&msg, fds, 8, &nfds);
-    struct run_pool_msg *m = xmalloc(sizeof(*m));
+    int fds[8], nfds = n >= 0 ? (int)take_fds(&msg, fds, 8) : 0;
+    struct run_pool_msg *m = xcalloc(1, sizeof(*m));
     bool ok =
         n > 0 && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && run_pool_decode(buf, (size_t)n, m);
     bool first = !c->requested;
     c->requested = true;
+    if (c->refusal && n > 0) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        free(buf);
+        free(m);
+        miss(c, c->refusal);
+        return;
+    }
     if (ok && first && m->type == RP_REQUEST) {
         take_request(c, buf, m, fds, nfds);
         for (int i = 0; i < nfds; i++)
@@ -629,11 +657,14 @@ static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
         return;
     }
     struct slot *s = c->slot;
-    bool running = s && (s->state == SLOT_STARTING || s->state == SLOT_RUNNING);
-    if (ok && !first && nfds == 0 && running && (type == RP_SIGNAL || type == RP_KILL)) {
-        if (type == RP_KILL || sig == SIGKILL)
+    if (ok && !first && nfds == 0 && s && s->state >= SLOT_STARTING &&
+        (type == RP_SIGNAL || type == RP_KILL)) {
+        /* Once the command has ended (ENDING, DYING) a signal finds nothing to reach: its
+         * report is on the way. */
+        bool running = s->state == SLOT_STARTING || s->state == SLOT_RUNNING;
+        if (running && (type == RP_KILL || sig == SIGKILL))
             jail_kill(s->j);
-        else if (sig != SIGSTOP)
+        else if (running && sig != SIGSTOP)
             jail_signal(s->j, sig); /* init forwards it; SIGTSTP and SIGCONT stop all */
         return;
     }
@@ -663,19 +694,22 @@ static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *data)
             p->clients->prev = c;
         p->clients = c;
         p->n_clients++;
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-        char why[96];
-        /* The socket is the pool's uid's alone (0600 in a 0700 directory); the check stands
-         * even where someone has loosened that. */
-        if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
-            snprintf(why, sizeof(why), "this pool serves uid %u only", (unsigned)geteuid());
-            miss(c, why);
+        /* Past twice the runs it serves, a connection is closed unanswered: refusals are
+         * bounded too. */
+        if (p->n_clients > 2 * (size_t)p->max_clients) {
+            client_free(c);
             continue;
         }
-        if (p->n_clients > p->max_clients) {
-            miss(c, "the pool serves as many runs as it takes already");
-            continue;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        /* The socket is the pool's uid's alone (0600); the check stands even where someone
+         * has loosened that. */
+        if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != geteuid()) {
+            snprintf(c->refusal_buf, sizeof(c->refusal_buf), "this pool serves uid %u only",
+                     (unsigned)geteuid());
+            c->refusal = c->refusal_buf;
+        } else if (p->n_clients > p->max_clients) {
+            c->refusal = "the pool serves as many runs as it takes already";
         }
         struct sbx_err err = {0};
         c->w = ev_watch(loop, cfd, EPOLLIN, on_client, c, &err);

@@ -31,9 +31,9 @@ struct run_pool_options {
     void *ready_data;
 };
 
-/* Binds the socket (0600 in a 0700 directory, taking over the path from a pool that died, never
- * from one that answers) and starts building. A kind whose first sandbox cannot be built stops
- * the loop: run_pool_failure then says why. */
+/* Binds the socket (0600, in a directory made 0700 if it is new; taking over the path from a
+ * pool that died, never from one that answers) and starts building. A kind whose first sandbox
+ * cannot be built stops the loop: run_pool_failure then says why. */
 int run_pool_new(struct ev_loop *loop, const struct run_pool_options *o, struct run_pool **out,
                  struct sbx_err *err);
 /* Why the pool stopped the loop, or NULL. */

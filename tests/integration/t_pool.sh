@@ -30,9 +30,6 @@ pool_wait_full() {
     return 1
 }
 marker_count() { grep -ls -- "[m]${1#m}" /proc/[0-9]*/cmdline 2>/dev/null | wc -l; }
-# Sandboxes' inits, which hide their command line behind this name.
-count_inits() { grep -lsx -- "mcp-sandbox-ini[t]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l; }
-inits_before=$(count_inits)
 
 "$real_sbx" --config "$pool_cfg" --state-dir "$pool_dir" pool --size 2 --profile standard --profile short \
     2>"$pool_dir/log" &
@@ -114,6 +111,25 @@ else
 fi
 out=$("$SBX" run --profile short -- /usr/bin/python3 -I -c 'b=bytearray(8<<20); print("small ok")' 2>&1); expect "pool: (control) a small allocation succeeds" "small ok" "$out"
 
+# A pool that stops answering (here SIGSTOPped) does not hold a run past its timeout: told to
+# kill, and silent for 2 s more, it is given up on; once going again it kills the command of
+# the connection that closed.
+tag="pool-stuck-$$-$RANDOM"
+marker="mcp-sbx-$tag"
+start=$(date +%s%N)
+"$SBX" run --profile short -- /bin/bash -c "m=mcp-sbx; exec -a \$m-$tag sleep 100" > "$pool_dir/stuck.out" 2>&1 &
+runner=$!
+for _ in $(seq 1 40); do [ "$(marker_count "$marker")" -gt 0 ] && break; sleep 0.05; done
+kill -STOP "$pool_pid"
+wait "$runner"; rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+kill -CONT "$pool_pid"
+[ "$rc" = 124 ] && [ "$ms" -lt 9000 ] && tap_ok "pool: a stopped pool does not hold a run past its timeout (124 in ${ms} ms)" || tap_fail "pool: a stopped pool does not hold a run past its timeout (rc=$rc, ${ms} ms)"
+expect "pool: and run says it stopped waiting" "did not report the end of the command" "$(cat "$pool_dir/stuck.out")"
+for _ in $(seq 1 60); do [ "$(marker_count "$marker")" = 0 ] && break; sleep 0.05; done
+[ "$(marker_count "$marker")" = 0 ] && tap_ok "pool: once going again, the pool kills that command" || tap_fail "pool: once going again, the pool kills that command"
+pool_wait_full
+
 # Nothing of a command outlives its run: not a setsid daemon, once run has returned. The marker
 # is put together inside, so that no command line but the daemon's holds it.
 tag="pool-$$-$RANDOM"
@@ -154,20 +170,40 @@ expect "pool: with run.pool = auto, other limits build a sandbox on demand" '"ex
 out=$(MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=$pool_dir/none.sock "$real_sbx" run -- /bin/true 2>&1; echo "rc=$?")
 expect "pool: no pool at the socket, required: refused, and says where it looked" "no run pool answers at $pool_dir/none.sock.*rc=125" "$(echo $out)"
 
-# Only its own user: as root the socket is root's (0600 in a 0700 directory), and even where
-# that is loosened the pool checks the peer's uid.
+# Only its own user, both ways. As root the socket is root's (0600), and where that is loosened
+# the pool checks the peer's uid (a run checks the pool's first, so a raw client asks here).
 if is_root; then
     out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock HOME=/nonexistent "$real_sbx" --state-dir /nonexistent run -- /bin/true 2>&1; echo "rc=$?")
     expect "pool: another user cannot reach root's pool (0600)" "Permission denied.*rc=125" "$(echo $out)"
     expect "pool: (control) the socket is 0600" "^srw-------" "$(ls -l "$pool_sock")"
     chmod 755 "$pool_dir"; chmod 666 "$pool_sock"
     out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock HOME=/nonexistent "$real_sbx" --state-dir /nonexistent run -- /bin/true 2>&1; echo "rc=$?")
-    expect "pool: another user is refused by the pool's own uid check" "this pool serves uid 0 only.*rc=125" "$(echo $out)"
+    expect "pool: a run does not hand its command to another user's pool" "is not this user's \(uid 0\).*rc=125" "$(echo $out)"
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$pool_sock" <<'PY'
+import socket, sys
+c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+c.connect(sys.argv[1])
+c.settimeout(5)
+c.send(b"R\x01" + (3).to_bytes(4, "little") + b"key" + (1).to_bytes(4, "little") + (10).to_bytes(4, "little") + b"/bin/true\x00")
+got = c.recv(4096)
+print(got[:1].decode(), got[10:].decode(errors="replace"))
+PY
+)
+    expect "pool: another user is refused by the pool's own uid check, and told why" "^M this pool serves uid 0 only$" "$out"
     chmod 700 "$pool_dir"; chmod 600 "$pool_sock"
+    # And root's run does not use a pool of another user's.
+    other_dir=$(mktemp -d); chown 65534:65534 "$other_dir"
+    setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent "$real_sbx" --state-dir "$other_dir" pool --size 1 2>/dev/null &
+    other_pid=$!
+    for _ in $(seq 1 100); do [ -S "$other_dir/run-pool.sock" ] && break; sleep 0.05; done
+    out=$(MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=$other_dir/run-pool.sock "$real_sbx" run -- /bin/true 2>&1; echo "rc=$?")
+    expect "pool: root's run refuses a pool of uid 65534" "is not this user's \(uid 65534\).*rc=125" "$(echo $out)"
+    kill -TERM "$other_pid"; wait "$other_pid"
+    rm -rf "$other_dir"
 fi
 
 # Malformed messages: the pool answers none of them and serves on.
-out=$(python3 - "$pool_sock" <<'PY'
+out=$(/usr/bin/python3 - "$pool_sock" <<'PY'
 import socket, sys
 def conn():
     c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -201,12 +237,15 @@ expect "pool: a second pool at the same socket is refused" "another run pool ser
 fails=0
 for i in $(seq 1 30); do "$SBX" run -- /bin/true || fails=$((fails + 1)); done
 [ "$fails" = 0 ] && tap_ok "pool: 30 runs in a row are served" || tap_fail "pool: 30 runs in a row are served ($fails failed)"
+# Its sandboxes now: their inits are its children (those of the spawner thread among them).
+pool_inits=$(cat /proc/"$pool_pid"/task/*/children 2>/dev/null)
 kill -TERM "$pool_pid"; wait "$pool_pid"; rc=$?
 [ "$rc" = 0 ] && tap_ok "pool: SIGTERM ends it cleanly" || tap_fail "pool: SIGTERM ends it cleanly (rc=$rc)"
 [ ! -e "$pool_sock" ] && tap_ok "pool: its socket is removed" || tap_fail "pool: its socket is removed"
-inits=$(count_inits)
+left=0
+for p in $pool_inits; do [ -d "/proc/$p" ] && left=$((left + 1)); done
 groups=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "mcp-sandbox.$pool_pid" 2>/dev/null | wc -l)
-[ "$inits" = "$inits_before" ] && [ "$groups" = 0 ] && tap_ok "pool: no sandbox and no cgroup of it is left" || tap_fail "pool: left sandboxes ($inits_before -> $inits inits) or $groups cgroups"
+[ -n "$pool_inits" ] && [ "$left" = 0 ] && [ "$groups" = 0 ] && tap_ok "pool: no sandbox and no cgroup of it is left ($(echo $pool_inits | wc -w) inits gone)" || tap_fail "pool: left $left of its inits ($pool_inits) or $groups cgroups"
 out=$("$SBX" run -- /bin/true 2>&1; echo "rc=$?"); expect "pool: once it has ended, a required pool is a refusal" "no run pool answers.*rc=125" "$(echo $out)"
 
 # A socket file left by a pool that was killed (SIGKILL) is taken over by the next.

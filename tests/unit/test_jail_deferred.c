@@ -227,6 +227,12 @@ static void a_sandbox_takes_one_command_and_only_when_armed(void **state)
     char *argv[] = {"/bin/true", NULL};
     assert_int_equal(jail_start_command(j, argv, bad, &err), -1);
     assert_int_equal(err.code, EBADF);
+    /* a file, not a pipe or a socket */
+    int file = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int with_file[3] = {p.child[0], file, p.child[2]};
+    assert_int_equal(jail_start_command(j, argv, with_file, &err), -1);
+    assert_int_equal(err.code, EINVAL);
+    close(file);
     /* (control) the sandbox still takes a good one, once */
     if (start(j, argv, &p, &err) < 0)
         fail_msg("start failed: %s", err.msg);
