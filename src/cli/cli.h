@@ -38,6 +38,19 @@ void cli_add_unless_ignored(sigset_t *set, int sig);
 /* Whether sig is one a user sends to stop a command (the second of them kills outright). */
 bool cli_is_stop_signal(int sig);
 
+/* The long-running commands (serve, pool): the fd limit raised to the hard one, SIGPIPE
+ * ignored; and SIGTERM, SIGINT and SIGHUP (those not ignored at start) blocked and taken from a
+ * signalfd on loop, where each stops it. Call before any thread starts. */
+struct ev_loop;
+struct ev_watch;
+struct cli_stop {
+    int fd;
+    struct ev_watch *w;
+};
+void cli_long_running_limits(void);
+int cli_stop_on_signals(struct ev_loop *loop, struct cli_stop *stop, struct sbx_err *err);
+void cli_stop_free(struct cli_stop *stop);
+
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_pool(int argc, char **argv, struct cli_ctx *ctx);

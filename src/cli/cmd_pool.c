@@ -13,8 +13,6 @@
 #include <getopt.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 static const char pool_usage[] =
@@ -23,16 +21,6 @@ static const char pool_usage[] =
 
 #define POOL_SIZE_DEFAULT 2
 #define POOL_SIZE_MAX     256
-
-static void on_signal(struct ev_loop *loop, int fd, uint32_t events, void *data)
-{
-    (void)events;
-    (void)data;
-    struct signalfd_siginfo si;
-    if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-        log_info("signal %u received; the run pool ends", si.ssi_signo);
-    ev_loop_stop(loop);
-}
 
 struct ready_note {
     const char *path;
@@ -128,31 +116,12 @@ int cmd_pool(int argc, char **argv, struct cli_ctx *ctx)
 
     /* Each sandbox holds a few fds here (pidfd, status, setup, and with a cgroup the three
      * its report reads), and each run one more. */
-    struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    }
-    signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    cli_add_unless_ignored(&set, SIGINT);
-    cli_add_unless_ignored(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, NULL);
+    cli_long_running_limits();
     struct ev_loop *loop = NULL;
-    struct ev_watch *sigw = NULL;
+    struct cli_stop stop = {.fd = -1};
     struct run_pool *pool = NULL;
     rc = 1;
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) {
-        sbx_fail_errno(&err, errno, "signalfd");
-        goto out;
-    }
-    if (ev_loop_new(&loop, &err) < 0)
-        goto out;
-    sigw = ev_watch(loop, sfd, EPOLLIN, on_signal, NULL, &err);
-    if (!sigw)
+    if (ev_loop_new(&loop, &err) < 0 || cli_stop_on_signals(loop, &stop, &err) < 0)
         goto out;
     jail_sweep_stale();
     struct ready_note note = {.path = path, .size = size, .n_profiles = n_profiles};
@@ -176,10 +145,8 @@ out:
     if (rc && err.msg[0])
         fprintf(stderr, "mcp-sandbox: %s\n", err.msg);
     run_pool_free(pool);
-    ev_unwatch(sigw);
+    cli_stop_free(&stop);
     ev_loop_free(loop);
-    if (sfd >= 0)
-        close(sfd);
     jail_shutdown();
     return rc;
 }

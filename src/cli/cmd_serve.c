@@ -14,19 +14,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
-
-static void on_signal(struct ev_loop *loop, int fd, uint32_t events, void *data)
-{
-    (void)events;
-    (void)data;
-    struct signalfd_siginfo si;
-    if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-        log_info("signal %u received; shutting down", si.ssi_signo);
-    ev_loop_stop(loop);
-}
 
 int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
 {
@@ -80,35 +68,18 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     struct stdio_transport *st = NULL;
     struct http_transport *ht = NULL;
     struct sandbox_service *svc = NULL;
-    struct ev_watch *sigw = NULL;
-    int rc = 1, sfd = -1;
-    /* Every sandbox holds a few fds here (pipes, pidfd, root, status): allow as many as the
-     * hard limit does, so the sandbox limits, not the fd table, bound the count. */
-    struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    }
+    struct cli_stop stop = {.fd = -1};
+    int rc = 1;
+    /* Each sandbox holds a few fds here (pipes, pidfd, root, status). */
+    cli_long_running_limits();
     /* Every call allocates and frees a few kB of JSON: keep the heap top instead of trimming
      * and regrowing it with brk() on each request. */
     mallopt(M_TRIM_THRESHOLD, 4 << 20);
     mallopt(M_TOP_PAD, 1 << 20);
-    /* A vanished client must not kill us through SIGPIPE; writes report EPIPE instead. */
-    signal(SIGPIPE, SIG_IGN);
-    /* Nor a host that does not read our stderr stop the loop (MCP lets it ignore stderr). */
+    /* A host that does not read our stderr stop the loop (MCP lets it ignore stderr). */
     log_never_block();
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    /* Ctrl-C, and a terminal or ssh session that closed: the same clean end, unless they were
-     * ignored when we started (nohup, a background job of a script), as they would be. */
-    cli_add_unless_ignored(&set, SIGINT);
-    cli_add_unless_ignored(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (ev_loop_new(&loop, &err) < 0 || sfd < 0)
+    if (ev_loop_new(&loop, &err) < 0 || cli_stop_on_signals(loop, &stop, &err) < 0)
         goto out;
-    sigw = ev_watch(loop, sfd, EPOLLIN, on_signal, NULL, &err);
     int swept = jail_sweep_stale();
     if (swept > 0) {
         char n[16];
@@ -118,7 +89,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     }
     struct mcp_server_opts so = {
         .cfg = &ctx->cfg, .test_fixtures = fixtures, .transport_name = http ? "http" : "stdio"};
-    if (!sigw || mcp_server_new(loop, &so, &srv, &err) < 0 ||
+    if (mcp_server_new(loop, &so, &srv, &err) < 0 ||
         sandbox_service_new(loop, srv, &ctx->cfg, &svc, &err) < 0)
         goto out;
     if (use_stdio) {
@@ -148,10 +119,8 @@ out:
     http_transport_stop(ht);
     sandbox_service_free(svc);
     mcp_server_free(srv);
-    ev_unwatch(sigw);
+    cli_stop_free(&stop);
     ev_loop_free(loop);
-    if (sfd >= 0)
-        close(sfd);
     jail_shutdown();
     return rc;
 }
