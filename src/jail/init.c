@@ -423,22 +423,15 @@ static const struct jail_child_plan *await_command(const struct jail_child_plan 
     struct jail_child_report ready = {.step = STEP_ARMED, .at_ns = now_ns()};
     if (write(armed.err_fd, &ready, sizeof(ready)) != (ssize_t)sizeof(ready))
         _exit(127);
-    struct iovec iov = {.iov_base = store, .iov_len = sizeof(store)};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-    } u;
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    do
-        n = recvmsg(armed.status_fd, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    size_t nfds;
+    bool truncated;
+    ssize_t n =
+        recv_with_fds(armed.status_fd, store, sizeof(store), 0, armed.stdio, 3, &nfds, &truncated);
     if (n == 0)
         _exit(0);
-    bool fds_ok = n >= 0 && take_fds(&msg, armed.stdio, 3) == 3 && !(msg.msg_flags & MSG_CTRUNC);
+    bool fds_ok = nfds == 3;
     size_t argc = 0;
-    bool argv_ok = n > 1 && !(msg.msg_flags & MSG_TRUNC) && store[n - 1] == '\0' && store[0];
+    bool argv_ok = n > 1 && !truncated && store[n - 1] == '\0' && store[0];
     for (ssize_t at = 0; argv_ok && at < n; at += (ssize_t)strlen(store + at) + 1) {
         if (argc + 1 >= INIT_ARGV_MAX)
             argv_ok = false;

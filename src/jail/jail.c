@@ -363,22 +363,13 @@ static int fail_layer(struct sbx_err *err, const char *layer, const char *hint)
 static int receive_fd(int sock, char tag)
 {
     char byte;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    do
-        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    int fd = -1;
+    size_t nfds;
+    bool truncated;
+    ssize_t n = recv_with_fds(sock, &byte, 1, 0, &fd, 1, &nfds, &truncated);
     if (n < 0)
         return -errno;
-    int fd = -1;
-    take_fds(&msg, &fd, 1);
-    if (n != 1 || byte != tag || fd < 0 || (msg.msg_flags & MSG_CTRUNC)) {
+    if (n != 1 || byte != tag || nfds != 1 || truncated) {
         if (fd >= 0)
             close(fd); /* not the one expected: no fd is kept by mistake */
         return -EPROTO;

@@ -470,21 +470,37 @@ int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t 
     return (size_t)w == len ? 0 : -EPROTO;
 }
 
-size_t take_fds(struct msghdr *msg, int *fds, size_t max)
+ssize_t recv_with_fds(int sock, void *buf, size_t len, int flags, int *fds, size_t max,
+                      size_t *nfds, bool *truncated)
 {
-    size_t n = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(FDS_MAX * sizeof(int))];
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
+    ssize_t r;
+    do
+        r = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    *nfds = 0;
+    *truncated = false;
+    if (r < 0)
+        return r;
+    *truncated = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < count; i++) {
             int fd;
             memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (n < max)
-                fds[n++] = fd;
+            if (*nfds < max)
+                fds[(*nfds)++] = fd;
             else
                 close(fd);
         }
     }
-    return n;
+    return r;
 }

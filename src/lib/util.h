@@ -131,10 +131,12 @@ int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
 /* One message on a unix socket with fds attached (SCM_RIGHTS); MSG_NOSIGNAL, retried on EINTR.
  * Returns 0 when all of buf went, else -errno (-EPROTO for a short send). */
 int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds);
-struct msghdr;
-/* The fds a received message carried: the first max into fds, the rest closed. Allocates
- * nothing (a sandbox's init uses it after its setup). Returns how many are in fds. */
-size_t take_fds(struct msghdr *msg, int *fds, size_t max);
+/* One message from a unix socket (flags as recvmsg's; MSG_CMSG_CLOEXEC added, EINTR retried),
+ * and the fds it carried: the first max (at most 8) into fds, how many in *nfds, the rest
+ * closed. *truncated when the data or the fds did not fit. Allocates nothing (a sandbox's init
+ * uses it after its setup). Returns recvmsg's result (-1 with errno). */
+ssize_t recv_with_fds(int sock, void *buf, size_t len, int flags, int *fds, size_t max,
+                      size_t *nfds, bool *truncated);
 
 /* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);

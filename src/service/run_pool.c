@@ -493,21 +493,15 @@ static struct slot *find_slot(struct kind *k, bool *ready)
 static void drain(int fd)
 {
     char buf[256];
-    union {
-        struct cmsghdr h;
-        char b[CMSG_SPACE(8 * sizeof(int))];
-    } u;
     for (int i = 0; i < 64; i++) {
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-        struct msghdr msg = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
-        ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n <= 0)
-            return;
         int fds[8];
-        size_t got = take_fds(&msg, fds, 8);
+        size_t got;
+        bool truncated;
+        ssize_t n = recv_with_fds(fd, buf, sizeof(buf), MSG_DONTWAIT, fds, 8, &got, &truncated);
         for (size_t k = 0; k < got; k++)
             close(fds[k]);
+        if (n <= 0)
+            return;
     }
 }
 
@@ -614,22 +608,18 @@ static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
     (void)events;
     struct client *c = data;
     char *buf = xmalloc(RUN_POOL_MSG_MAX + 1);
-    struct iovec iov = {.iov_base = buf, .iov_len = RUN_POOL_MSG_MAX + 1};
-    union {
-        struct cmsghdr h;
-        char b[CMSG_SPACE(8 * sizeof(int))];
-    } u;
-    struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
-    ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+    int fds[8];
+    size_t got;
+    bool truncated;
+    ssize_t n =
+        recv_with_fds(fd, buf, RUN_POOL_MSG_MAX + 1, MSG_DONTWAIT, fds, 8, &got, &truncated);
+    if (n < 0 && errno == EAGAIN) {
         free(buf);
         return;
     }
-    int fds[8], nfds = n >= 0 ? (int)take_fds(&msg, fds, 8) : 0;
+    int nfds = (int)got;
     struct run_pool_msg *m = xcalloc(1, sizeof(*m));
-    bool ok =
-        n > 0 && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && run_pool_decode(buf, (size_t)n, m);
+    bool ok = n > 0 && !truncated && run_pool_decode(buf, (size_t)n, m);
     bool first = !c->requested;
     c->requested = true;
     if (c->refusal && n > 0) {
