@@ -9,9 +9,9 @@
 
 #include "jail/jail.h"
 #include "lib/log.h"
-#include "run_pool_client.h"
 #include "lib/outbuf.h"
 #include "lib/util.h"
+#include "run_pool_client.h"
 
 #include <fcntl.h>
 #include <getopt.h>
