@@ -61,7 +61,8 @@ static ssize_t recv_message(int fd, char *buf, size_t size)
     return n;
 }
 
-/* One whole message, waited for at most wait_ms (-1: as long as it takes). */
+/* One whole message, waited for at most wait_ms (-1: as long as it takes). False with errno
+ * ETIMEDOUT when none came, EPROTO when the pool closed or sent something unreadable. */
 static bool receive(int fd, int wait_ms, char *buf, size_t size, struct run_pool_msg *m)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -69,10 +70,15 @@ static bool receive(int fd, int wait_ms, char *buf, size_t size, struct run_pool
     do
         r = poll(&p, 1, wait_ms);
     while (r < 0 && errno == EINTR);
-    if (r <= 0)
+    if (r <= 0) {
+        errno = ETIMEDOUT;
         return false;
+    }
     ssize_t n = recv_message(fd, buf, size);
-    return n > 0 && (size_t)n <= size && run_pool_decode(buf, (size_t)n, m);
+    if (n > 0 && (size_t)n <= size && run_pool_decode(buf, (size_t)n, m))
+        return true;
+    errno = EPROTO;
+    return false;
 }
 
 enum run_pool_answer run_pool_offer(const char *path, const void *key, size_t key_len,
@@ -101,7 +107,10 @@ enum run_pool_answer run_pool_offer(const char *path, const void *key, size_t ke
             return RUN_POOL_MISSED;
         }
     } else if (!receive(c, wait_ms, buf, sizeof(buf), &m)) {
-        sbx_fail(why, ETIMEDOUT, "the run pool gave no answer within %d ms", wait_ms);
+        if (errno == ETIMEDOUT)
+            sbx_fail(why, ETIMEDOUT, "the run pool gave no answer within %d ms", wait_ms);
+        else
+            sbx_fail(why, EPROTO, "the run pool closed without an answer");
         close(c);
         return RUN_POOL_MISSED;
     }
