@@ -150,6 +150,30 @@ expect "pool: SIGTERM reaches the command, which exits as it likes" "got TERM.*r
 out=$("$SBX" run -- /bin/sh -c 'trap "" TERM; while :; do sleep 0.05; done' 2>&1 &
       pid=$!; sleep 1; kill -TERM $pid; sleep 0.3; kill -TERM $pid; wait $pid; echo "rc=$?")
 expect "pool: a second SIGTERM kills everything" "signalled twice.*rc=137" "$(echo $out)"
+# A signal that crosses the command's end: sent 2-10 ms after the command's last line, around
+# the moment it exits (a 4 ms loop here), it reaches the command or finds nothing left to reach.
+# Either way run reports (3, or 143 for the signal), and the pool goes on serving.
+mkfifo "$pool_dir/crossing"
+bad="" by_exit=0 by_signal=0
+for i in $(seq 1 30); do
+    "$SBX" run -- /bin/sh -c 'echo last; i=0; while [ $i -lt 2000 ]; do i=$((i + 1)); done; exit 3' \
+        >"$pool_dir/crossing" 2>"$pool_dir/crossing.err" &
+    pid=$!
+    read -r _ <"$pool_dir/crossing"
+    sleep "0.00$((i % 8))"
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    rc=$?
+    case $rc in
+    3) by_exit=$((by_exit + 1)) ;;
+    143) by_signal=$((by_signal + 1)) ;;
+    *) bad="$bad rc=$rc:$(head -c 200 "$pool_dir/crossing.err")" ;;
+    esac
+done
+expect "pool: a signal crossing the command's end leaves its report whole ($by_exit exited, $by_signal signalled)" \
+    "^ok$" "${bad:-ok}"
+out=$("$SBX" run -- /bin/sh -c 'exit 5' 2>&1; echo "rc=$?")
+expect "pool: (control) and the pool serves the next run" "^rc=5$" "$out"
 
 # A run that vanishes (SIGKILL) takes its command with it.
 tag="pool-gone-$$-$RANDOM"
