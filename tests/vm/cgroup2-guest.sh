@@ -113,6 +113,26 @@ expect "cgroup2: a spin past the timeout is killed (exit 124)" 'rc=124' "$out"
 left=$(ls -d $CG/svc/mcp-sandbox.* 2>/dev/null)
 expect "cgroup2: after all of that no group is left ('${left}')" '^$' "$left"
 
+# --- The run pool, alone in a delegated cgroup: its sandboxes, built ahead, have the limits.
+mkdir $CG/pool /tmp/pool
+alone pool mcp-sandbox --state-dir /tmp/pool pool --size 1 2>/tmp/pool/log &
+pool_runner=$!
+for _ in $(seq 1 400); do
+    mcp-sandbox --state-dir /tmp/pool pool --status 2>/dev/null | grep -q 'ready=1' && break
+    sleep 0.05
+done
+out=$(MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=/tmp/pool/run-pool.sock \
+    mcp-sandbox run --json -- /bin/true 2>&1)
+expect "cgroup2: (control) a run pool alone in a delegated cgroup serves a run" '"pooled":true' \
+    "$out$(cat /tmp/pool/log)"
+expect "cgroup2: and the pooled sandbox has cgroup-v2 limits" '^cgroup-v2$' \
+    "$(printf '%s' "$out" | backend_of)"
+pool_pid=$(ls -d $CG/pool/mcp-sandbox.*.self 2>/dev/null | sed -n 's/.*mcp-sandbox\.\([0-9]*\)\.self$/\1/p')
+[ -n "$pool_pid" ] && kill "$pool_pid"
+wait $pool_runner
+left=$(ls -d $CG/pool/mcp-sandbox.* 2>/dev/null)
+expect "cgroup2: a stopped run pool leaves no group ('${left}')" '^$' "$left"
+
 # --- The server's way: named groups for several persistent sandboxes at once.
 mkdir $CG/server
 alone server vm-sandboxes $CG/server
@@ -152,6 +172,12 @@ expect "cgroup2: sharing its cgroup with others, the process falls back to rlimi
     "$(printf '%s' "$out" | backend_of)"
 expect "cgroup2: and doctor says how to fix it" 'holds other processes.*Delegate=yes' \
     "$(mcp-sandbox doctor 2>&1 | grep 'cgroup limits')"
+# A run pool there would build sandboxes without the limits a run in a delegated scope of its own
+# gets: it refuses to start.
+# (A pool that started instead would serve until stopped: timeout ends it, and the test fails.)
+out=$(timeout 30 mcp-sandbox --state-dir /tmp/pool-shared pool --size 1 2>&1; echo "rc=$?")
+expect "cgroup2: a run pool sharing its cgroup with others refuses to start, with a hint" \
+    'no cgroup of its own.*Delegate=yes.* rc=1$' "$(echo $out)"
 expect "cgroup2: and the shared cgroup was not touched" '^$' \
     "$(cat $CG/shared/cgroup.subtree_control; ls -d $CG/shared/mcp-sandbox.* 2>/dev/null)"
 echo $$ > $CG/cgroup.procs
