@@ -76,7 +76,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
      * and regrowing it with brk() on each request. */
     mallopt(M_TRIM_THRESHOLD, 4 << 20);
     mallopt(M_TOP_PAD, 1 << 20);
-    /* A host that does not read our stderr stop the loop (MCP lets it ignore stderr). */
+    /* A host that does not read our stderr must not stop the loop (MCP lets it ignore it). */
     log_never_block();
     if (ev_loop_new(&loop, &err) < 0 || cli_stop_on_signals(loop, &stop, &err) < 0)
         goto out;

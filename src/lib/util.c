@@ -439,16 +439,14 @@ int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
     return 0;
 }
 
-#define FDS_MAX 8
-
 int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds)
 {
-    if (nfds > FDS_MAX)
+    if (nfds > MSG_FDS_MAX)
         return -EINVAL;
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
     union {
         struct cmsghdr h;
-        char b[CMSG_SPACE(FDS_MAX * sizeof(int))];
+        char b[CMSG_SPACE(MSG_FDS_MAX * sizeof(int))];
     } u;
     memset(&u, 0, sizeof(u));
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -476,7 +474,7 @@ ssize_t recv_with_fds(int sock, void *buf, size_t len, int flags, int *fds, size
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     union {
         struct cmsghdr h;
-        char b[CMSG_SPACE(FDS_MAX * sizeof(int))];
+        char b[CMSG_SPACE(MSG_FDS_MAX * sizeof(int))];
     } u;
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};

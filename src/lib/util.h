@@ -128,11 +128,14 @@ bool uri_path_decode(const char *in, char *out, size_t size);
  * -EINVAL. */
 int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
 
+/* The most fds one message carries (send_with_fds, recv_with_fds). */
+#define MSG_FDS_MAX 8
+
 /* One message on a unix socket with fds attached (SCM_RIGHTS); MSG_NOSIGNAL, retried on EINTR.
  * Returns 0 when all of buf went, else -errno (-EPROTO for a short send). */
 int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds);
 /* One message from a unix socket (flags as recvmsg's; MSG_CMSG_CLOEXEC added, EINTR retried),
- * and the fds it carried: the first max (at most 8) into fds, how many in *nfds, the rest
+ * and the fds it carried: the first max (at most MSG_FDS_MAX) into fds, how many in *nfds, the rest
  * closed. *truncated when the data or the fds did not fit. Allocates nothing (a sandbox's init
  * uses it after its setup). Returns recvmsg's result (-1 with errno). */
 ssize_t recv_with_fds(int sock, void *buf, size_t len, int flags, int *fds, size_t max,

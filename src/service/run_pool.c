@@ -494,10 +494,11 @@ static void drain(int fd)
 {
     char buf[256];
     for (int i = 0; i < 64; i++) {
-        int fds[8];
+        int fds[MSG_FDS_MAX];
         size_t got;
         bool truncated;
-        ssize_t n = recv_with_fds(fd, buf, sizeof(buf), MSG_DONTWAIT, fds, 8, &got, &truncated);
+        ssize_t n =
+            recv_with_fds(fd, buf, sizeof(buf), MSG_DONTWAIT, fds, MSG_FDS_MAX, &got, &truncated);
         for (size_t k = 0; k < got; k++)
             close(fds[k]);
         if (n <= 0)
@@ -608,11 +609,11 @@ static void on_client(struct ev_loop *loop, int fd, uint32_t events, void *data)
     (void)events;
     struct client *c = data;
     char *buf = xmalloc(RUN_POOL_MSG_MAX + 1);
-    int fds[8];
+    int fds[MSG_FDS_MAX];
     size_t got;
     bool truncated;
-    ssize_t n =
-        recv_with_fds(fd, buf, RUN_POOL_MSG_MAX + 1, MSG_DONTWAIT, fds, 8, &got, &truncated);
+    ssize_t n = recv_with_fds(fd, buf, RUN_POOL_MSG_MAX + 1, MSG_DONTWAIT, fds, MSG_FDS_MAX, &got,
+                              &truncated);
     if (n < 0 && errno == EAGAIN) {
         free(buf);
         return;
