@@ -508,9 +508,12 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     int e = errno;
     /* From here until init reports, a shared-memory init has this thread's errno for its own:
      * nothing here may write errno but a call that fails (and then the sandbox is refused). */
+    /* Left inside, this thread would count against the sandbox's pids and keep its group
+     * from being removed. */
+    int left = born_inside ? cgroup_leave_thread(j->cg, false) : 0;
+    if (left < 0)
+        return sbx_fail_errno(err, -left, "leaving the sandbox's cgroup after the clone");
     if (j->pid < 0) {
-        if (born_inside)
-            cgroup_leave_thread(j->cg, false);
         if (e == EPERM || e == EINVAL || e == ENOSPC || e == EUSERS)
             return sbx_fail_errno(
                 err, e,
@@ -529,19 +532,10 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     uid_t host_uid = rootless ? geteuid() : cfg->host_uid;
     gid_t host_gid = rootless ? getegid() : cfg->host_uid;
     int r = write_id_maps(j->pid, cfg->sandbox_uid, host_uid, host_gid, rootless);
-    const char *failed = r < 0 ? "user namespace: writing the uid/gid map" : NULL;
-    if (!failed && write(st->sync_pipe[1], "m", 1) != 1) {
-        r = -errno;
-        failed = "starting the sandbox";
-    }
-    /* Left inside, this thread would count against the sandbox's pids and keep its group
-     * from being removed. It leaves once the child has its id maps, while the child builds its
-     * root: the child waits on the maps, not on this. */
-    int left = born_inside ? cgroup_leave_thread(j->cg, false) : 0;
-    if (failed)
-        return sbx_fail_errno(err, -r, "%s", failed);
-    if (left < 0)
-        return sbx_fail_errno(err, -left, "leaving the sandbox's cgroup after the clone");
+    if (r < 0)
+        return sbx_fail_errno(err, -r, "user namespace: writing the uid/gid map");
+    if (write(st->sync_pipe[1], "m", 1) != 1)
+        return sbx_fail_errno(err, errno, "starting the sandbox");
     if (j->cg && !born_inside && cgroup_attach(j->cg, j->pid, err) < 0)
         return sbx_err_wrap(err, "cgroup limits");
     if (write(st->sync_pipe[1], "c", 1) != 1)
