@@ -1356,6 +1356,7 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
         json_decref(args);
         return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");
     }
+    s->last_seen_ms = now_ms();
     char id[32];
     snprintf(id, sizeof(id), "rest-%llu", (unsigned long long)++s->rest_calls);
     json_t *req = json_pack("{s:s, s:s, s:s, s:{s:o, s:o}}", "jsonrpc", "2.0", "id", id, "method",
@@ -1873,8 +1874,9 @@ static void on_sweep(struct ev_loop *loop, void *data)
                 stream_wake(st);
             }
         }
-        if (!streaming && !s->rest &&
-            now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
+        /* REST sessions too: one is made per principal on demand, and one kept for ever
+         * would hold a slot of http.max_sessions (and its memory) after its last call. */
+        if (!streaming && now - s->last_seen_ms > (uint64_t)t->cfg->http_session_idle_s * 1000) {
             log_emit(LOG_LVL_INFO, "http session expired", "limit", "http.session_idle_s", NULL);
             session_free(s, NULL); /* no client reads it */
         }

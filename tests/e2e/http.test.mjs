@@ -339,6 +339,29 @@ test('one principal cannot take every session: http.max_sessions_per_principal',
   await session(url, { Authorization: 'Bearer bob-secret-token' });
 });
 
+test('a principal\'s REST session expires when idle: it does not hold a slot of http.max_sessions for ever', async () => {
+  const tokens = join(dir, 'tokens-rest-idle');
+  writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
+  const cfg = join(dir, 'rest-idle.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\nmax_sessions = 1\nsession_idle_s = 1\n`);
+  const { port, url } = await start(['--config', cfg]);
+  const r = await fetch(`http://127.0.0.1:${port}/api/v1/tools/list_sandboxes`, {
+    method: 'POST', headers: { Authorization: 'Bearer alice-secret-token' } });
+  assert.equal(r.status, 200);
+  await r.text();
+  // Alice's hidden REST session took the one slot; idle, it ends like any other session.
+  const bob = { Authorization: 'Bearer bob-secret-token' };
+  const t0 = Date.now();
+  for (;;) {
+    const init = await post(url, INIT, bob);
+    await init.text();
+    if (init.status === 200) break;
+    assert.equal(init.status, 503);
+    assert.ok(Date.now() - t0 < 30000, 'an idle REST session held its session slot for ever');
+    await new Promise((res) => setTimeout(res, 500));
+  }
+});
+
 test('a non-loopback address without tokens is refused at startup', async () => {
   await assert.rejects(new Promise((resolve, reject) => {
     const child = track(spawn(BIN, ['serve', '--http', '0.0.0.0:0', '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] }));
