@@ -132,27 +132,35 @@ static bool on_an_area(int root_fd, dev_t dev)
     return false;
 }
 
-/* A read through an absolute link ("data.csv -> /workspace/in/data.csv", as `ln -s` makes
- * them) found nothing rooted in the area. Resolved once more as the sandbox sees the path,
- * from its root, it may open only what lies on an area's own mount: found as a bare O_PATH
- * (no device or fifo is opened for real before the check), then opened again. */
+/* A read is resolved as the sandbox sees the path, from its root: rooted in the area instead,
+ * "latest -> /tmp/out.txt" (or "../tmp/out.txt") would name /workspace/tmp/out.txt, another file
+ * than the sandbox's when that one exists, and nothing when it does not. Found as a bare O_PATH
+ * (no device or fifo is opened for real before the check), it is opened again only if it lies
+ * on an area's own mount. -1 with errno on failure; EXDEV: found, but off the areas. */
 static int open_as_seen_inside(int root_fd, const char *canon, int flags)
 {
-    if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))
-        return -1;
     int path = files_openat2(root_fd, canon + 1, O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY)), 0,
                              RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
     if (path < 0)
         return -1;
     struct stat st;
-    int fd = -1;
-    if (fstat(path, &st) == 0 && on_an_area(root_fd, st.st_dev)) {
+    int fd = -1, e = EXDEV;
+    if (fstat(path, &st) < 0) {
+        e = errno;
+    } else if (on_an_area(root_fd, st.st_dev)) {
         char self[64];
         snprintf(self, sizeof(self), "/proc/self/fd/%d", path);
         fd = (flags & O_PATH) ? dup(path) : open(self, flags | O_CLOEXEC);
+        e = errno;
     }
     close(path);
+    errno = e;
     return fd;
+}
+
+static bool is_read(int flags)
+{
+    return (flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | O_TRUNC));
 }
 
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
@@ -161,11 +169,10 @@ int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
     int area = open_area(root_fd, canon, &rest, err);
     if (area < 0)
         return -1;
-    int fd = files_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
+    int fd = is_read(flags) ? open_as_seen_inside(root_fd, canon, flags)
+                            : files_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
     int e = errno;
     close(area);
-    if (fd < 0 && e == ENOENT)
-        fd = open_as_seen_inside(root_fd, canon, flags);
     if (fd < 0)
         return open_fail(err, e, canon, false);
     return fd;

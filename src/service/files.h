@@ -1,12 +1,12 @@
 /* Safe file access inside a sandbox from the server side.
  *
  * The server is more privileged than the sandbox, so it never joins strings into a host path.
- * Every path is resolved from the sandbox's root fd with openat2: first the area (/workspace or
- * /tmp, the only trees the tools touch), then the rest with RESOLVE_IN_ROOT, so a symlink made
- * by sandbox code ("x -> /etc/shadow", "x -> /proc/1/root") resolves inside the area or fails.
- * Magic links and mount crossings are refused; writes follow no symlink at all. A read that
- * found nothing is tried once more as the sandbox sees the path (an absolute link into the
- * area), and succeeds only if the file lies on an area's own mount. */
+ * Every path is resolved from the sandbox's root fd with openat2 and must lie in an area
+ * (/workspace or /tmp, the only trees the tools touch). A read resolves the path as the sandbox
+ * sees it (RESOLVE_IN_ROOT, magic links refused), so a symlink made by sandbox code names the
+ * file it names for the sandbox, and succeeds only if that file lies on an area's own mount
+ * ("x -> /etc/shadow", "x -> /proc/1/root" fail). Writes follow no symlink at all: each
+ * directory is walked with RESOLVE_NO_SYMLINKS from the area's root. */
 #ifndef SBX_FILES_H
 #define SBX_FILES_H
 

@@ -1215,6 +1215,37 @@ test('links inside the sandbox\'s files read as the sandbox sees them; nothing e
   await c.close();
 });
 
+test('a link reads the file the sandbox sees, even where the same path exists inside the area', async () => {
+  const c = await server();
+  const { sc } = await run(c, [
+    'import os',
+    "os.makedirs('/workspace/tmp/d')",
+    "os.makedirs('/workspace/workspace')",
+    "os.makedirs('/tmp/d')",
+    "open('/workspace/tmp/out.txt', 'w').write('decoy in /workspace/tmp')",
+    "open('/workspace/tmp/d/in.txt', 'w').write('decoy in /workspace/tmp/d')",
+    "open('/workspace/workspace/f.txt', 'w').write('decoy in /workspace/workspace')",
+    "open('/tmp/out.txt', 'w').write('the real /tmp/out.txt')",
+    "open('/tmp/d/in.txt', 'w').write('the real /tmp/d/in.txt')",
+    "open('/workspace/f.txt', 'w').write('the real /workspace/f.txt')",
+    "os.symlink('/tmp/out.txt', '/workspace/abs')",
+    "os.symlink('../tmp/out.txt', '/workspace/up')",
+    "os.symlink('/tmp/d', '/workspace/dir')",
+    "os.symlink('/workspace/f.txt', '/tmp/back')",
+    "print([open(p).read() for p in ('/workspace/abs', '/workspace/up', '/workspace/dir/in.txt', '/tmp/back')])",
+  ].join('\n'));
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  assert.match(sc.stdout, /the real \/tmp\/out.txt', 'the real \/tmp\/out.txt', 'the real \/tmp\/d\/in.txt', 'the real \/workspace\/f.txt'/);
+  for (const [path, want] of [['abs', 'the real /tmp/out.txt'], ['up', 'the real /tmp/out.txt'],
+    ['dir/in.txt', 'the real /tmp/d/in.txt'], ['/tmp/back', 'the real /workspace/f.txt']]) {
+    const r = await call(c, 'read_file', { path });
+    assert.equal(r.sc?.content, want, `${path}: ${r.text}`);
+  }
+  const { sc: ls } = await call(c, 'list_files', { path: 'dir' });
+  assert.deepEqual(ls.entries.map((e) => e.path), ['/workspace/dir/in.txt']);
+  await c.close();
+});
+
 test('write_file, read_file and list_files: text, base64, parents, offsets and errors', async () => {
   const c = await server();
   let { sc } = await call(c, 'write_file', { path: 'dir/sub/a.txt', content: 'hello\nworld\n' });
