@@ -339,6 +339,12 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
         return -1;
     mode_t mode = 0644;
     bool existed = false;
+    /* A fifo or a socket is named as what it is, not opened: the open would answer "No such
+     * device or address" without a reader, and end a reader's input with one. */
+    struct stat was;
+    if (fstatat(dir, base, &was, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(was.st_mode) &&
+        !S_ISLNK(was.st_mode) && !S_ISDIR(was.st_mode))
+        return sbx_fail(err, EINVAL, "%s exists and is not a regular file", canon);
     int old = files_openat2(dir, base, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0, STRICT);
     if (old < 0 && errno != ENOENT)
         return open_fail(err, errno, canon, true);

@@ -1246,6 +1246,20 @@ test('a link reads the file the sandbox sees, even where the same path exists in
   await c.close();
 });
 
+test('a fifo in the workspace is refused by name: read_file, list_files and write_file neither hang nor open it', async () => {
+  const c = await server();
+  const { sc } = await run(c, "import os\nos.mkfifo('/workspace/pipe')\nos.symlink('pipe', '/workspace/to-pipe')");
+  assert.equal(sc.success, true, JSON.stringify(sc.error));
+  for (const path of ['pipe', 'to-pipe'])
+    assert.match(await refused(c, 'read_file', { path }), /is not a regular file/);
+  assert.match(await refused(c, 'list_files', { path: 'pipe' }), /is not a directory/);
+  // It said "No such device or address" (the open for writing found no reader).
+  assert.match(await refused(c, 'write_file', { path: 'pipe', content: 'x' }), /\/workspace\/pipe exists and is not a regular file/);
+  const { sc: ls } = await call(c, 'list_files', {});
+  assert.equal(ls.entries.find((e) => e.path === '/workspace/pipe')?.type, 'other');
+  await c.close();
+});
+
 test('write_file, read_file and list_files: text, base64, parents, offsets and errors', async () => {
   const c = await server();
   let { sc } = await call(c, 'write_file', { path: 'dir/sub/a.txt', content: 'hello\nworld\n' });
