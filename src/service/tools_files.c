@@ -259,15 +259,29 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
         cleanup_fd int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rfd < 0)
             return sbx_fail_errno(err, errno, "upload root %s", root);
-        int fd = files_openat2(rfd, *rel ? rel : ".", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0,
-                               RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        /* Found as a bare O_PATH first: a device's open may act (a watchdog starts, a tape
+         * rewinds) and a fifo's wakes its writer, so only a regular file is opened for real. */
+        cleanup_fd int path = files_openat2(rfd, *rel ? rel : ".", O_PATH, 0,
+                                            RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
         /* RESOLVE_BENEATH answers EXDEV for any step it cannot prove stays below the root. */
-        if (fd < 0 && (errno == EXDEV || errno == ELOOP))
+        if (path < 0 && (errno == EXDEV || errno == ELOOP))
             return sbx_fail(err, EACCES,
                             "%s is refused: on the way from the upload root %s it meets a '..', "
                             "a symlink with an absolute target, a symlink loop, or a link out of "
                             "the root",
                             local, root);
+        if (path < 0)
+            return sbx_fail_errno(err, errno, "%s", local);
+        struct stat st;
+        if (fstat(path, &st) < 0)
+            return sbx_fail_errno(err, errno, "%s", local);
+        if (!S_ISREG(st.st_mode))
+            return sbx_fail(err, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "%s is %s", local,
+                            S_ISDIR(st.st_mode) ? "a directory: upload_file copies one file"
+                                                : "not a regular file");
+        char self[64];
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", path);
+        int fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
             return sbx_fail_errno(err, errno, "%s", local);
         return fd;
@@ -298,10 +312,8 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
         mcp_call_fail(call, "%s: %s", local, strerror(errno));
         return;
     }
-    if (!S_ISREG(st.st_mode)) {
-        mcp_call_fail(call, "%s is %s", local,
-                      S_ISDIR(st.st_mode) ? "a directory: upload_file copies one file"
-                                          : "not a regular file");
+    if (!S_ISREG(st.st_mode)) { /* open_upload opens none other */
+        mcp_call_fail(call, "%s is not a regular file", local);
         return;
     }
     if ((uint64_t)st.st_size > UPLOAD_MAX) {

@@ -4,7 +4,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync, chmodSync, readdirSync, readFileSync, existsSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { connect, cleanup } from './helpers.mjs';
 
@@ -1333,6 +1333,27 @@ test('upload_file is disabled by default, and copies only from files.upload_root
   assert.equal((await call(c, 'upload_file', { local_path: join(root, 'in', 'data.csv') })).sc.size, 8);
   await c.close();
   rmSync(root, { recursive: true, force: true });
+});
+
+test('upload_file opens only a regular file: a fifo below a root is refused without waking its writer', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'sbx-upload-'));
+  chmodSync(root, 0o755);
+  const fifo = join(root, 'pipe');
+  execFileSync('mkfifo', [fifo]);
+  const cfg = join(root, 'config.toml');
+  writeFileSync(cfg, `[files]\nupload_roots = ["${root}"]\n`);
+  // The writer's open blocks until a reader opens the fifo.
+  const writer = spawn('/bin/sh', ['-c', 'echo data > "$1"', 'sh', fifo], { stdio: 'ignore' });
+  const c = await server(['--config', cfg]);
+  try {
+    assert.match(await refused(c, 'upload_file', { local_path: fifo }), /pipe is not a regular file/);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual([writer.exitCode, writer.signalCode], [null, null], 'the fifo was opened: its writer went on');
+  } finally {
+    writer.kill('SIGKILL');
+    await c.close();
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 test('arguments: lengths count characters, not bytes', async () => {
