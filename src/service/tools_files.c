@@ -32,13 +32,20 @@ static bool canonical_arg(struct mcp_call *call, const char *path, char *canon, 
     return true;
 }
 
-/* A file's path: one ending in '/' names a directory (as it would for open(2)), which the
- * canonical form would quietly drop. */
+/* A file's path: one ending in '/', "." or ".." names a directory (as it would for open(2)),
+ * which the canonical form would quietly drop ("new/." would write a file named new). */
 static bool file_path_arg(struct mcp_call *call, const char *path, char *canon, size_t size)
 {
     size_t n = path ? strlen(path) : 0;
     if (n && path[n - 1] == '/') {
         mcp_call_fail(call, "path: %s ends with '/', which names a directory, not a file", path);
+        return false;
+    }
+    const char *last = path ? strrchr(path, '/') : NULL;
+    last = last ? last + 1 : path;
+    if (last && (strcmp(last, ".") == 0 || strcmp(last, "..") == 0)) {
+        mcp_call_fail(call, "path: %s ends with '%s', which names a directory, not a file", path,
+                      last);
         return false;
     }
     return canonical_arg(call, path, canon, size);

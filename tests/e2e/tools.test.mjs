@@ -1369,9 +1369,14 @@ test('a file path ending in / is refused: it names a directory', async () => {
   await call(c, 'write_file', { path: 'a/b/c.txt', content: 'x' });
   assert.match(await refused(c, 'write_file', { path: 'x/', content: 'y' }), /ends with '\/'/);
   assert.match(await refused(c, 'read_file', { path: 'a/b/c.txt/' }), /ends with '\/'/);
+  // So does one ending in '.' or '..': 'new/.' wrote a file named new, 'a/b/..' one named a.
+  for (const path of ['new/.', 'a/b/..', '.'])
+    assert.match(await refused(c, 'write_file', { path, content: 'y' }), /ends with '\.{1,2}', which names a directory/, path);
+  assert.match(await refused(c, 'read_file', { path: 'a/b/c.txt/.' }), /ends with '\.'/);
   const { sc } = await call(c, 'list_files', { path: 'a/b/' });
   assert.deepEqual(sc.entries.map((e) => e.path), ['/workspace/a/b/c.txt'], 'a directory may end in /');
-  assert.ok(!(await call(c, 'list_files', {})).sc.entries.some((e) => e.path === '/workspace/x'));
+  assert.ok(!(await call(c, 'list_files', {})).sc.entries.some((e) => ['/workspace/x', '/workspace/new'].includes(e.path)));
+  assert.equal((await call(c, 'list_files', { path: 'a' })).sc.entries[0].type, 'directory', 'a is still a directory');
   await c.close();
 });
 
