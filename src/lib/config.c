@@ -95,6 +95,8 @@ static const struct key_def global_keys[] = {
     G("http.max_connections", KT_U32, http_max_connections, 1, 1000000),
     G("http.max_sessions", KT_U32, http_max_sessions, 1, 1000000),
     G("http.max_sessions_per_principal", KT_U32, http_max_sessions_per_principal, 1, 1000000),
+    G("http.max_open_requests_per_principal", KT_U32, http_max_open_requests_per_principal, 1,
+      1000000),
     G("http.session_idle_s", KT_U32, http_session_idle_s, 1, 31536000),
     G("http.request_timeout_s", KT_U32, http_request_timeout_s, 1, 3600),
     G("http.keepalive_s", KT_U32, http_keepalive_s, 1, 3600),
@@ -250,6 +252,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->http_session_idle_s = 3600;
     cfg->http_request_timeout_s = 30;
     cfg->http_max_sessions_per_principal = 64;
+    cfg->http_max_open_requests_per_principal = 256;
     cfg->http_keepalive_s = 15;
     cfg->jwt_principal_claim = xstrdup("sub");
     cfg->jwt_leeway_s = 60;

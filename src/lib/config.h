@@ -119,6 +119,9 @@ struct sbx_config {
     uint32_t http_max_connections;
     uint32_t http_max_sessions;
     uint32_t http_max_sessions_per_principal; /* with tokens: sessions one principal may hold */
+    /* with tokens: the connections one principal may hold open (a waiting call, an event stream,
+     * a REST call) */
+    uint32_t http_max_open_requests_per_principal;
     uint32_t http_session_idle_s;
     uint32_t http_request_timeout_s; /* for a request's headers; its body gets 4 times that */
     uint32_t http_keepalive_s;       /* a comment on an SSE stream with nothing to send */

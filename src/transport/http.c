@@ -674,6 +674,25 @@ static const char *session_limit(const struct http_transport *t, const char *pri
                : NULL;
 }
 
+/* Why this principal may not hold one more connection open now, or NULL. A call still
+ * running, an event stream and a REST call each hold one of http.max_connections until they
+ * end: without a cap of its own, one tenant could take them all, and another's requests would
+ * then wait unserved, not even refused. */
+static const char *open_request_limit(const struct http_transport *t, const char *principal)
+{
+    if (!principal)
+        return NULL;
+    uint32_t open = 0;
+    for (const struct http_session *s = t->sessions; s; s = s->next)
+        if (strcmp(s->owner, principal) == 0)
+            for (const struct sse_stream *st = s->streams; st; st = st->next)
+                open += st->conn != NULL;
+    return open >= t->cfg->http_max_open_requests_per_principal
+               ? "limit reached: this principal holds http.max_open_requests_per_principal "
+                 "requests open (calls still running, event streams, REST calls)"
+               : NULL;
+}
+
 static struct http_session *session_new(struct http_transport *t, const char *principal)
 {
     struct http_session *s = xcalloc(1, sizeof(*s));
@@ -971,6 +990,11 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     const json_t *id = batch ? mcp_batch_first_request_id(msg) : json_object_get(msg, "id");
     bool is_request = id && (batch || method);
     bool is_init = is_request && method && strcmp(method, "initialize") == 0;
+    const char *busy = is_request ? open_request_limit(t, principal) : NULL;
+    if (busy) {
+        json_decref(msg);
+        return refuse(t, c, MHD_HTTP_TOO_MANY_REQUESTS, -32000, busy);
+    }
     struct http_session *s = NULL;
     unsigned status = 0;
     const char *why = NULL;
@@ -1056,6 +1080,9 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
     struct http_session *s = session_of(t, c, principal, &status, &why);
     if (!s)
         return refuse(t, c, status, -32600, why);
+    const char *busy = open_request_limit(t, principal);
+    if (busy)
+        return refuse(t, c, MHD_HTTP_TOO_MANY_REQUESTS, -32000, busy);
     struct sse_stream *st = stream_new(s, NULL);
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     uint64_t stream_no, seq;
@@ -1123,6 +1150,9 @@ static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Co
     const char *full = session_limit(t, principal);
     if (full)
         return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
+    const char *busy = open_request_limit(t, principal);
+    if (busy)
+        return refuse(t, c, MHD_HTTP_TOO_MANY_REQUESTS, -32000, busy);
     struct http_session *s = session_new(t, principal);
     if (!s)
         return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");
@@ -1343,6 +1373,11 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
         json_decref(args);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600,
                       "the body must be a JSON object of the tool's arguments");
+    }
+    const char *busy = open_request_limit(t, principal);
+    if (busy) {
+        json_decref(args);
+        return refuse(t, c, MHD_HTTP_TOO_MANY_REQUESTS, -32000, busy);
     }
     /* A name from the path may be any bytes; a tool's is UTF-8. */
     json_t *name = json_string(tool);

@@ -339,6 +339,51 @@ test('one principal cannot take every session: http.max_sessions_per_principal',
   await session(url, { Authorization: 'Bearer bob-secret-token' });
 });
 
+test('one principal cannot hold every connection: http.max_open_requests_per_principal', async () => {
+  // Before, calls still running took connections until none was left, and another principal's
+  // initialize waited unserved, not even refused.
+  const tokens = join(dir, 'tokens-open');
+  writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
+  const cfg = join(dir, 'open.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\nmax_open_requests_per_principal = 2\n`);
+  const { port, url } = await start(['--config', cfg]);
+  const alice = { Authorization: 'Bearer alice-secret-token' };
+  const sid = await session(url, alice);
+  const mine = { ...alice, 'Mcp-Session-Id': sid };
+  const sleeper = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'run_code', arguments: { code: 'import time; time.sleep(4)' } } });
+  const held = [post(url, sleeper(2), mine), post(url, sleeper(3), mine)];
+  await new Promise((r) => setTimeout(r, 1000));
+  const ping = (id) => ({ jsonrpc: '2.0', id, method: 'ping' });
+  // Two held: a third request of alice's is refused, on MCP, as an event stream and on REST.
+  let r = await post(url, ping(4), mine);
+  assert.equal(r.status, 429);
+  assert.match((await r.json()).error.message, /max_open_requests_per_principal/);
+  r = await fetch(url, { headers: { ...mine, Accept: 'text/event-stream' } });
+  assert.equal(r.status, 429);
+  await r.text();
+  r = await fetch(`http://127.0.0.1:${port}/api/v1/tools/list_sandboxes`, { method: 'POST', headers: alice });
+  assert.equal(r.status, 429);
+  await r.text();
+  // A notification holds no connection: still taken.
+  r = await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, mine);
+  assert.equal(r.status, 202);
+  // Bob is served meanwhile.
+  const bob = { Authorization: 'Bearer bob-secret-token' };
+  const bsid = await session(url, bob);
+  r = await post(url, ping(5), { ...bob, 'Mcp-Session-Id': bsid });
+  assert.equal(r.status, 200);
+  await r.text();
+  // Once alice's calls have ended, she is served again.
+  for (const h of held) {
+    const done = await h;
+    assert.equal(done.status, 200);
+    await done.text();
+  }
+  r = await post(url, ping(6), mine);
+  assert.equal(r.status, 200);
+  await r.text();
+});
+
 test('a principal\'s REST session expires when idle: it does not hold a slot of http.max_sessions for ever', async () => {
   const tokens = join(dir, 'tokens-rest-idle');
   writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
