@@ -343,7 +343,11 @@ static void t_upload_file(struct mcp_call *call, json_t *args, void *data)
         ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n < 0) { /* a part of the file is not a file: say so rather than copy it */
+            mcp_call_fail(call, "%s: reading it: %s", local, strerror(errno));
+            return;
+        }
+        if (n == 0) /* it shrank meanwhile: what it now holds */
             break;
         len += (size_t)n;
     }
