@@ -961,7 +961,7 @@ void jail_build_key(const struct sbx_profile *p, const struct sbx_config *cfg,
                     struct jail_build_key *key)
 {
     memset(key, 0, sizeof(*key));
-    key->version = 1;
+    key->version = 2;
     key->memory_bytes = p->memory_bytes;
     key->workspace_bytes = p->workspace_bytes;
     key->workspace_inodes = p->workspace_inodes;
@@ -975,6 +975,24 @@ void jail_build_key(const struct sbx_profile *p, const struct sbx_config *cfg,
     key->sandbox_uid = cfg->sandbox_uid;
     key->host_uid = cfg->host_uid;
     key->allow_degraded = cfg->allow_degraded;
+    /* Every limit but those rlimits_apply always sets (core, fsize, nofile, stack). */
+    static const int inherited[JAIL_KEY_RLIMITS] = {
+        RLIMIT_CPU,      RLIMIT_DATA, RLIMIT_RSS,    RLIMIT_NPROC,
+        RLIMIT_MEMLOCK,  RLIMIT_AS,   RLIMIT_LOCKS,  RLIMIT_SIGPENDING,
+        RLIMIT_MSGQUEUE, RLIMIT_NICE, RLIMIT_RTPRIO, RLIMIT_RTTIME};
+    for (size_t i = 0; i < JAIL_KEY_RLIMITS; i++) {
+        struct rlimit rl;
+        if (getrlimit(inherited[i], &rl) == 0) {
+            key->inherited_rlimits[i][0] = rl.rlim_cur;
+            key->inherited_rlimits[i][1] = rl.rlim_max;
+        }
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    key->umask = mask;
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, 0);
+    key->nice = errno ? INT32_MIN : prio;
     struct stat st;
     if (stat("/proc/self/exe", &st) == 0) {
         key->engine_dev = st.st_dev;

@@ -12,7 +12,7 @@
 #define RUN_POOL_VERSION 1
 /* The largest message either side sends: a request with the longest command line. */
 #define RUN_POOL_MSG_MAX    (40 * 1024)
-#define RUN_POOL_KEY_MAX    256
+#define RUN_POOL_KEY_MAX    512
 #define RUN_POOL_ARGC_MAX   255
 #define RUN_POOL_ARGV_BYTES (32 * 1024)
 #define RUN_POOL_TEXT_MAX   1024

@@ -189,6 +189,15 @@ for _ in $(seq 1 40); do [ "$(marker_count "$marker")" = 0 ] && break; sleep 0.0
 # What the pool does not keep is a miss: refused when required, built on demand otherwise.
 out=$("$SBX" run --memory 300M -- /bin/true 2>&1; echo "rc=$?")
 expect "pool: other limits are refused when the pool is required (125, says why)" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
+# What the command inherits from the process that builds its sandbox (rlimits the profile does
+# not set, the umask): a run whose own differ from the pool's is not served by it, whose sandbox
+# would lack them; built on demand, the command has them.
+out=$( (ulimit -t 100; "$SBX" run -- /bin/sh -c 'ulimit -t') 2>&1; echo "rc=$?")
+expect "pool: a run under a lower CPU-time rlimit than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
+out=$( (umask 077; "$SBX" run -- /bin/sh -c 'umask') 2>&1; echo "rc=$?")
+expect "pool: a run with another umask than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
+out=$( (ulimit -t 100; umask 077; MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run -- /bin/sh -c 'echo $(ulimit -t) $(umask)') 2>&1)
+expect "pool: (control) built on demand, the command has the caller's rlimit and umask" "^100 0077$" "$out"
 out=$(MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run --json --memory 300M -- /bin/true)
 expect "pool: with run.pool = auto, other limits build a sandbox on demand" '"exit_code":0.*"pooled":false' "$out"
 out=$(MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=$pool_dir/none.sock "$real_sbx" run -- /bin/true 2>&1; echo "rc=$?")

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jail/jail.h"
@@ -299,6 +301,31 @@ static void the_build_key_follows_what_builds_the_sandbox(void **state)
     other.sandbox_uid = 1000;
     jail_build_key(&p, &other, &b);
     assert_memory_not_equal(&a, &b, sizeof(a));
+    /* what the command inherits from the process that builds the sandbox: a lower CPU-time or
+     * address-space limit, another umask, another nice value */
+    p = *config_profile(&cfg, "standard");
+    struct rlimit saved, lower;
+    assert_int_equal(getrlimit(RLIMIT_CPU, &saved), 0);
+    lower = saved;
+    lower.rlim_cur = saved.rlim_cur == RLIM_INFINITY ? 100000 : saved.rlim_cur - 1;
+    assert_int_equal(setrlimit(RLIMIT_CPU, &lower), 0);
+    jail_build_key(&p, &cfg, &b);
+    assert_int_equal(setrlimit(RLIMIT_CPU, &saved), 0);
+    assert_memory_not_equal(&a, &b, sizeof(a));
+    assert_int_equal(getrlimit(RLIMIT_AS, &saved), 0);
+    lower = saved;
+    lower.rlim_cur = saved.rlim_cur == RLIM_INFINITY ? (1ull << 40) : saved.rlim_cur - 4096;
+    assert_int_equal(setrlimit(RLIMIT_AS, &lower), 0);
+    jail_build_key(&p, &cfg, &b);
+    assert_int_equal(setrlimit(RLIMIT_AS, &saved), 0);
+    assert_memory_not_equal(&a, &b, sizeof(a));
+    mode_t mask = umask(0);
+    umask(mask ^ 077);
+    jail_build_key(&p, &cfg, &b);
+    umask(mask);
+    assert_memory_not_equal(&a, &b, sizeof(a));
+    jail_build_key(&p, &cfg, &b);
+    assert_memory_equal(&a, &b, sizeof(a)); /* all restored: the same again */
     /* what only the caller uses (the name, the pool's size) is not part of it */
     snprintf(p.name, sizeof(p.name), "renamed");
     p.pool_size = 7;
