@@ -434,8 +434,16 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
         if (pool == RUN_POOL_FAILED)
             return not_started(&o, &err, t0, true);
         if (pool == RUN_POOL_MISSED && strcmp(ctx->cfg.run_pool, "required") == 0) {
-            fprintf(stderr, "mcp-sandbox: run.pool = \"required\", and no run pool served: %s\n",
-                    err.msg);
+            char why[SBX_ERR_MSG_MAX + 64];
+            snprintf(why, sizeof(why), "run.pool = \"required\", and no run pool served: %s",
+                     err.msg);
+            fprintf(stderr, "mcp-sandbox: %s\n", why);
+            /* --json promises its report also for a command that never started. */
+            if (o.json)
+                print_report(&(struct run_report){.exit_code = 125,
+                                                  .duration_ns = now_ns() - t0,
+                                                  .limits_backend = "none",
+                                                  .error = why});
             return 125;
         }
     }

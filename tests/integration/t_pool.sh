@@ -198,6 +198,8 @@ out=$( (umask 077; "$SBX" run -- /bin/sh -c 'umask') 2>&1; echo "rc=$?")
 expect "pool: a run with another umask than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
 out=$( (ulimit -t 100; umask 077; MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run -- /bin/sh -c 'echo $(ulimit -t) $(umask)') 2>&1)
 expect "pool: (control) built on demand, the command has the caller's rlimit and umask" "^100 0077$" "$out"
+out=$("$SBX" run --json --memory 300M -- /bin/true 2>/dev/null; echo "rc=$?")
+expect "pool: --json still reports a run the required pool did not serve (125, and why)" '^\{"exit_code":125,.*"pooled":false.*"error":"run.pool = \\"required\\", and no run pool served: the pool keeps no sandbox.*\} rc=125$' "$(echo $out)"
 out=$(MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run --json --memory 300M -- /bin/true)
 expect "pool: with run.pool = auto, other limits build a sandbox on demand" '"exit_code":0.*"pooled":false' "$out"
 out=$(MCP_SANDBOX_RUN_POOL=required MCP_SANDBOX_RUN_POOL_SOCKET=$pool_dir/none.sock "$real_sbx" run -- /bin/true 2>&1; echo "rc=$?")
