@@ -993,6 +993,15 @@ void jail_build_key(const struct sbx_profile *p, const struct sbx_config *cfg,
     errno = 0;
     int prio = getpriority(PRIO_PROCESS, 0);
     key->nice = errno ? INT32_MIN : prio;
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+        memcpy(key->cpu_affinity, &cpus,
+               sizeof(cpus) < sizeof(key->cpu_affinity) ? sizeof(cpus) : sizeof(key->cpu_affinity));
+    struct sched_param sp = {0};
+    key->sched_policy = sched_getscheduler(0);
+    key->sched_priority = sched_getparam(0, &sp) == 0 ? sp.sched_priority : -1;
+    key->ioprio = (int32_t)syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
     struct stat st;
     if (stat("/proc/self/exe", &st) == 0) {
         key->engine_dev = st.st_dev;

@@ -44,16 +44,18 @@ struct jail_spec {
  * sandbox, so a deferred one made for one key may serve a caller that has that key. The
  * engine's own identity (this executable) is part of it: another build may build another
  * sandbox. So is what the command inherits from the process that spawns it, rather than from
- * the profile: the resource limits the sandbox does not set itself, the umask and the nice
- * value (a caller's `ulimit -t 5` or `nice` holds in a sandbox it builds, and must not be lost
- * in one built by another process). Computed before any other thread may change the umask. */
+ * the profile: the resource limits the sandbox does not set itself, the umask, the nice value,
+ * the scheduling policy, the I/O priority and the CPU affinity (a caller's `ulimit -t 5`,
+ * `nice`, `taskset` or `ionice` holds in a sandbox it builds, and must not be lost in one built
+ * by another process). Computed before any other thread may change the umask. */
 #define JAIL_KEY_RLIMITS 12
 struct jail_build_key {
     uint64_t memory_bytes, workspace_bytes, workspace_inodes, tmp_bytes, fsize_bytes, stack_bytes;
     uint64_t engine_dev, engine_ino, engine_size, engine_mtime_ns;
     uint64_t inherited_rlimits[JAIL_KEY_RLIMITS][2]; /* soft and hard */
+    uint64_t cpu_affinity[16];                       /* CPUs 0 to 1023 */
     uint32_t umask;
-    int32_t nice;
+    int32_t nice, sched_policy, sched_priority, ioprio;
     uint32_t cpu_millicpus, pids, nofile;
     uint32_t timeout_ms; /* RLIMIT_CPU where no cgroup holds the CPU */
     uint32_t sandbox_uid, host_uid, allow_degraded;

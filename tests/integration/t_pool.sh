@@ -196,6 +196,10 @@ out=$( (ulimit -t 100; "$SBX" run -- /bin/sh -c 'ulimit -t') 2>&1; echo "rc=$?")
 expect "pool: a run under a lower CPU-time rlimit than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
 out=$( (umask 077; "$SBX" run -- /bin/sh -c 'umask') 2>&1; echo "rc=$?")
 expect "pool: a run with another umask than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
+out=$(taskset -c 0 "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
+[ "$(nproc)" -gt 1 ] && expect "pool: a run pinned to fewer CPUs than the pool is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
+out=$(ionice -c 3 "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
+expect "pool: a run with another I/O priority than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
 out=$( (ulimit -t 100; umask 077; MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run -- /bin/sh -c 'echo $(ulimit -t) $(umask)') 2>&1)
 expect "pool: (control) built on demand, the command has the caller's rlimit and umask" "^100 0077$" "$out"
 out=$("$SBX" run --json --memory 300M -- /bin/true 2>/dev/null; echo "rc=$?")

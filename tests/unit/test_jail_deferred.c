@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -324,6 +325,20 @@ static void the_build_key_follows_what_builds_the_sandbox(void **state)
     jail_build_key(&p, &cfg, &b);
     umask(mask);
     assert_memory_not_equal(&a, &b, sizeof(a));
+    cpu_set_t all, one;
+    assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    if (CPU_COUNT(&all) > 1) {
+        assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+        jail_build_key(&p, &cfg, &b);
+        assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+        assert_memory_not_equal(&a, &b, sizeof(a));
+    }
     jail_build_key(&p, &cfg, &b);
     assert_memory_equal(&a, &b, sizeof(a)); /* all restored: the same again */
     /* what only the caller uses (the name, the pool's size) is not part of it */
