@@ -92,6 +92,7 @@ static const struct key_def global_keys[] = {
     G("http.jwt_jwks_reload_s", KT_U32, jwt_jwks_reload_s, 0, 86400),
     G("http.jwt_jwks_url_refresh_s", KT_U32, jwt_jwks_url_refresh_s, 0, 86400),
     G("http.max_body_bytes", KT_SIZE, http_max_body_bytes, 1024, 1ull << 30),
+    G("http.max_body_bytes_total", KT_SIZE, http_max_body_bytes_total, 1024, 1ull << 40),
     G("http.max_connections", KT_U32, http_max_connections, 1, 1000000),
     G("http.max_sessions", KT_U32, http_max_sessions, 1, 1000000),
     G("http.max_sessions_per_principal", KT_U32, http_max_sessions_per_principal, 1, 1000000),
@@ -247,6 +248,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->proxy_connect_timeout_s = 10;
     cfg->http_listen = xstrdup("127.0.0.1:8080");
     cfg->http_max_body_bytes = 16ull << 20;
+    cfg->http_max_body_bytes_total = 256ull << 20;
     cfg->http_max_connections = 1024;
     cfg->http_max_sessions = 256;
     cfg->http_session_idle_s = 3600;

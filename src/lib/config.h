@@ -116,6 +116,7 @@ struct sbx_config {
     uint32_t jwt_jwks_reload_s;      /* 0: the JWKS file is read once, at startup */
     uint32_t jwt_jwks_url_refresh_s; /* 0: the URL is fetched again only for an unknown kid */
     uint64_t http_max_body_bytes;
+    uint64_t http_max_body_bytes_total; /* the request bodies held at once, all connections */
     uint32_t http_max_connections;
     uint32_t http_max_sessions;
     uint32_t http_max_sessions_per_principal; /* with tokens: sessions one principal may hold */

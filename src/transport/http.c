@@ -109,6 +109,7 @@ struct http_transport {
     struct http_session *sessions;
     struct strmap sessions_by_id;
     size_t n_sessions;
+    size_t body_bytes; /* the request bodies held now, summed (http.max_body_bytes_total) */
     struct http_conns conns;
     size_t peak_sessions; /* since the last heap trim */
     bool stopping;
@@ -124,6 +125,7 @@ struct request {
     char *body;
     size_t len, cap;
     bool too_big;
+    bool over_budget; /* its body would have taken the others' past http.max_body_bytes_total */
     bool is_init;
     bool url_had_nul;
     struct sse_stream *parked; /* a POST waiting for its answer (the handler runs again) */
@@ -1802,6 +1804,14 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_emit(LOG_LVL_DEBUG, "libmicrohttpd", "message", msg, NULL);
 }
 
+static void drop_body(struct http_transport *t, struct request *rq)
+{
+    t->body_bytes -= rq->cap;
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -1833,29 +1843,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         /* Count everything, keep nothing past the cap: the answer is 413. */
         size_t max = t->cfg->http_max_body_bytes;
-        if (!rq->too_big && rq->len + *upload_size <= max) {
+        if (!rq->too_big && !rq->over_budget && rq->len + *upload_size <= max) {
             if (rq->len + *upload_size + 1 > rq->cap) {
                 /* Doubling, so a body that comes in many small pieces is copied a few times,
                  * not once per piece. */
                 size_t cap = rq->cap ? rq->cap : 16384;
                 while (cap < rq->len + *upload_size + 1)
                     cap *= 2;
-                rq->cap = cap < max + 1 ? cap : max + 1;
+                cap = cap < max + 1 ? cap : max + 1;
+                /* The bodies of all connections together stay under the budget, so that many
+                 * large ones at once cannot take the server's memory; one alone always fits. */
+                size_t others = t->body_bytes - rq->cap;
+                if (others && others + cap > t->cfg->http_max_body_bytes_total) {
+                    rq->over_budget = true;
+                    drop_body(t, rq);
+                    *upload_size = 0;
+                    return MHD_YES;
+                }
+                t->body_bytes += cap - rq->cap;
+                rq->cap = cap;
                 rq->body = xrealloc(rq->body, rq->cap);
             }
             memcpy(rq->body + rq->len, upload_data, *upload_size);
             rq->len += *upload_size;
-        } else {
+        } else if (!rq->over_budget) {
             rq->too_big = true;
-            free(rq->body);
-            rq->body = NULL;
-            rq->len = rq->cap = 0;
+            drop_body(t, rq);
         }
         *upload_size = 0;
         return MHD_YES;
     }
     http_conn_body_done(conn_of(c));
-    return route(t, c, url, method, rq);
+    if (rq->over_budget)
+        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                      "busy: the request bodies the server holds at once reached "
+                      "http.max_body_bytes_total; try again");
+    enum MHD_Result r = route(t, c, url, method, rq);
+    /* Read by now (each handler parses or copies it): a call that runs on keeps none. */
+    drop_body(t, rq);
+    return r;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -1875,7 +1901,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             else
                 stream_destroy(st);
         }
-        free(rq->body);
+        drop_body(t, rq);
         free(rq);
         *con_cls = NULL;
     }

@@ -384,6 +384,38 @@ test('one principal cannot hold every connection: http.max_open_requests_per_pri
   await r.text();
 });
 
+test('request bodies held at once stay under http.max_body_bytes_total; one alone always fits', async () => {
+  // Before, each connection could hold http.max_body_bytes, so 1,024 slow uploads at once could
+  // take 16 GiB of the server's memory.
+  const cfg = join(dir, 'bodies.toml');
+  writeFileSync(cfg, '[http]\nmax_body_bytes_total = 65536\n');
+  const { port, url } = await start(['--config', cfg]);
+  // One upload, held half-sent: 50,000 of its 60,000 bytes.
+  const slow = net.connect(port, '127.0.0.1');
+  await new Promise((r) => slow.on('connect', r));
+  slow.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 60000\r\n\r\n`);
+  slow.write(' '.repeat(50000));
+  await new Promise((r) => setTimeout(r, 500));
+  const padded = { ...INIT, params: { ...INIT.params, clientInfo: { name: 'x'.repeat(30000), version: '1' } } };
+  let r = await post(url, padded);
+  assert.equal(r.status, 503);
+  assert.match((await r.json()).error.message, /max_body_bytes_total/);
+  // A request without a body is still served.
+  r = await fetch(`http://127.0.0.1:${port}/healthz`);
+  assert.equal(r.status, 200);
+  await r.text();
+  // Once the first upload has gone, the same body is taken.
+  slow.destroy();
+  await new Promise((r) => setTimeout(r, 300));
+  r = await post(url, padded);
+  assert.equal(r.status, 200);
+  await r.text();
+  // And one body alone fits whatever the total: 100,000 bytes with none other held.
+  r = await post(url, { ...INIT, params: { ...INIT.params, clientInfo: { name: 'y'.repeat(100000), version: '1' } } });
+  assert.equal(r.status, 200);
+  await r.text();
+});
+
 test('a principal\'s REST session expires when idle: it does not hold a slot of http.max_sessions for ever', async () => {
   const tokens = join(dir, 'tokens-rest-idle');
   writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
