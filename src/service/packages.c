@@ -141,6 +141,39 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
     return 0;
 }
 
+int packages_report_projects(const char *text, size_t len, json_t **names, struct sbx_err *err)
+{
+    *names = NULL;
+    if (!json_text_values_within(text, len, PACKAGES_REPORT_MAX_VALUES))
+        return sbx_fail(err, E2BIG, "pip's report holds more than %d JSON values",
+                        PACKAGES_REPORT_MAX_VALUES);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, 0, &je);
+    const json_t *install = json_object_get(root, "install");
+    if (!json_is_object(root) || !json_is_array(install)) {
+        json_decref(root);
+        return sbx_fail(err, EINVAL, "pip's report has no \"install\" list (%s)",
+                        root ? "not in the report" : je.text);
+    }
+    json_t *out = json_array();
+    size_t i;
+    json_t *item;
+    json_array_foreach(install, i, item)
+    {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
+        if (!name) {
+            json_decref(out);
+            json_decref(root);
+            return sbx_fail(err, EINVAL, "entry %zu of pip's report names no project", i);
+        }
+        json_array_append_new(out, json_string(name));
+    }
+    json_decref(root);
+    *names = out;
+    return 0;
+}
+
 void packages_merge(json_t *list, const json_t *installed)
 {
     /* An index by normalised name: one pass over each side, whatever their sizes. */

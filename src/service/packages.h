@@ -46,6 +46,11 @@ json_t *packages_pip_env(uint16_t proxy_port);
  * PACKAGES_REPORT_MAX entries). */
 int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err);
 
+/* Every project of a pip --dry-run report, by name (a new array of strings), for the
+ * packages.allowed check: nothing is skipped or cut, so a report that cannot name them all
+ * (not JSON, no "install" list, an entry without a name, too many values) is an error. */
+int packages_report_projects(const char *text, size_t len, json_t **names, struct sbx_err *err);
+
 /* Adds or replaces (by normalised name) each {name, version} of installed in list, which
  * holds at most PACKAGES_LIST_MAX entries. */
 void packages_merge(json_t *list, const json_t *installed);

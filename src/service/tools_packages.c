@@ -15,6 +15,7 @@
 #include "requirements.h"
 #include "util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -247,21 +248,44 @@ static void on_install_done(struct exec *e)
     install_finish(e, success, installed, reason, output, oom);
 }
 
-/* The projects of a pip report that packages.allowed does not list, comma-separated ("" for
- * none). */
-static char *not_allowed(const struct sbx_config *cfg, const json_t *would)
+/* What the dry run would install, every project by name (packages_report_projects), or NULL
+ * with err when its report cannot be read whole: then the install cannot be checked. */
+static json_t *read_check_report(struct sandbox *sb, const char *path, struct sbx_err *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    uint64_t size = 0;
+    json_t *names = NULL;
+    if (!path)
+        sbx_fail(err, ENOENT, "pip wrote no report");
+    else if (sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, err) == 0) {
+        if (size > len)
+            sbx_fail(err, EFBIG, "pip's report is %llu bytes, more than the %u MiB read",
+                     (unsigned long long)size, REPORT_MAX_BYTES >> 20);
+        else
+            packages_report_projects(data, len, &names, err);
+    }
+    free(data);
+    remove_report(sb, path);
+    return names;
+}
+
+/* The projects of a dry run (names) that packages.allowed does not list, comma-separated (""
+ * for none). A name too long to be a project's is not on the list. */
+static char *not_allowed(const struct sbx_config *cfg, const json_t *names)
 {
     char *list = xstrdup("");
     size_t i;
     json_t *p;
-    json_array_foreach(would, i, p)
+    json_array_foreach(names, i, p)
     {
-        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *name = json_string_value(p);
         char norm[REQUIREMENT_NAME_MAX + 1];
-        requirement_normalize(name ? name : "", norm, sizeof(norm));
-        if (requirement_allowed(&cfg->allowed_packages, norm))
+        requirement_normalize(name, norm, sizeof(norm));
+        if (strlen(name) <= REQUIREMENT_NAME_MAX &&
+            requirement_allowed(&cfg->allowed_packages, norm))
             continue;
-        char *longer = xasprintf("%s%s%s", list, *list ? ", " : "", name ? name : "?");
+        char *longer = xasprintf("%s%s%s", list, *list ? ", " : "", name);
         free(list);
         list = longer;
     }
@@ -304,7 +328,17 @@ static void on_check_done(struct exec *e)
         install_free(in);
         return;
     }
-    json_t *would = read_report(sb, report_path(e->argv));
+    /* Fails closed: a report that cannot be read whole names projects nobody checked. */
+    struct sbx_err rerr = {0};
+    json_t *would = read_check_report(sb, report_path(e->argv), &rerr);
+    if (!would) {
+        sandbox_count_rejection("packages.allowed");
+        install_refused(e, in,
+                        xasprintf("what this install would bring in cannot be checked against "
+                                  "packages.allowed (%s); nothing was installed",
+                                  rerr.msg));
+        return;
+    }
     char *refused = not_allowed(cfg, would);
     json_decref(would);
     if (*refused) {

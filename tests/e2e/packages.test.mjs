@@ -101,7 +101,7 @@ function configFile(extraToml = '') {
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
 proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}", "127.0.0.1:${blackholePort}"]
-allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge", "sbxwants"]
+allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge", "sbxwants", "sbxlong"]
 ${extraToml}
 `);
   return cfg;
@@ -257,6 +257,15 @@ test('packages outside packages.allowed, and smuggled options, are refused befor
   assert.equal(r.r.isError, true, r.text);
   assert.match(r.sc.error, /^this install would also bring in sbxother, not on this server's list of installable packages \(packages\.allowed\); nothing was installed$/);
   assert.deepEqual(r.sc.installed, []);
+  // A dry run whose report is too large to read whole (a 5 MiB description) cannot be checked:
+  // nothing is installed. (Before, the unread report passed as an empty list, and sbxother
+  // came along.)
+  r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxlong'] });
+  assert.equal(r.r.isError, true, r.text);
+  assert.match(r.sc.error, /^what this install would bring in cannot be checked against packages\.allowed \(pip's report is \d+ bytes, more than the 4 MiB read\); nothing was installed$/);
+  assert.deepEqual(r.sc.installed, []);
+  const other = await call(c, 'run_code', { sandbox_id: a, code: 'import sbxother' });
+  assert.equal(other.sc.error.type, 'ModuleNotFoundError');
   st = await call(c, 'get_sandbox_status', { sandbox_id: a });
   assert.deepEqual(st.sc.installed_packages, []);
   const imp = await call(c, 'run_code', { sandbox_id: a, code: 'import sbxwants' });

@@ -11,6 +11,8 @@ Projects:
   sbxsrc   1.0 (sdist only): refused when only wheels are allowed
   sbxother 1.0 (wheel), for a server whose packages.allowed leaves it out
   sbxwants 1.0 (wheel), allowed, but depends on sbxother
+  sbxlong  1.0 (wheel), allowed, depends on sbxother, with a 5 MiB description (pip's report
+           of it is larger than the server reads)
 and files/big.bin (2 MiB), for the proxy's byte budget.
 """
 import base64
@@ -27,12 +29,14 @@ def record_hash(data):
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def wheel(name, version, modules, requires=()):
+def wheel(name, version, modules, requires=(), description=""):
     dist = name.replace("-", "_").replace(".", "_")
     info = "%s-%s.dist-info" % (dist, version)
     metadata = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)
     for r in requires:
         metadata += "Requires-Dist: %s\n" % r
+    if description:
+        metadata += "\n" + description
     files = dict(modules)
     files[info + "/METADATA"] = metadata
     files[info + "/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: mcp-sandbox-tests\n"
@@ -46,7 +50,9 @@ def wheel(name, version, modules, requires=()):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for path, text in files.items():
-            z.writestr(zipfile.ZipInfo(path, (2024, 1, 1, 0, 0, 0)), text)
+            info = zipfile.ZipInfo(path, (2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, text)
     return "%s-%s-py3-none-any.whl" % (dist, version), buf.getvalue()
 
 
@@ -99,6 +105,8 @@ def main():
     add("sbxother", *wheel("sbxother", "1.0", {"sbxother.py": "OK = 1\n"}))
     add("sbxwants", *wheel("sbxwants", "1.0", {"sbxwants.py": "import sbxother\n"},
                            requires=["sbxother"]))
+    add("sbxlong", *wheel("sbxlong", "1.0", {"sbxlong.py": "import sbxother\n"},
+                          requires=["sbxother"], description="x" * (5 << 20)))
 
     with open(os.path.join(top, "files", "big.bin"), "wb") as f:
         f.write(os.urandom(2 << 20))

@@ -209,6 +209,25 @@ static void pip_reports_and_failures_are_read(void **state)
     assert_int_equal(packages_parse_report("[1]", 3, &bad, NULL), -1);
     assert_int_equal(packages_parse_report("{", 1, &bad, NULL), -1);
 
+    /* For packages.allowed, every project a dry run names, and a report that cannot name
+     * them all is an error rather than an empty list that passes the check. */
+    json_t *names = NULL;
+    const char *dry = "{\"install\":[{\"metadata\":{\"name\":\"sbxwants\"}},{\"metadata\":{"
+                      "\"name\":\"sbxother\",\"version\":\"1.0\"}}]}";
+    assert_int_equal(packages_report_projects(dry, strlen(dry), &names, NULL), 0);
+    assert_int_equal(json_array_size(names), 2);
+    assert_string_equal(json_string_value(json_array_get(names, 0)), "sbxwants");
+    assert_string_equal(json_string_value(json_array_get(names, 1)), "sbxother");
+    json_decref(names);
+    assert_int_equal(packages_report_projects("{\"install\":[]}", 14, &names, NULL), 0);
+    assert_int_equal(json_array_size(names), 0);
+    json_decref(names);
+    assert_int_equal(packages_report_projects(report, strlen(report), &names, NULL), -1);
+    assert_null(names);
+    assert_int_equal(packages_report_projects("{\"install\":[", 12, &names, NULL), -1);
+    assert_int_equal(packages_report_projects("{}", 2, &names, NULL), -1);
+    assert_int_equal(packages_report_projects("[1]", 3, &names, NULL), -1);
+
     json_t *list = json_pack("[{s:s, s:s}]", "name", "SbxDemo", "version", "1.0");
     packages_merge(list, installed);
     assert_int_equal(json_array_size(list), 2);
@@ -355,6 +374,11 @@ static void what_a_report_can_cost_is_bounded(void **state)
     json_t *installed = NULL;
     assert_int_equal(packages_parse_report(report, strlen(report), &installed, NULL), 0);
     assert_int_equal(json_array_size(installed), PACKAGES_REPORT_MAX);
+    /* what the allow-list check reads is not cut: every project is checked */
+    json_t *names = NULL;
+    assert_int_equal(packages_report_projects(report, strlen(report), &names, NULL), 0);
+    assert_int_equal(json_array_size(names), n);
+    json_decref(names);
     free(report);
     /* one of more values than any honest report is refused before it is parsed */
     size_t many = PACKAGES_REPORT_MAX_VALUES + 1;
@@ -368,6 +392,8 @@ static void what_a_report_can_cost_is_bounded(void **state)
     assert_int_equal(packages_parse_report(flood, len, &none, &err), -1);
     assert_null(none);
     assert_non_null(strstr(err.msg, "JSON values"));
+    assert_int_equal(packages_report_projects(flood, len, &none, NULL), -1);
+    assert_null(none);
     free(flood);
     json_t *list = json_array();
     for (int round = 0; round < 3; round++) {
