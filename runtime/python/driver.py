@@ -99,6 +99,9 @@ class Channel:
         self.fd = in_fd
         self.out_fd = out_fd
         self.buf = b""
+        # Bytes of a request have been read since the driver last finished one: what an
+        # interrupt that lands now is for (Driver.on_sigint).
+        self.got = False
 
     def fill(self, want):
         # Reads until the buffer holds want bytes: one read for a usual frame; the chunks of a
@@ -112,6 +115,7 @@ class Channel:
                 chunk = posix.read(self.fd, max(65536, want - have))
             except InterruptedError:
                 continue
+            self.got = True
             if not chunk:
                 raise EOFError("the server closed the channel")
             parts.append(chunk)
@@ -398,6 +402,11 @@ class Driver:
         self.clipped = False
         self.running = False
         self.interrupt_pending = False
+        self.chan_unread = bytearray(4)
+        try:
+            self.fcntl = _own("fcntl")
+        except Exception:
+            self.fcntl = None
         # The user's code of this execution has ended (what is left is the driver's: figures,
         # the workspace scan), and an interrupt came after that: the server's deadline fell
         # on the driver's work, not on the code. Only this handler can tell, so a signal the
@@ -475,14 +484,36 @@ class Driver:
             site.addsitedir(self.packages_dir)
 
     def on_sigint(self, signum, frame):
-        # Between executions an interrupt is moot; one that lands while an execution is being
-        # set up (compiling, starting bash) is kept for the moment the user's code starts.
+        # The server interrupts only an execution it has sent. One whose request is arriving
+        # or being set up (read, compiled, bash started) is kept for the moment the user's code
+        # starts: dropped, the code would run on until the server's grace ran out and it
+        # killed the interpreter. Otherwise the interrupt came for the execution that just
+        # ended (its code is done), or is moot.
         if self.running:
             raise KeyboardInterrupt
-        if self.code_done:
-            self.interrupt_late = True
-        else:
+        if self.request_arriving():
             self.interrupt_pending = True
+        elif self.code_done:
+            self.interrupt_late = True
+
+    def request_arriving(self):
+        # Read in part or whole, or waiting unread in the pipe (the driver was not scheduled
+        # since the server wrote it).
+        if self.chan.got or self.chan.buf:
+            return True
+        if self.fcntl is None:
+            return False
+        try:
+            self.fcntl.ioctl(self.chan.fd, 0x541B, self.chan_unread, True)  # FIONREAD
+        except OSError:
+            return False
+        return any(self.chan_unread)
+
+    def request_done(self):
+        # The request read last has been served: an interrupt kept for it is moot now, and
+        # one that lands later is for a request still to come, if any.
+        self.chan.got = False
+        self.interrupt_pending = self.interrupt_pending and self.request_arriving()
 
     def forget_channel(self):
         # In a fork: the channel is the original's alone, and a lingering copy must not hold it
@@ -960,7 +991,7 @@ class Driver:
                     setattr(sys, "__%s__" % name, stream)
 
     def execute(self, req):
-        self.interrupt_pending = False
+        # An interrupt that came while this request arrived stays pending (on_sigint).
         self.code_done = self.interrupt_late = False
         if self.refresh_pending:
             # Here, not when asked: an interrupt for this execution that lands meanwhile is
@@ -1011,6 +1042,7 @@ class Driver:
             ok, error, exit_code, interrupted = False, {
                 "type": "KeyboardInterrupt", "message": "", "traceback": None}, 1, True
         self.code_done = True
+        self.request_done()
         self.end_if_forked(error, exit_code)
         plt = sys.modules.get("matplotlib.pyplot") if language == "python" else None
         if plt is not None:
@@ -1091,6 +1123,7 @@ class Driver:
             else:
                 self.chan.send({"op": "error", "id": req.get("id"),
                                 "message": "unknown op %r" % (op,)})
+            self.request_done()
 
 
 def _exit(code=None):

@@ -451,6 +451,47 @@ static void interrupt_and_exit_do_not_end_the_driver(void **state)
     assert_true(WIFEXITED(drv_stop(&d)));
 }
 
+/* The server interrupts an execution once it has sent it, which may be before the driver has
+ * read all of it (a large cell) or started its code: that interrupt is the execution's, and
+ * must not be taken for a late one meant for the run before. Dropped, the code ran on until
+ * the server's grace ran out and it killed the interpreter, with every variable. */
+static void an_interrupt_while_the_request_arrives_is_kept(void **state)
+{
+    (void)state;
+    struct drv d;
+    drv_start(&d, NULL, 1 << 20);
+    expect_ok(run(&d, "kept = 7"), NULL);
+    /* After a run, an interrupt with no request coming is moot. */
+    kill(d.pid, SIGINT);
+    usleep(50000);
+    expect_ok(run(&d, "kept"), "7");
+
+    char *buf = NULL;
+    size_t len = 0;
+    json_t *req = json_pack("{s:s, s:i, s:s, s:s}", "op", "exec", "id", ++d.next_id, "language",
+                            "python", "code",
+                            "import time\nt = time.time()\nwhile time.time() - t < 20:\n"
+                            "    time.sleep(0.01)\nkept = 0");
+    assert_int_equal(channel_encode(req, &buf, &len), 0);
+    json_decref(req);
+    /* Half the frame now, the interrupt while the driver waits for the rest, then the rest. */
+    assert_int_equal(write_all(d.req, buf, len / 2), 0);
+    usleep(100000);
+    kill(d.pid, SIGINT);
+    usleep(100000);
+    assert_int_equal(write_all(d.req, buf + len / 2, len - len / 2), 0);
+    free(buf);
+    json_t *r = recv_frame(&d, 5000);
+    assert_non_null(r);
+    assert_true(json_is_true(json_object_get(r, "interrupted")));
+    assert_string_equal(err_at(r, "type"), "KeyboardInterrupt");
+    json_decref(r);
+    drain_output(&d);
+    /* Consumed by that run: the next one runs whole. */
+    expect_ok(run(&d, "kept"), "7");
+    assert_true(WIFEXITED(drv_stop(&d)));
+}
+
 static void output_is_flushed_before_the_result(void **state)
 {
     (void)state;
@@ -815,6 +856,7 @@ int main(void)
         cmocka_unit_test(exceptions_are_trimmed_to_user_code),
         cmocka_unit_test(sources_are_kept_while_their_code_lives),
         cmocka_unit_test(interrupt_and_exit_do_not_end_the_driver),
+        cmocka_unit_test(an_interrupt_while_the_request_arrives_is_kept),
         cmocka_unit_test(output_is_flushed_before_the_result),
         cmocka_unit_test(figures_come_back_as_png),
         cmocka_unit_test(changed_files_are_reported),
