@@ -158,8 +158,19 @@ double exec_duration_ms(const struct exec *e)
 static void send_result(struct sandbox *sb, struct exec *e)
 {
     e->done_data_free = NULL; /* done owns it now */
+    bool unheard = !e->call;  /* done may end the call, leaving e->call stale */
     if (e->done)
         e->done(e);
+    /* A cancelled run whose interpreter died (it ignored the interrupt, say) took the state
+     * with it, and had nobody to tell: the next result says so, as after an idle death. */
+    const struct exec_outcome *o = &e->outcome;
+    if (unheard && o->driver_died && o->interpreter_restarted && !sb->oneshot && sb->owner)
+        sb->idle_death = (struct idle_death){.pending = true,
+                                             .exit_code = o->exit_code,
+                                             .term_signal = o->term_signal,
+                                             .oom_killed = o->oom_killed,
+                                             .bad_frame = o->bad_frame,
+                                             .in_cancelled_run = true};
     if (sb->death_after_run.pending) {
         sb->idle_death = sb->death_after_run;
         sb->death_after_run.pending = false;

@@ -52,7 +52,8 @@ struct idle_death {
     int exit_code;
     int term_signal;
     bool oom_killed;
-    bool bad_frame; /* the service killed it: its channel carried a malformed frame */
+    bool bad_frame;        /* the service killed it: its channel carried a malformed frame */
+    bool in_cancelled_run; /* it died in a run whose client had cancelled it: nobody heard */
 };
 
 /* How an execution ended, for its result and the metrics. */

@@ -301,8 +301,16 @@ static json_t *exec_result(struct exec *e, bool *is_error)
         char death[256];
         describe_death(death, sizeof(death), sb, idle->exit_code, idle->term_signal,
                        idle->oom_killed, idle->bad_frame);
-        text_printf(&text, "[before this run, while the sandbox was idle, %s; %s]", death,
-                    state_lost);
+        if (idle->in_cancelled_run && !idle->oom_killed && idle->term_signal == SIGKILL)
+            text_printf(&text,
+                        "[before this run, an execution that was cancelled did not stop on "
+                        "interrupt, so the interpreter was killed; %s]",
+                        state_lost);
+        else
+            text_printf(&text, "[before this run, %s, %s; %s]",
+                        idle->in_cancelled_run ? "in an execution that was cancelled"
+                                               : "while the sandbox was idle",
+                        death, state_lost);
     }
     if (out_len)
         text_string(&text, "", jout);

@@ -1475,6 +1475,25 @@ test('cancellation interrupts the run; the sandbox keeps its state and serves th
   await c.close();
 });
 
+test('a cancelled run that ignores the interrupt is killed; the next result says the state went', async () => {
+  const c = await server();
+  await run(c, 'z = 99');
+  const ac = new AbortController();
+  const p = c.callTool({ name: 'run_code', arguments: {
+    code: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('go', flush=True)\ntime.sleep(60)" } },
+  undefined, { signal: ac.signal, timeout: 120000 });
+  setTimeout(() => ac.abort(), 500);
+  await assert.rejects(p);
+  // Nobody heard the cancelled run's result: the next one, which runs on a new interpreter, says so.
+  const r = await c.callTool({ name: 'run_code', arguments: { code: "'z' in dir()" } });
+  assert.equal(r.structuredContent.result, 'False');
+  assert.equal(r.structuredContent.interpreter_restarted, true);
+  assert.match(r.content[0].text, /cancelled did not stop on interrupt/);
+  const again = await run(c, '1 + 1');
+  assert.equal(again.sc.interpreter_restarted, false, 'said once');
+  await c.close();
+});
+
 test('calls to one sandbox queue in order; a slow sandbox does not delay another', async () => {
   const c = await server();
   const slow = (await call(c, 'create_sandbox', { name: 'slow' })).sc.sandbox_id;
