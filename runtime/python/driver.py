@@ -990,6 +990,29 @@ class Driver:
                     setattr(sys, name, stream)
                     setattr(sys, "__%s__" % name, stream)
 
+    def flush_output(self):
+        # What the run printed goes out with it. A flush that fails because the code closed or
+        # replaced fd 1 or 2 leaves the text buffered, and restore_output would let it out in
+        # the next run: the fds come back now instead, and it goes out here.
+        failed = False
+        for name in ("stdout", "stderr"):
+            try:
+                getattr(sys, name).flush()
+            except Exception:
+                failed = True
+        if not failed:
+            return
+        try:
+            posix.dup2(self.output_fds[0], 1)
+            posix.dup2(self.output_fds[1], 2)
+        except OSError:
+            return
+        for name in ("stdout", "stderr"):
+            try:
+                getattr(sys, name).flush()
+            except Exception:
+                pass
+
     def execute(self, req):
         # An interrupt that came while this request arrived stays pending (on_sigint).
         self.code_done = self.interrupt_late = False
@@ -1055,14 +1078,7 @@ class Driver:
                     out["image_files"] = image_files
             except Exception as e:
                 print("figures: %s" % e, file=sys.stderr)
-        try:
-            sys.stdout.flush()
-        except Exception:
-            pass
-        try:
-            sys.stderr.flush()
-        except Exception:
-            pass
+        self.flush_output()
         files, files_incomplete = self.changed(before)
         out["success"] = ok
         if error is not None:
