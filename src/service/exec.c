@@ -325,6 +325,29 @@ static void on_cancel(struct mcp_call *call, void *data)
     end_oneshot(sb);
 }
 
+/* The request that sends execution e to the driver (its id, seq, is given when it starts). */
+static json_t *exec_frame(const struct exec *e)
+{
+    return json_pack("{s:s, s:I, s:s, s:s, s:s?, s:O?, s:O?}", "op", "exec", "id",
+                     (json_int_t)e->seq, "language", e->language, "code", e->code, "cwd", e->cwd,
+                     "argv", e->argv, "env", e->env);
+}
+
+/* Whether e's request fits one channel frame. Escaping at most sextuples a string, so only a
+ * long program is measured; one past the frame could never be sent, and the sandbox's
+ * interpreter (and its state) would go for it. */
+static bool exec_fits(const struct exec *e)
+{
+    if (strlen(e->code) + (e->cwd ? strlen(e->cwd) : 0) < CHANNEL_MAX_FRAME / 6 - 4096 &&
+        !e->argv && !e->env)
+        return true;
+    json_t *frame = exec_frame(e);
+    /* The id is still 0 here: room for its 20 digits. */
+    size_t n = frame ? json_dumpb(frame, NULL, 0, JSON_COMPACT) : 0;
+    json_decref(frame);
+    return n > 0 && n + 20 <= CHANNEL_MAX_FRAME;
+}
+
 /* The new execution, or NULL (and why) when the sandbox takes no more. */
 static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const char *language,
                             const char *code, const char *cwd, json_t *argv, json_t *env,
@@ -376,6 +399,13 @@ static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const cha
     for (int i = 0; i < 2; i++) {
         e->spill_fd[i] = -1;
         e->spill_writer[i] = (struct jail_writer){.pid = -1, .pidfd = -1, .pipe_fd = -1};
+    }
+    if (!exec_fits(e)) {
+        sbx_fail(err, EFBIG,
+                 "the code is too large to send to the sandbox: its request must fit in %u MiB",
+                 CHANNEL_MAX_FRAME >> 20);
+        exec_free(e); /* with argv and env */
+        return NULL;
     }
     e->done = done;
     e->done_data = data;
@@ -434,9 +464,7 @@ void exec_start_next(struct sandbox *sb)
     e->started_ns = now_ns();
     e->started_wall_ms = (int64_t)wall_ms();
     e->cpu_start_known = sb->jail && jail_read_cpu_ns(sb->jail, &e->cpu_start_ns) == 0;
-    json_t *frame = json_pack("{s:s, s:I, s:s, s:s, s:s?, s:O?, s:O?}", "op", "exec", "id",
-                              (json_int_t)e->seq, "language", e->language, "code", e->code, "cwd",
-                              e->cwd, "argv", e->argv, "env", e->env);
+    json_t *frame = exec_frame(e);
     e->deadline = ev_timer_add(sb->svc->loop, e->timeout_ms, on_deadline, e);
     channel_allow_large(&sb->dec); /* its result */
     if (sandbox_send(sb, frame) < 0) {

@@ -1494,6 +1494,19 @@ test('a cancelled run that ignores the interrupt is killed; the next result says
   await c.close();
 });
 
+test('code too large for the driver\'s channel is refused; the interpreter and its state stay', async () => {
+  // A message cap raised past the channel's 16 MiB frame lets such code in.
+  const c = await server(['--max-message-bytes', '64m']);
+  await run(c, 'z = 99');
+  const big = await run(c, 'x = 1\n#' + 'a'.repeat(17 << 20));
+  assert.equal(big.r.isError, true);
+  assert.match(big.text, /too large to send to the sandbox/);
+  const after = await run(c, 'z');
+  assert.equal(after.sc.result, '99');
+  assert.equal(after.sc.interpreter_restarted, false);
+  await c.close();
+});
+
 test('calls to one sandbox queue in order; a slow sandbox does not delay another', async () => {
   const c = await server();
   const slow = (await call(c, 'create_sandbox', { name: 'slow' })).sc.sandbox_id;
