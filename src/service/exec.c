@@ -709,7 +709,8 @@ void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, boo
     if (!e || e->settling)
         return; /* a settling run had ended before: the interpreter's restart is another matter */
     e->outcome.driver_died = true;
-    e->outcome.interpreter_restarted = restarting;
+    /* A create_run_close sandbox goes with its run: nothing starts again there. */
+    e->outcome.interpreter_restarted = restarting && !sb->oneshot;
     e->outcome.exit_code = exit_code;
     e->outcome.term_signal = term_signal;
     e->outcome.bad_frame = sb->channel_poisoned;

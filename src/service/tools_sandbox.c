@@ -328,7 +328,7 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             free(type);
         }
     }
-    if (!f && o->driver_died)
+    if (!f && o->driver_died && !sb->oneshot) /* a one-shot's error says it was closed */
         text_printf(&text, o->interpreter_restarted
                                ? "[interpreter restarted: variables were lost; files kept]"
                                : "[interpreter not restarted: files leave it no room]");

@@ -1410,6 +1410,12 @@ test('create_run_close leaves nothing behind', async () => {
   assert.match(text, /create_run_close sandbox was closed after its run, and its files with it: 1 file/);
   assert.doesNotMatch(text, /\.mcp\/output|whole stdout is in/);
   // A timeout there says the sandbox was closed, not that any state was kept.
+  // An interpreter that dies there is not started again: the sandbox went with the run.
+  const died = await call(c, 'create_run_close', { code: 'import os\nos._exit(4)' });
+  assert.equal(died.sc.exit_code, 4);
+  assert.equal(died.sc.interpreter_restarted, false, died.text);
+  assert.doesNotMatch(died.text, /interpreter restarted|files kept/);
+  assert.match(died.text, /create_run_close sandbox was closed after its run/);
   const late = await call(c, 'create_run_close', { code: 'while True: pass', timeout_s: 1 });
   assert.equal(late.sc.error.type, 'TimeoutError');
   assert.match(late.sc.error.message, /interrupted \(KeyboardInterrupt\); this create_run_close sandbox was closed/);
