@@ -402,11 +402,6 @@ class Driver:
         self.clipped = False
         self.running = False
         self.interrupt_pending = False
-        self.chan_unread = bytearray(4)
-        try:
-            self.fcntl = _own("fcntl")
-        except Exception:
-            self.fcntl = None
         # The user's code of this execution has ended (what is left is the driver's: figures,
         # the workspace scan), and an interrupt came after that: the server's deadline fell
         # on the driver's work, not on the code. Only this handler can tell, so a signal the
@@ -497,17 +492,11 @@ class Driver:
             self.interrupt_late = True
 
     def request_arriving(self):
-        # Read in part or whole, or waiting unread in the pipe (the driver was not scheduled
-        # since the server wrote it).
-        if self.chan.got or self.chan.buf:
-            return True
-        if self.fcntl is None:
-            return False
-        try:
-            self.fcntl.ioctl(self.chan.fd, 0x541B, self.chan_unread, True)  # FIONREAD
-        except OSError:
-            return False
-        return any(self.chan_unread)
+        # Read in part or whole. Bytes still unread in the pipe do not count: an interrupt the
+        # server sent for the execution that just ended (its deadline fell as its code ended)
+        # may reach the driver only after the next request was written, and must not stop
+        # that one.
+        return self.chan.got or bool(self.chan.buf)
 
     def request_done(self):
         # The request read last has been served: an interrupt kept for it is moot now, and
