@@ -103,17 +103,29 @@ json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs,
     return a;
 }
 
-int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err)
+/* pip's report as a JSON object, within the value cap, or NULL with err. */
+static json_t *load_report(const char *text, size_t len, struct sbx_err *err)
 {
-    if (!json_text_values_within(text, len, PACKAGES_REPORT_MAX_VALUES))
-        return sbx_fail(err, E2BIG, "pip's report holds more than %d JSON values",
-                        PACKAGES_REPORT_MAX_VALUES);
+    if (!json_text_values_within(text, len, PACKAGES_REPORT_MAX_VALUES)) {
+        sbx_fail(err, E2BIG, "pip's report holds more than %d JSON values",
+                 PACKAGES_REPORT_MAX_VALUES);
+        return NULL;
+    }
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
     if (!json_is_object(root)) {
         json_decref(root);
-        return sbx_fail(err, EINVAL, "pip's report is not a JSON object (%s)", je.text);
+        sbx_fail(err, EINVAL, "pip's report is not a JSON object (%s)", je.text);
+        return NULL;
     }
+    return root;
+}
+
+int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err)
+{
+    json_t *root = load_report(text, len, err);
+    if (!root)
+        return -1;
     json_t *out = json_array();
     size_t i;
     json_t *item;
@@ -144,16 +156,13 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
 int packages_report_projects(const char *text, size_t len, json_t **names, struct sbx_err *err)
 {
     *names = NULL;
-    if (!json_text_values_within(text, len, PACKAGES_REPORT_MAX_VALUES))
-        return sbx_fail(err, E2BIG, "pip's report holds more than %d JSON values",
-                        PACKAGES_REPORT_MAX_VALUES);
-    json_error_t je;
-    json_t *root = json_loadb(text, len, 0, &je);
+    json_t *root = load_report(text, len, err);
+    if (!root)
+        return -1;
     const json_t *install = json_object_get(root, "install");
-    if (!json_is_object(root) || !json_is_array(install)) {
+    if (!json_is_array(install)) {
         json_decref(root);
-        return sbx_fail(err, EINVAL, "pip's report has no \"install\" list (%s)",
-                        root ? "not in the report" : je.text);
+        return sbx_fail(err, EINVAL, "pip's report has no \"install\" list");
     }
     json_t *out = json_array();
     size_t i;
