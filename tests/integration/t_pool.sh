@@ -200,8 +200,9 @@ out=$(taskset -c 0 "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
 [ "$(nproc)" -gt 1 ] && expect "pool: a run pinned to fewer CPUs than the pool is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
 out=$(ionice -c 3 "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
 expect "pool: a run with another I/O priority than the pool's is not served by it" "no run pool served: the pool keeps no sandbox of this profile.*rc=125" "$(echo $out)"
-out=$( (ulimit -t 100; umask 077; MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run -- /bin/sh -c 'echo $(ulimit -t) $(umask)') 2>&1)
-expect "pool: (control) built on demand, the command has the caller's rlimit and umask" "^100 0077$" "$out"
+# (The locked-memory limit: without a cgroup, rootless, the sandbox sets the CPU-time one itself.)
+out=$( (ulimit -l 1234; umask 077; MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run -- /bin/sh -c 'echo $(ulimit -l) $(umask)') 2>&1)
+expect "pool: (control) built on demand, the command has the caller's rlimit and umask" "^1234 0077$" "$out"
 out=$("$SBX" run --json --memory 300M -- /bin/true 2>/dev/null; echo "rc=$?")
 expect "pool: --json still reports a run the required pool did not serve (125, and why)" '^\{"exit_code":125,.*"pooled":false.*"error":"run.pool = \\"required\\", and no run pool served: the pool keeps no sandbox.*\} rc=125$' "$(echo $out)"
 out=$(MCP_SANDBOX_RUN_POOL=auto MCP_SANDBOX_RUN_POOL_SOCKET=$pool_sock "$real_sbx" --config "$pool_cfg" run --json --memory 300M -- /bin/true)
