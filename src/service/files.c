@@ -30,6 +30,13 @@ int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, ui
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+int files_reopen(int path_fd, int flags)
+{
+    char self[32];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", path_fd);
+    return open(self, flags | O_CLOEXEC);
+}
+
 /* Inside an area: never out of it, never through /proc magic, never onto another mount. */
 #define IN_AREA (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 /* One component we create or walk ourselves: no symlink at all. */
@@ -51,6 +58,17 @@ static int open_fail(struct sbx_err *err, int e, const char *canon, bool strict)
                         "area or crosses a mount",
                         canon);
     return sbx_fail_errno(err, e, "%s", canon);
+}
+
+/* The area canon lies in (its index in areas), or -1. */
+static int area_of(const char *canon)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
+        size_t pl = strlen(areas[i].prefix);
+        if (strncmp(canon, areas[i].prefix, pl) == 0 && (canon[pl] == '\0' || canon[pl] == '/'))
+            return (int)i;
+    }
+    return -1;
 }
 
 int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_err *err)
@@ -86,14 +104,11 @@ int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_
     out[olen] = '\0';
     if (olen == 0)
         snprintf(out, sizeof(out), "/");
-    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
-        size_t pl = strlen(areas[i].prefix);
-        if (strncmp(out, areas[i].prefix, pl) == 0 && (out[pl] == '\0' || out[pl] == '/')) {
-            if (olen >= size)
-                return sbx_fail(err, ENAMETOOLONG, "path too long");
-            memcpy(canon, out, olen + 1);
-            return 0;
-        }
+    if (area_of(out) >= 0) {
+        if (olen >= size)
+            return sbx_fail(err, ENAMETOOLONG, "path too long");
+        memcpy(canon, out, olen + 1);
+        return 0;
     }
     return sbx_fail(err, EACCES,
                     "%s is outside the sandbox's files: use a path in /workspace "
@@ -101,23 +116,30 @@ int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_
                     user_path);
 }
 
-/* Splits canon into its area's fd and the rest ("." for the area itself). */
-static int open_area(int root_fd, const char *canon, const char **rest, struct sbx_err *err)
+/* canon's area in a running sandbox (its index in areas), or -1 with err. */
+static int check_area(int root_fd, const char *canon, struct sbx_err *err)
 {
     if (root_fd < 0)
         return sbx_fail(err, ENOENT, "the sandbox has no files (it is not running)");
-    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
-        size_t pl = strlen(areas[i].prefix);
-        if (strncmp(canon, areas[i].prefix, pl) != 0 || (canon[pl] != '\0' && canon[pl] != '/'))
-            continue;
-        int fd = files_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
-                               STRICT & ~RESOLVE_NO_XDEV);
-        if (fd < 0)
-            return open_fail(err, errno, areas[i].prefix, true);
-        *rest = canon[pl] ? canon + pl + 1 : ".";
-        return fd;
-    }
-    return sbx_fail(err, EACCES, "%s is outside the sandbox's files", canon);
+    int i = area_of(canon);
+    if (i < 0)
+        return sbx_fail(err, EACCES, "%s is outside the sandbox's files", canon);
+    return i;
+}
+
+/* Splits canon into its area's fd and the rest ("." for the area itself). */
+static int open_area(int root_fd, const char *canon, const char **rest, struct sbx_err *err)
+{
+    int i = check_area(root_fd, canon, err);
+    if (i < 0)
+        return -1;
+    int fd = files_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
+                           STRICT & ~RESOLVE_NO_XDEV);
+    if (fd < 0)
+        return open_fail(err, errno, areas[i].prefix, true);
+    size_t pl = strlen(areas[i].prefix);
+    *rest = canon[pl] ? canon + pl + 1 : ".";
+    return fd;
 }
 
 /* Whether dev is the device of an area's own mount. */
@@ -148,9 +170,7 @@ static int open_as_seen_inside(int root_fd, const char *canon, int flags)
     if (fstat(path, &st) < 0) {
         e = errno;
     } else if (on_an_area(root_fd, st.st_dev)) {
-        char self[64];
-        snprintf(self, sizeof(self), "/proc/self/fd/%d", path);
-        fd = (flags & O_PATH) ? dup(path) : open(self, flags | O_CLOEXEC);
+        fd = (flags & O_PATH) ? dup(path) : files_reopen(path, flags);
         e = errno;
     }
     close(path);
@@ -165,16 +185,24 @@ static bool is_read(int flags)
 
 int files_open(int root_fd, const char *canon, int flags, struct sbx_err *err)
 {
-    const char *rest;
-    int area = open_area(root_fd, canon, &rest, err);
-    if (area < 0)
-        return -1;
-    int fd = is_read(flags) ? open_as_seen_inside(root_fd, canon, flags)
-                            : files_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
-    int e = errno;
-    close(area);
+    int fd;
+    if (is_read(flags)) {
+        /* Resolved from the root: the area only has to be the path's. */
+        if (check_area(root_fd, canon, err) < 0)
+            return -1;
+        fd = open_as_seen_inside(root_fd, canon, flags);
+    } else {
+        const char *rest;
+        int area = open_area(root_fd, canon, &rest, err);
+        if (area < 0)
+            return -1;
+        fd = files_openat2(area, rest, (uint64_t)flags, 0, IN_AREA);
+        int e = errno;
+        close(area);
+        errno = e;
+    }
     if (fd < 0)
-        return open_fail(err, e, canon, false);
+        return open_fail(err, errno, canon, false);
     return fd;
 }
 

@@ -22,6 +22,9 @@
 
 /* openat2(2) with O_CLOEXEC added (-1 and errno on failure). */
 int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
+/* What path_fd (an O_PATH fd) names, opened for real with flags (and O_CLOEXEC), through its
+ * /proc link: the same inode, whatever became of the path it was found by. -1 with errno. */
+int files_reopen(int path_fd, int flags);
 
 /* Lexically normalises a user path: relative paths are under /workspace; "." and ".." are
  * folded; the result must lie in /workspace or /tmp. canon gets an absolute path. */

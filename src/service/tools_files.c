@@ -286,9 +286,7 @@ static int open_upload(const struct sbx_config *cfg, const char *local, struct s
             return sbx_fail(err, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "%s is %s", local,
                             S_ISDIR(st.st_mode) ? "a directory: upload_file copies one file"
                                                 : "not a regular file");
-        char self[64];
-        snprintf(self, sizeof(self), "/proc/self/fd/%d", path);
-        int fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        int fd = files_reopen(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
             return sbx_fail_errno(err, errno, "%s", local);
         return fd;
