@@ -81,21 +81,36 @@ static bool pip_succeeded(const struct exec_outcome *o)
     return o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
 }
 
-/* What pip installed, from its report; [] when the report is missing or unreadable. */
-static json_t *read_report(struct sandbox *sb, const char *path)
+/* pip's report at path, as parse reads it, or NULL with err: missing, larger than the
+ * REPORT_MAX_BYTES read, or not what parse takes. The report is removed either way. */
+static json_t *load_report(struct sandbox *sb, const char *path,
+                           int (*parse)(const char *, size_t, json_t **, struct sbx_err *),
+                           struct sbx_err *err)
 {
-    struct sbx_err err = {0};
     char *data = NULL;
     size_t len = 0;
     uint64_t size = 0;
-    json_t *installed = NULL;
-    if (!path ||
-        sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, &err) < 0 ||
-        packages_parse_report(data, len, &installed, &err) < 0)
-        installed = json_array();
+    json_t *out = NULL;
+    if (!path)
+        sbx_fail(err, ENOENT, "pip wrote no report");
+    else if (sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, err) == 0) {
+        if (size > len)
+            sbx_fail(err, EFBIG, "pip's report is %llu bytes, more than the %u MiB read",
+                     (unsigned long long)size, REPORT_MAX_BYTES >> 20);
+        else
+            parse(data, len, &out, err);
+    }
     free(data);
     remove_report(sb, path);
-    return installed;
+    return out;
+}
+
+/* What pip installed, from its report; [] when the report cannot be read. */
+static json_t *read_report(struct sandbox *sb, const char *path)
+{
+    struct sbx_err err = {0};
+    json_t *installed = load_report(sb, path, packages_parse_report, &err);
+    return installed ? installed : json_array();
 }
 
 /* One install_packages call, the data of its executions: with packages.allowed set, pip first
@@ -248,28 +263,6 @@ static void on_install_done(struct exec *e)
     install_finish(e, success, installed, reason, output, oom);
 }
 
-/* What the dry run would install, every project by name (packages_report_projects), or NULL
- * with err when its report cannot be read whole: then the install cannot be checked. */
-static json_t *read_check_report(struct sandbox *sb, const char *path, struct sbx_err *err)
-{
-    char *data = NULL;
-    size_t len = 0;
-    uint64_t size = 0;
-    json_t *names = NULL;
-    if (!path)
-        sbx_fail(err, ENOENT, "pip wrote no report");
-    else if (sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, err) == 0) {
-        if (size > len)
-            sbx_fail(err, EFBIG, "pip's report is %llu bytes, more than the %u MiB read",
-                     (unsigned long long)size, REPORT_MAX_BYTES >> 20);
-        else
-            packages_report_projects(data, len, &names, err);
-    }
-    free(data);
-    remove_report(sb, path);
-    return names;
-}
-
 /* The projects of a dry run (names) that packages.allowed does not list, comma-separated (""
  * for none). A name too long to be a project's is not on the list. */
 static char *not_allowed(const struct sbx_config *cfg, const json_t *names)
@@ -330,7 +323,7 @@ static void on_check_done(struct exec *e)
     }
     /* Fails closed: a report that cannot be read whole names projects nobody checked. */
     struct sbx_err rerr = {0};
-    json_t *would = read_check_report(sb, report_path(e->argv), &rerr);
+    json_t *would = load_report(sb, report_path(e->argv), packages_report_projects, &rerr);
     if (!would) {
         sandbox_count_rejection("packages.allowed");
         install_refused(e, in,
