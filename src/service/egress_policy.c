@@ -457,9 +457,17 @@ int egress_parse_request(const char *buf, size_t len, struct egress_request *req
             *why = "not an HTTP request";
             return -1;
         }
+        /* A head whose lines end in a bare LF would never show the blank line: refused now,
+         * not left to time out as if it were slow. */
         size_t lines = 0;
-        for (const char *p = buf; p + 1 < end; p++)
-            lines += p[0] == '\r' && p[1] == '\n';
+        for (const char *p = buf; p < end; p++) {
+            if ((p[0] == '\n' && (p == buf || p[-1] != '\r')) ||
+                (p[0] == '\r' && p + 1 < end && p[1] != '\n')) {
+                *why = "malformed line ending (HTTP lines end in CRLF)";
+                return -1;
+            }
+            lines += p[0] == '\n';
+        }
         if (lines > EGRESS_HEADERS_MAX + 1) {
             *why = "malformed header";
             return -1;

@@ -552,7 +552,8 @@ static void read_head(struct conn *c)
     }
     size_t seen = c->head_len;
     c->head_len += (size_t)n;
-    touch(c);
+    /* No touch(): the whole head must arrive within the idle limit from accept, or a client
+     * sending a byte now and then would hold its slot for ever. */
     /* A head can only end at a newline: a client dribbling bytes costs one scan per line, not
      * one per byte (and the parser refuses a head of too many lines early). The first bytes
      * are looked at at once, so that what is no request at all is refused without waiting. */

@@ -438,6 +438,29 @@ print(json.dumps({"over": over, "idle": idle, "waited": waited, "big": len(big),
   assert.equal(out.later, 'HTTP/1.1 408 Request Timeout', 'and is served once others ended');
   assert.match(out.idle, /^HTTP\/1\.1 408/);
   assert.ok(out.waited > 0.5 && out.waited < 8, `idle close after ${out.waited} s`);
+  const slow = JSON.parse(await py(c, a, ASK + `
+import json, time
+# A head sent a byte at a time has the idle limit from accept, not from each byte.
+d = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+d.setblocking(False)
+t = time.time()
+dribbled = None
+for ch in "GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\r\\nX-Slow: abcdefghij":
+    try:
+        dribbled = d.recv(4096).decode().split("\\r\\n")[0]
+        break
+    except BlockingIOError:
+        pass
+    d.send(ch.encode())
+    time.sleep(0.2)
+dribble_s = time.time() - t
+d.close()
+bare_lf = ask("GET http://127.0.0.1:${indexPort}/simple/ HTTP/1.1\\n\\n")
+print(json.dumps({"dribbled": dribbled, "dribble_s": dribble_s, "bare_lf": bare_lf}))
+`));
+  assert.equal(slow.dribbled, 'HTTP/1.1 408 Request Timeout', 'a dribbled head still times out');
+  assert.ok(slow.dribble_s > 1.5 && slow.dribble_s < 4, `the dribbler was cut off after ${slow.dribble_s} s`);
+  assert.match(slow.bare_lf, /^HTTP\/1\.1 400 .*line ending/s, 'a bare-LF head is refused at once');
   assert.ok(out.big < 2 * 1024 * 1024, `the byte budget cut the download at ${out.big} bytes`);
   assert.match(out.after, /^HTTP\/1\.1 403 .*byte budget/s);
   // pip hides the proxy's 403 behind "no matching distribution": the result names it.

@@ -269,6 +269,10 @@ static void malformed_heads_are_refused_with_a_reason(void **state)
         {"GET http://h:x/ HTTP/1.1\r\n\r\n", "host"},
         {"GET http://a!b/ HTTP/1.1\r\n\r\n", "host"},
         {"\x16\x03\x01\x02", "not an HTTP request"},
+        /* bare LF or CR: refused at once, before the head could end */
+        {"GET http://h/ HTTP/1.1\n\n", "line ending"},
+        {"GET http://h/ HTTP/1.1\r\nHost: h\n", "line ending"},
+        {"GET http://h/ HTTP/1.1\rX", "line ending"},
         {"POST http://h/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "Transfer-Encoding"},
         {"POST http://h/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
          "Content-Length"},
@@ -281,6 +285,14 @@ static void malformed_heads_are_refused_with_a_reason(void **state)
             fail_msg("'%s' accepted", bad[i].head);
         if (!why || !strstr(why, bad[i].why))
             fail_msg("'%s': reason '%s' lacks '%s'", bad[i].head, why, bad[i].why);
+    }
+    /* a head cut after its CR, or between lines, still waits for the rest */
+    static const char *const partial[] = {"GET http://h/ HTTP/1.1\r",
+                                          "GET http://h/ HTTP/1.1\r\nX: 1\r\n"};
+    for (size_t i = 0; i < sizeof(partial) / sizeof(partial[0]); i++) {
+        struct egress_request req;
+        const char *why = NULL;
+        assert_int_equal(egress_parse_request(partial[i], strlen(partial[i]), &req, &why), 0);
     }
     /* a head of more lines than any request has is refused before it ends */
     char lines[4096] = "GET http://h/ HTTP/1.1\r\n";
