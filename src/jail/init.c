@@ -489,11 +489,12 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     if (!const_plan->shares_memory)
         hide_command_line();
     prctl(PR_SET_DUMPABLE, 0);
-    if (const_plan->deferred) {
-        /* Armed, the sandbox may wait long: it goes with the server meanwhile too. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The sandbox dies with the server. Set here, after the last change of ids (which clears
+     * it), and before the workload exists: a server that dies before this point is caught by
+     * the exec report below, which then finds no reader. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (const_plan->deferred)
         const_plan = await_command(const_plan);
-    }
     pid_t child = start_workload(const_plan);
     if (child < 0)
         jail_child_fail(const_plan, STEP_FORK, errno);
@@ -523,12 +524,13 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         again.err_fd = -1;
     }
     /* Reported only now: the caller may let the plan go once it has the report, and init is
-     * done with it. A failed exec's report came first and is the one the caller reads. */
-    ssize_t w = write(err_fd, &execed, sizeof(execed));
-    (void)w;
+     * done with it. A failed exec's report came first and is the one the caller reads. A write
+     * that fails (EPIPE; errno itself may be a sharing spawner's) finds the server gone before
+     * the parent-death signal was set, or done with this sandbox: a one-shot init would
+     * otherwise go on running its command unwatched, with no end. */
+    if (write(err_fd, &execed, sizeof(execed)) < 0)
+        _exit(0);
     close_all_but(status_fd, plan);
-    /* Set after the uid change, which clears it: the sandbox dies with the server. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (!const_plan->shares_memory)
         release_heap();
 
