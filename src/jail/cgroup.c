@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <time.h>
 
@@ -724,24 +725,29 @@ int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u)
     return 0;
 }
 
-/* SIGKILL every pid listed in dir/cgroup.procs: all of them were started by this server. */
-static int kill_listed(const char *dir)
+/* The pids listed in dir/cgroup.procs, but never this process: on v1 it is listed while one of
+ * its threads is in the group (cgroup_enter_thread). *out is freed by the caller. */
+static size_t read_listed(const char *dir, pid_t **out)
 {
     char path[512];
     char *s = NULL;
+    *out = NULL;
     snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
     if (read_file_max(path, 1 << 20, &s, NULL) < 0)
         return 0;
-    int n = 0;
+    size_t n = 0, cap = 0;
     for (char *p = s; *p;) {
         char *end;
         long pid = strtol(p, &end, 10);
         if (end == p)
             break;
-        /* Never this process: on v1 it is listed while one of its threads is in the group
-         * (cgroup_enter_thread). */
-        if (pid > 0 && pid != getpid() && kill((pid_t)pid, SIGKILL) == 0)
-            n++;
+        if (pid > 0 && pid != getpid()) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                *out = xrealloc(*out, cap * sizeof(**out));
+            }
+            (*out)[n++] = (pid_t)pid;
+        }
         p = end;
         while (*p == '\n')
             p++;
@@ -750,18 +756,63 @@ static int kill_listed(const char *dir)
     return n;
 }
 
+static bool listed(const pid_t *pids, size_t n, pid_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return true;
+    return false;
+}
+
+/* SIGKILL every process listed in dir/cgroup.procs: all of them were started by this server.
+ * They are dying already (init went first), so a pid read from the file may be reaped and
+ * reused by a host process before it is signalled. Each is held by a pidfd first and killed
+ * only if the file still lists it: a pidfd names one process for good, and a reused number is
+ * listed only if its new process is in this group too. */
+int cgroup_kill_listed(const char *dir)
+{
+    pid_t *pids;
+    size_t n = read_listed(dir, &pids);
+    if (n == 0)
+        return 0;
+    /* -1: gone already; -2: no pidfd to be had (no pidfd_open, out of fds): a plain kill. */
+    int *pidfds = xmalloc(n * sizeof(*pidfds));
+    bool any_pidfd = false;
+    for (size_t i = 0; i < n; i++) {
+        pidfds[i] = (int)syscall(SYS_pidfd_open, pids[i], 0);
+        if (pidfds[i] < 0)
+            pidfds[i] = errno == ESRCH ? -1 : -2;
+        any_pidfd = any_pidfd || pidfds[i] >= 0;
+    }
+    pid_t *still = NULL;
+    size_t m = any_pidfd ? read_listed(dir, &still) : 0;
+    int killed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pidfds[i] == -2)
+            killed += kill(pids[i], SIGKILL) == 0;
+        else if (pidfds[i] >= 0 && listed(still, m, pids[i]))
+            killed += syscall(SYS_pidfd_send_signal, pidfds[i], SIGKILL, NULL, 0) == 0;
+        if (pidfds[i] >= 0)
+            close(pidfds[i]);
+    }
+    free(still);
+    free(pidfds);
+    free(pids);
+    return killed;
+}
+
 int cgroup_kill_all(struct sbx_cgroup *cg)
 {
     if (cg->kind == CGROUP_BACKEND_V2) {
         /* cgroup.kill takes the whole subtree; cgroup.procs lists one group's own. */
         if (write_in(cg->dir[0], "cgroup.kill", "1") == 0)
             return 0;
-        kill_listed(procs_dir(cg));
+        cgroup_kill_listed(procs_dir(cg));
         if (cg->write_dir)
-            kill_listed(cg->write_dir);
+            cgroup_kill_listed(cg->write_dir);
         return 0;
     }
-    kill_listed(cg->dir[V1_PIDS]);
+    cgroup_kill_listed(cg->dir[V1_PIDS]);
     return 0;
 }
 
@@ -774,7 +825,7 @@ static int remove_group(const char *dir)
             return 0;
         if (errno != EBUSY)
             return -errno;
-        kill_listed(dir);
+        cgroup_kill_listed(dir);
         struct timespec ts = {0, 500000};
         nanosleep(&ts, NULL);
     }

@@ -86,7 +86,10 @@ uint64_t cgroup_oom_kills(struct sbx_cgroup *cg);
 int cgroup_read_memory_peak(struct sbx_cgroup *cg, uint64_t *out);
 /* The CPU time every process of the group has used so far, in ns (around every execution). */
 int cgroup_read_cpu_ns(struct sbx_cgroup *cg, uint64_t *out);
-/* Kill every process in the group (v2 cgroup.kill; v1 freeze then SIGKILL each listed pid). */
+/* SIGKILL each process dir/cgroup.procs lists, through a pidfd, and only if a second read
+ * still lists it (a dying process's pid may be reused meanwhile). Returns how many. */
+int cgroup_kill_listed(const char *dir);
+/* Kill every process in the group (v2 cgroup.kill; else SIGKILL each listed process). */
 int cgroup_kill_all(struct sbx_cgroup *cg);
 /* Remove the group (killing what is left first). Frees cg. */
 int cgroup_destroy(struct sbx_cgroup *cg);

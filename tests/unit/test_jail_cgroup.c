@@ -14,12 +14,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "lib/config.h"
 #include "lib/err.h"
@@ -153,6 +158,111 @@ static void a_shared_memory_sandbox_is_in_its_groups_and_the_spawner_is_not(void
     check_spawn(true);
 }
 
+/* A process of our own to be killed, or spared: it waits to be killed. */
+static pid_t start_victim(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    return pid;
+}
+
+/* Whether pid ended by SIGKILL (it is reaped either way). */
+static bool killed_by_sigkill(pid_t pid)
+{
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+static void a_listed_process_is_killed(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mcp-test-procs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pid_t victim = start_victim();
+    char path[64];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%d\n", (int)victim);
+    fclose(f);
+    assert_int_equal(cgroup_kill_listed(dir), 1);
+    assert_true(killed_by_sigkill(victim));
+    unlink(path);
+    rmdir(dir);
+}
+
+/* cgroup.procs as a fifo: what each of its two reads shows. */
+struct two_listings {
+    const char *path;
+    char first[32], second[32];
+};
+
+/* Whether an fd of this process has path open (the reader, between its open and close). */
+static bool open_here(const char *path)
+{
+    DIR *d = opendir("/proc/self/fd");
+    bool found = false;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        char fd_path[300], target[256];
+        snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(fd_path, target, sizeof(target) - 1);
+        found = n > 0 && (target[n] = '\0', strcmp(target, path) == 0);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static void *serve_listings(void *arg)
+{
+    struct two_listings *l = arg;
+    for (int i = 0; i < 2; i++) {
+        /* A writer opening while the first read still has the fifo open would join that read:
+         * the second listing waits for the second open. */
+        while (open_here(l->path))
+            usleep(1000);
+        int fd = open(l->path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            return NULL;
+        const char *text = i == 0 ? l->first : l->second;
+        ssize_t w = write(fd, text, strlen(text));
+        (void)w;
+        close(fd);
+    }
+    return NULL;
+}
+
+/* A pid listed at the first read and gone from the second (its process reaped, the number
+ * taken by a process of another group) is not signalled. */
+static void a_pid_no_longer_listed_is_spared(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mcp-test-procs-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pid_t victim = start_victim();
+    char path[64];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    struct two_listings l = {.path = path};
+    snprintf(l.first, sizeof(l.first), "%d\n", (int)victim);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, serve_listings, &l), 0);
+    assert_int_equal(cgroup_kill_listed(dir), 0);
+    pthread_join(t, NULL);
+    /* Still alive: the kill below is the first it gets. */
+    assert_int_equal(waitpid(victim, NULL, WNOHANG), 0);
+    kill(victim, SIGKILL);
+    assert_true(killed_by_sigkill(victim));
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -168,6 +278,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_forked_sandbox_is_in_its_groups_and_the_spawner_is_not),
         cmocka_unit_test(a_shared_memory_sandbox_is_in_its_groups_and_the_spawner_is_not),
+        cmocka_unit_test(a_listed_process_is_killed),
+        cmocka_unit_test(a_pid_no_longer_listed_is_spared),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     jail_shutdown();
