@@ -6,6 +6,8 @@
 #include "jail/jail.h"
 #include "util.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void env_add(char ***env, size_t *n, char *kv)
@@ -103,6 +105,16 @@ json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs,
     return a;
 }
 
+json_t *packages_pip_pinned_argv(const struct sbx_config *cfg, const char *pins_path,
+                                 const char *report_path)
+{
+    json_t *a = packages_pip_argv(cfg, NULL, 0, report_path, false);
+    json_t *pinned = json_pack("[s,s,s,s]", "--no-deps", "--require-hashes", "-r", pins_path);
+    json_array_extend(a, pinned);
+    json_decref(pinned);
+    return a;
+}
+
 /* pip's report as a JSON object, within the value cap, or NULL with err. */
 static json_t *load_report(const char *text, size_t len, struct sbx_err *err)
 {
@@ -181,6 +193,144 @@ int packages_report_projects(const char *text, size_t len, json_t **names, struc
     json_decref(root);
     *names = out;
     return 0;
+}
+
+/* The hashes pip's --hash takes, and their hex lengths. */
+static const struct {
+    const char *name;
+    size_t hex_len;
+} pin_hashes[] = {{"sha256", 64}, {"sha384", 96}, {"sha512", 128}};
+
+/* ALGO:HEX for --hash from "ALGO=HEX" (archive_info's "hash"), or false when pip would not
+ * take it: the line it goes into must hold nothing but the pin. */
+static bool pin_hash(const char *algo, size_t algo_len, const char *hex, char *out, size_t size)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(pin_hashes); i++) {
+        if (algo_len != strlen(pin_hashes[i].name) ||
+            strncmp(algo, pin_hashes[i].name, algo_len) != 0 ||
+            strlen(hex) != pin_hashes[i].hex_len)
+            continue;
+        for (const char *c = hex; *c; c++)
+            if (hex_digit(*c) < 0)
+                return false;
+        return snprintf(out, size, "%s:%s", pin_hashes[i].name, hex) < (int)size;
+    }
+    return false;
+}
+
+/* The file's strong hash from an entry's download_info: "hash" (every pip with --report),
+ * else the first strong one of "hashes" (pip 23.1 and later). */
+static bool artifact_hash(const json_t *download_info, char *out, size_t size)
+{
+    const json_t *archive = json_object_get(download_info, "archive_info");
+    const char *hash = json_string_value(json_object_get(archive, "hash"));
+    const char *eq = hash ? strchr(hash, '=') : NULL;
+    if (eq && pin_hash(hash, (size_t)(eq - hash), eq + 1, out, size))
+        return true;
+    const json_t *hashes = json_object_get(archive, "hashes");
+    for (size_t i = 0; i < ARRAY_SIZE(pin_hashes); i++) {
+        const char *hex = json_string_value(json_object_get(hashes, pin_hashes[i].name));
+        if (hex && pin_hash(pin_hashes[i].name, strlen(pin_hashes[i].name), hex, out, size))
+            return true;
+    }
+    return false;
+}
+
+/* A version pip reads as one version after "==": PEP 440's characters, nothing that could end
+ * the pin or start an option. */
+static bool pin_version(const char *v)
+{
+    if (!*v)
+        return false;
+    for (const char *c = v; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              strchr(".!+_-", *c)))
+            return false;
+    return true;
+}
+
+int packages_report_pins(const char *text, size_t len, char **pins, size_t *count,
+                         json_t **requested, struct sbx_err *err)
+{
+    *pins = NULL;
+    *requested = NULL;
+    *count = 0;
+    json_t *root = load_report(text, len, err);
+    if (!root)
+        return -1;
+    const json_t *install = json_object_get(root, "install");
+    if (!json_is_array(install)) {
+        json_decref(root);
+        return sbx_fail(err, EINVAL, "pip's report has no \"install\" list");
+    }
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    if (!f)
+        abort(); /* out of memory, as xmalloc */
+    json_t *asked = json_object();
+    int rc = 0;
+    size_t i;
+    json_t *item;
+    json_array_foreach(install, i, item)
+    {
+        const json_t *meta = json_object_get(item, "metadata");
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        const char *version = json_string_value(json_object_get(meta, "version"));
+        const json_t *info = json_object_get(item, "download_info");
+        const char *url = json_string_value(json_object_get(info, "url"));
+        char hash[160];
+        if (!name || !*name || strlen(name) > REQUIREMENT_NAME_MAX ||
+            requirement_identifier(name) != strlen(name) || !version || !pin_version(version)) {
+            rc = sbx_fail(err, EINVAL,
+                          "entry %zu of pip's report names no project and version "
+                          "that can be pinned",
+                          i);
+            break;
+        }
+        /* A local directory, a VCS checkout or a file the index gave no hash for: nothing
+         * would hold the install to the file the check saw. */
+        if (!artifact_hash(info, hash, sizeof(hash))) {
+            char *shown = utf8_cut_marked(url ? url : "an unknown place", 200, "...");
+            rc = sbx_fail(err, EINVAL,
+                          "pip's report gives no sha256, sha384 or sha512 hash for %s %s (from "
+                          "%s), so the install cannot be held to the file that was checked",
+                          name, version, shown);
+            free(shown);
+            break;
+        }
+        fprintf(f, "%s==%s --hash=%s\n", name, version, hash);
+        if (json_is_true(json_object_get(item, "requested"))) {
+            char norm[REQUIREMENT_NAME_MAX + 1];
+            requirement_normalize(name, norm, sizeof(norm));
+            json_object_set_new(asked, norm, json_true());
+        }
+    }
+    fclose(f);
+    size_t n = json_array_size(install);
+    json_decref(root);
+    if (rc < 0) {
+        free(out);
+        json_decref(asked);
+        return -1;
+    }
+    *pins = out;
+    *count = n;
+    *requested = asked;
+    return 0;
+}
+
+void packages_mark_requested(json_t *installed, const json_t *requested)
+{
+    char norm[REQUIREMENT_NAME_MAX + 1];
+    size_t i;
+    json_t *pkg;
+    json_array_foreach(installed, i, pkg)
+    {
+        requirement_normalize(json_string_value(json_object_get(pkg, "name")) ?: "", norm,
+                              sizeof(norm));
+        json_object_set_new(pkg, "requested", json_boolean(json_object_get(requested, norm)));
+    }
 }
 
 void packages_merge(json_t *list, const json_t *installed)

@@ -37,6 +37,11 @@ void packages_env_free(char **env);
  * what it would install). */
 json_t *packages_pip_argv(const struct sbx_config *cfg, const char *const *reqs, size_t n,
                           const char *report_path, bool dry_run);
+/* The install after a packages.allowed check: packages_pip_argv's, with no requirement of its
+ * own but the pins in the requirements file pins_path (packages_report_pins), each held to its
+ * file's hash, and none of their dependencies resolved again. */
+json_t *packages_pip_pinned_argv(const struct sbx_config *cfg, const char *pins_path,
+                                 const char *report_path);
 /* The whole environment pip runs with: the proxy, no configuration file (PIP_CONFIG_FILE is
  * /dev/null, so neither ~/.config/pip nor /etc/pip.conf is read), nothing from the sandbox's
  * interpreter. Everything else pip needs is on its command line. */
@@ -50,6 +55,19 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
  * packages.allowed check: nothing is skipped or cut, so a report that cannot name them all
  * (not JSON, no "install" list, an entry without a name, too many values) is an error. */
 int packages_report_projects(const char *text, size_t len, json_t **names, struct sbx_err *err);
+
+/* The install that follows a packages.allowed check, as a requirements file: a line
+ * "NAME==VERSION --hash=ALGO:HEX" per project of the dry run's report (malloc'd into *pins),
+ * for pip install --no-deps --require-hashes, so that exactly the files the check passed are
+ * installed, or nothing. *requested (a new object) holds the normalised names the caller asked
+ * for (in the install's own report every pin is "requested"). An entry that cannot be pinned
+ * (no sha256/384/512 hash of a file, or a name or version pip would read as more than a pin)
+ * is an error: it would install something the check never saw. *count is the number of pins. */
+int packages_report_pins(const char *text, size_t len, char **pins, size_t *count,
+                         json_t **requested, struct sbx_err *err);
+
+/* Sets each installed entry's "requested" to whether its normalised name is in requested. */
+void packages_mark_requested(json_t *installed, const json_t *requested);
 
 /* Adds or replaces (by normalised name) each {name, version} of installed in list, which
  * holds at most PACKAGES_LIST_MAX entries. */

@@ -1,8 +1,8 @@
 /* libFuzzer target: what install_packages reads back from pip, which sandbox code can rewrite
  * (the JSON report, a dist-info's METADATA) or shape (the output). Whatever the bytes, the
- * installed list stays within its bounds, merging it twice adds nothing the second time, and the
- * texts made from it fit their buffers and are valid UTF-8, so that they can travel in a JSON
- * answer. */
+ * installed list stays within its bounds and merging it twice adds nothing the second time, the
+ * pins for the install hold nothing but pins, and the texts made from it fit their buffers and
+ * are valid UTF-8, so that they can travel in a JSON answer. */
 #include "service/packages.h"
 #include "util.h"
 
@@ -49,6 +49,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_decref(list);
         json_decref(installed);
     } else if (!err.msg[0] || installed) {
+        abort();
+    }
+    /* The pins go into a requirements file: a line per project, each one pin and its hash
+     * (no option, no second requirement), or none at all. */
+    char *pins = NULL;
+    size_t count = 0, lines = 0;
+    json_t *requested = NULL;
+    if (packages_report_pins(text, size, &pins, &count, &requested, &err) == 0) {
+        for (char *line = pins, *nl; (nl = strchr(line, '\n')); line = nl + 1, lines++) {
+            char *sp = memchr(line, ' ', (size_t)(nl - line));
+            if (!sp || memchr(sp + 1, ' ', (size_t)(nl - sp - 1)) || line[0] == '-' ||
+                strncmp(sp, " --hash=sha", 11) != 0 || !memmem(line, (size_t)(sp - line), "==", 2))
+                abort();
+        }
+        if (lines != count || !json_is_object(requested))
+            abort();
+        free(pins);
+        json_decref(requested);
+    } else if (pins || requested) {
         abort();
     }
     /* A dist-info's METADATA, which sandbox code writes: a name comes back only whole and

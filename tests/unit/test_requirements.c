@@ -163,6 +163,17 @@ static void the_pip_command_line_is_fixed_around_the_requirements(void **state)
     assert_false(argv_has(argv, "--only-binary=:all:"));
     assert_true(argv_has(argv, "--dry-run")); /* the check packages.allowed makes first */
     json_decref(argv);
+    /* the install after the check: the pins file only, held to hashes, nothing resolved anew */
+    argv = packages_pip_pinned_argv(&cfg, "/tmp/pins.txt", "/tmp/r.json");
+    assert_false(argv_has(argv, "--dry-run"));
+    assert_true(argv_has(argv, "--no-deps"));
+    assert_true(argv_has(argv, "--require-hashes"));
+    assert_true(argv_has(argv, "--target=" PACKAGES_DIR));
+    assert_true(argv_has(argv, "/tmp/r.json"));
+    n = json_array_size(argv);
+    assert_string_equal(json_string_value(json_array_get(argv, n - 2)), "-r");
+    assert_string_equal(json_string_value(json_array_get(argv, n - 1)), "/tmp/pins.txt");
+    json_decref(argv);
 
     char **env = packages_sandbox_env(&cfg, 3128);
     bool proxy = false, index = false, extra = false, path = false;
@@ -358,6 +369,145 @@ static void the_package_list_follows_the_directory(void **state)
     assert_false(packages_metadata_name(meta, strlen(meta), name, 8));
 }
 
+#define SHA_A "3df65496cb722ffea5f6e10f93d86ac7f6248c75904c5092d6ef373391c93e73"
+#define SHA_B "0fec3383426e36bfd26c981f1e0ddb54ddaf8f2092b9c594c9a193c977b76222"
+
+/* A dry run's report entry as pip 23.0 writes it; info is its download_info's fields. */
+static char *report_entry(const char *name, const char *version, bool requested, const char *info)
+{
+    return xasprintf("{\"download_info\":{\"url\":\"http://i/%s.whl\"%s%s},\"requested\":%s,"
+                     "\"metadata\":{\"name\":\"%s\",\"version\":\"%s\"}}",
+                     name, *info ? "," : "", info, requested ? "true" : "false", name, version);
+}
+
+/* packages_report_pins on a report of one entry: its return, with the pins in *pins. */
+static int pins_of_one(const char *name, const char *version, const char *info, char **pins,
+                       struct sbx_err *err)
+{
+    char *entry = report_entry(name, version, true, info);
+    char *report = xasprintf("{\"install\":[%s]}", entry);
+    size_t count = 0;
+    json_t *requested = NULL;
+    int rc = packages_report_pins(report, strlen(report), pins, &count, &requested, err);
+    assert_int_equal(count, rc == 0 ? 1 : 0);
+    json_decref(requested);
+    free(report);
+    free(entry);
+    return rc;
+}
+
+static void the_install_is_pinned_to_what_the_dry_run_resolved(void **state)
+{
+    (void)state;
+    char *app = report_entry("sbxapp", "1.0", true,
+                             "\"archive_info\":{\"hash\":\"sha256=" SHA_B "\",\"hashes\":{"
+                             "\"sha256\":\"" SHA_B "\"}}");
+    /* pip 23.1 and later may give only "hashes" */
+    char *demo =
+        report_entry("Sbx_Demo", "2.0+local.1", false,
+                     "\"archive_info\":{\"hashes\":{\"md5\":\"00\",\"sha256\":\"" SHA_A "\"}}");
+    char *report = xasprintf("{\"version\":\"1\",\"install\":[%s,%s]}", app, demo);
+    char *pins = NULL;
+    size_t count = 0;
+    json_t *requested = NULL;
+    assert_int_equal(packages_report_pins(report, strlen(report), &pins, &count, &requested, NULL),
+                     0);
+    assert_int_equal(count, 2);
+    assert_string_equal(pins, "sbxapp==1.0 --hash=sha256:" SHA_B "\n"
+                              "Sbx_Demo==2.0+local.1 --hash=sha256:" SHA_A "\n");
+    assert_int_equal(json_object_size(requested), 1);
+    assert_true(json_is_true(json_object_get(requested, "sbxapp")));
+
+    /* The install's own report calls every pin requested: the dry run's word is kept. */
+    json_t *installed =
+        json_pack("[{s:s, s:s, s:b}, {s:s, s:s, s:b}]", "name", "sbxapp", "version", "1.0",
+                  "requested", 1, "name", "Sbx_Demo", "version", "2.0+local.1", "requested", 1);
+    packages_mark_requested(installed, requested);
+    assert_true(json_is_true(json_object_get(json_array_get(installed, 0), "requested")));
+    assert_true(json_is_false(json_object_get(json_array_get(installed, 1), "requested")));
+    json_decref(installed);
+    json_decref(requested);
+    free(pins);
+    free(report);
+    free(app);
+    free(demo);
+
+    /* Nothing to install is an empty file, not an error. */
+    assert_int_equal(packages_report_pins("{\"install\":[]}", 14, &pins, &count, &requested, NULL),
+                     0);
+    assert_int_equal(count, 0);
+    assert_string_equal(pins, "");
+    assert_int_equal(json_object_size(requested), 0);
+    free(pins);
+    json_decref(requested);
+
+    /* sha384 and sha512 are pip's other --hash algorithms. */
+    char sha512[129];
+    memset(sha512, 'a', 128);
+    sha512[128] = '\0';
+    char *info = xasprintf("\"archive_info\":{\"hash\":\"sha512=%s\"}", sha512);
+    assert_int_equal(pins_of_one("x", "1", info, &pins, NULL), 0);
+    char *want = xasprintf("x==1 --hash=sha512:%s\n", sha512);
+    assert_string_equal(pins, want);
+    free(want);
+    free(pins);
+    free(info);
+}
+
+static void what_cannot_be_pinned_is_refused(void **state)
+{
+    (void)state;
+    static const char *const no_hash[] = {
+        "",                                                     /* no archive_info */
+        "\"dir_info\":{}",                                      /* a local directory */
+        "\"vcs_info\":{\"vcs\":\"git\",\"commit_id\":\"abc\"}", /* a checkout */
+        "\"archive_info\":{}",                                  /* an sdist url, no hash */
+        "\"archive_info\":{\"hash\":\"md5=0123456789abcdef0123456789abcdef\"}", /* weak */
+        "\"archive_info\":{\"hash\":\"sha256=" SHA_A "0\"}",                    /* too long */
+        "\"archive_info\":{\"hash\":\"sha256=zz" SHA_A "\"}",                   /* not hex */
+        "\"archive_info\":{\"hash\":\"sha256\"}",                               /* no '=' */
+        "\"archive_info\":{\"hashes\":{\"sha256\":7}}",                         /* not a string */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(no_hash); i++) {
+        char *pins = NULL;
+        struct sbx_err err = {0};
+        assert_int_equal(pins_of_one("sbxdemo", "1.0", no_hash[i], &pins, &err), -1);
+        assert_null(pins);
+        assert_non_null(strstr(err.msg, "no sha256, sha384 or sha512 hash for sbxdemo 1.0 (from "
+                                        "http://i/sbxdemo.whl)"));
+    }
+    /* A name or version that would be more than a pin on its line. */
+    static const char *const bad[][2] = {
+        {"sbxdemo", "1.0 --index-url=http://evil"},
+        {"sbxdemo", "1.0\\nsbxother"},
+        {"sbxdemo", ""},
+        {"sbxdemo", "1.0;x"},
+        {"sbx demo", "1.0"},
+        {"-rsbxdemo", "1.0"},
+        {"", "1.0"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char *pins = NULL;
+        struct sbx_err err = {0};
+        assert_int_equal(pins_of_one(bad[i][0], bad[i][1],
+                                     "\"archive_info\":{\"hash\":\"sha256=" SHA_A "\"}", &pins,
+                                     &err),
+                         -1);
+        assert_null(pins);
+        assert_non_null(strstr(err.msg, "names no project and version that can be pinned"));
+    }
+    /* Not a report, or one without its list. */
+    char *pins = NULL;
+    size_t count = 0;
+    json_t *requested = NULL;
+    assert_int_equal(packages_report_pins("{}", 2, &pins, &count, &requested, NULL), -1);
+    assert_int_equal(packages_report_pins("[1]", 3, &pins, &count, &requested, NULL), -1);
+    assert_int_equal(
+        packages_report_pins("{\"install\":[{}]}", 15, &pins, &count, &requested, NULL), -1);
+    assert_null(pins);
+    assert_null(requested);
+}
+
 static void what_a_report_can_cost_is_bounded(void **state)
 {
     (void)state;
@@ -460,6 +610,8 @@ int main(void)
         cmocka_unit_test(names_normalise_as_pep_503_and_match_the_allow_list),
         cmocka_unit_test(the_pip_command_line_is_fixed_around_the_requirements),
         cmocka_unit_test(pip_reports_and_failures_are_read),
+        cmocka_unit_test(the_install_is_pinned_to_what_the_dry_run_resolved),
+        cmocka_unit_test(what_cannot_be_pinned_is_refused),
         cmocka_unit_test(what_a_report_can_cost_is_bounded),
         cmocka_unit_test(the_package_list_follows_the_directory),
         cmocka_unit_test(utf8_scrub_keeps_valid_characters),
