@@ -81,27 +81,37 @@ static bool pip_succeeded(const struct exec_outcome *o)
     return o->frame && json_is_true(json_object_get(o->frame, "success")) && !o->timed_out;
 }
 
-/* pip's report at path, as parse reads it, or NULL with err: missing, larger than the
- * REPORT_MAX_BYTES read, or not what parse takes. The report is removed either way. */
+/* pip's report at path, whole (malloc'd, its length in *len), or NULL with err: missing, or
+ * larger than the REPORT_MAX_BYTES read. The report is removed either way. */
+static char *report_text(struct sandbox *sb, const char *path, size_t *len, struct sbx_err *err)
+{
+    char *data = NULL;
+    uint64_t size = 0;
+    *len = 0;
+    int rc = path ? sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, len, &size, err)
+                  : sbx_fail(err, ENOENT, "pip wrote no report");
+    if (rc == 0 && size > *len)
+        rc = sbx_fail(err, EFBIG, "pip's report is %llu bytes, more than the %u MiB read",
+                      (unsigned long long)size, REPORT_MAX_BYTES >> 20);
+    if (rc < 0) {
+        free(data);
+        data = NULL;
+    }
+    remove_report(sb, path);
+    return data;
+}
+
+/* pip's report at path, as parse reads it, or NULL with err (report_text's, or parse's). */
 static json_t *load_report(struct sandbox *sb, const char *path,
                            int (*parse)(const char *, size_t, json_t **, struct sbx_err *),
                            struct sbx_err *err)
 {
-    char *data = NULL;
     size_t len = 0;
-    uint64_t size = 0;
     json_t *out = NULL;
-    if (!path)
-        sbx_fail(err, ENOENT, "pip wrote no report");
-    else if (sandbox_read_file(sb, path, 0, 0, REPORT_MAX_BYTES, &data, &len, &size, err) == 0) {
-        if (size > len)
-            sbx_fail(err, EFBIG, "pip's report is %llu bytes, more than the %u MiB read",
-                     (unsigned long long)size, REPORT_MAX_BYTES >> 20);
-        else
-            parse(data, len, &out, err);
-    }
+    char *data = report_text(sb, path, &len, err);
+    if (data)
+        parse(data, len, &out, err);
     free(data);
-    remove_report(sb, path);
     return out;
 }
 
@@ -115,18 +125,29 @@ static json_t *read_report(struct sandbox *sb, const char *path)
 
 /* One install_packages call, the data of its executions: with packages.allowed set, pip first
  * resolves without installing (--dry-run), and every project it would install, dependencies
- * included, must be on the list; only then does the install run. */
+ * included, must be on the list; only then does the install run, of exactly those files (a
+ * second resolution could meet an index that changed since, and bring in what nobody checked). */
 struct install {
     uint64_t denied_before; /* the proxy's refusals before the call: those after are its own */
-    json_t *argv;           /* the install, while the check runs */
+    char report_path[64];   /* the install's report, once the check passed */
+    char pins_path[64];     /* the checked files, once written there ("" before) */
+    json_t *requested;      /* normalised names asked for, when the install is pinned */
     uint64_t deadline_ms;   /* both runs within packages.max_install_seconds */
 };
 
 static void install_free(void *data)
 {
     struct install *in = data;
-    json_decref(in->argv);
+    json_decref(in->requested);
     free(in);
+}
+
+/* The pinned requirements go with the install that read them (or never ran). */
+static void remove_pins(struct sandbox *sb, struct install *in)
+{
+    if (in->pins_path[0])
+        remove_report(sb, in->pins_path);
+    in->pins_path[0] = '\0';
 }
 
 /* The call's answer, its history record and its count; takes installed, reason and output
@@ -193,6 +214,7 @@ static void on_install_done(struct exec *e)
     const char *path = report_path(e->argv);
     bool success = pip_succeeded(o);
     int exit_code = (int)json_integer_value(json_object_get(o->frame, "exit_code"));
+    remove_pins(sb, in);
 
     uint64_t peak = 0;
     bool oom = sb->jail && jail_read_memory_peak(sb->jail, &peak) == 0 &&
@@ -201,6 +223,9 @@ static void on_install_done(struct exec *e)
     json_t *installed;
     if (success) {
         installed = read_report(sb, path);
+        /* Every pin is "requested" to pip; the dry run knew which the caller asked for. */
+        if (in->requested)
+            packages_mark_requested(installed, in->requested);
         packages_merge(sb->packages, installed);
         struct sbx_err err = {0};
         if (svc->history && history_set_packages(svc->history, sb->id, sb->packages, &err) < 0)
@@ -237,12 +262,18 @@ static void on_install_done(struct exec *e)
                 /* Wheels only: a project that publishes only a source release has "no
                  * versions" to pip, which does not say why. */
                 bool none = svc->cfg->only_binary && strstr(why, "(from versions: none)");
+                /* pip's words for it speak of a requirements file the caller never wrote. */
+                bool swapped = in->requested && strstr(why, "DO NOT MATCH THE HASHES");
                 reason = xasprintf(
                     "pip failed (exit code %d): %s%s", exit_code, why,
-                    none ? "\n(packages.only_binary is on, so only wheels are installed: a "
-                           "project with only a source release, or none for this Python, has no "
-                           "version pip may use)"
-                         : "");
+                    none      ? "\n(packages.only_binary is on, so only wheels are installed: a "
+                                "project with only a source release, or none for this Python, has no "
+                                "version pip may use)"
+                    : swapped ? "\n(the package index now serves a different file than the one "
+                                "that was resolved and checked against packages.allowed moments "
+                                "before; the install is held to the checked files, so nothing "
+                                "was installed. Try again to check what the index serves now)"
+                              : "");
             }
             free(why);
         }
@@ -296,7 +327,43 @@ static void install_refused(struct exec *e, struct install *in, char *reason)
     install_finish(e, false, json_array(), reason, output, false);
 }
 
-/* The dry run has resolved: the install runs if every project is allowed. */
+/* What the dry run would install (its report's text) is on packages.allowed: *pins, the
+ * requirements that hold the install to it (packages_report_pins), or -1 with the reason
+ * (malloc'd) in *why. */
+static int check_report(const struct sbx_config *cfg, const char *text, size_t len, char **pins,
+                        size_t *count, json_t **requested, char **why)
+{
+    struct sbx_err err = {0};
+    json_t *would = NULL;
+    /* Fails closed: a report that cannot be read whole names projects nobody checked. */
+    if (packages_report_projects(text, len, &would, &err) < 0) {
+        *why = xasprintf("what this install would bring in cannot be checked against "
+                         "packages.allowed (%s); nothing was installed",
+                         err.msg);
+        return -1;
+    }
+    char *refused = not_allowed(cfg, would);
+    json_decref(would);
+    if (*refused) {
+        *why = xasprintf("this install would also bring in %s, not on this server's list of "
+                         "installable packages (packages.allowed); nothing was installed",
+                         refused);
+        free(refused);
+        return -1;
+    }
+    free(refused);
+    if (packages_report_pins(text, len, pins, count, requested, &err) < 0) {
+        *why = xasprintf("what this install would bring in was checked against "
+                         "packages.allowed, but the install cannot be held to it (%s); nothing "
+                         "was installed",
+                         err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The dry run has resolved: the install runs if every project is allowed, of exactly the files
+ * the dry run chose. */
 static void on_check_done(struct exec *e)
 {
     struct sandbox *sb = e->sb;
@@ -321,37 +388,54 @@ static void on_check_done(struct exec *e)
         install_free(in);
         return;
     }
-    /* Fails closed: a report that cannot be read whole names projects nobody checked. */
-    struct sbx_err rerr = {0};
-    json_t *would = load_report(sb, report_path(e->argv), packages_report_projects, &rerr);
-    if (!would) {
+    struct sbx_err err = {0};
+    size_t len = 0, count = 0;
+    char *text = report_text(sb, report_path(e->argv), &len, &err);
+    char *pins = NULL, *why = NULL;
+    if (!text)
+        why = xasprintf("what this install would bring in cannot be checked against "
+                        "packages.allowed (%s); nothing was installed",
+                        err.msg);
+    else
+        check_report(cfg, text, len, &pins, &count, &in->requested, &why);
+    free(text);
+    if (why) {
         sandbox_count_rejection("packages.allowed");
+        install_refused(e, in, why);
+        return;
+    }
+    /* pip --target resolves as if nothing were installed, so an empty report is a forged or
+     * odd one: nothing to install, and nothing installed. */
+    if (count == 0) {
+        free(pins);
+        install_free(in);
+        char *all = NULL;
+        size_t all_len = 0;
+        json_t *output = pip_output(e, &all, &all_len);
+        free(all);
+        install_finish(e, true, json_array(), NULL, output, false);
+        return;
+    }
+    /* In /tmp, as the report is: sandbox code could rewrite it, as it could run pip itself
+     * (packages.allowed governs the tool, not code the sandbox runs). */
+    snprintf(in->pins_path, sizeof(in->pins_path), "/tmp/.mcp-pip-pins-%016llx.txt",
+             (unsigned long long)unguessable_u64());
+    int rc = sandbox_write_file(sb, in->pins_path, pins, strlen(pins), &err);
+    free(pins);
+    if (rc < 0) {
+        in->pins_path[0] = '\0';
         install_refused(e, in,
-                        xasprintf("what this install would bring in cannot be checked against "
-                                  "packages.allowed (%s); nothing was installed",
-                                  rerr.msg));
+                        xasprintf("the checked packages could not be written into the sandbox "
+                                  "for the install (%s); nothing was installed",
+                                  err.msg));
         return;
     }
-    char *refused = not_allowed(cfg, would);
-    json_decref(would);
-    if (*refused) {
-        sandbox_count_rejection("packages.allowed");
-        char *reason = xasprintf("this install would also bring in %s, not on this server's list "
-                                 "of installable packages (packages.allowed); nothing was "
-                                 "installed",
-                                 refused);
-        free(refused);
-        install_refused(e, in, reason);
-        return;
-    }
-    free(refused);
     uint64_t now = now_ms();
     uint32_t left = in->deadline_ms > now + 1000 ? (uint32_t)(in->deadline_ms - now) : 1000;
-    json_t *argv = in->argv;
-    in->argv = NULL;
-    struct sbx_err err = {0};
+    json_t *argv = packages_pip_pinned_argv(cfg, in->pins_path, in->report_path);
     if (sandbox_exec_argv(sb, e->call, "pip", e->code, argv, packages_pip_env(EGRESS_PROXY_PORT),
                           "/", left, on_install_done, in, install_free, &err) < 0) {
+        remove_pins(sb, in);
         install_free(in);
         mcp_call_fail(e->call, "%s", err.msg);
     }
@@ -417,14 +501,13 @@ static void t_install_packages(struct mcp_call *call, json_t *args, void *data)
         egress_proxy_stats(sb->proxy, &st);
     in->denied_before = st.denied;
     in->deadline_ms = now_ms() + (uint64_t)cfg->max_install_seconds * 1000;
-    json_t *install = packages_pip_argv(cfg, reqs, n, path, false);
+    memcpy(in->report_path, path, sizeof(path));
+    /* Without packages.allowed nothing is checked, so one resolution that installs is enough. */
     bool check = cfg->allowed_packages.len > 0;
-    if (check)
-        in->argv = install;
     struct sbx_err err = {0};
     /* cwd /: read-only, so nothing there can pass for a local archive or project. */
     if (sandbox_exec_argv(sb, call, "pip", summary,
-                          check ? packages_pip_argv(cfg, reqs, n, check_path, true) : install,
+                          packages_pip_argv(cfg, reqs, n, check ? check_path : path, check),
                           packages_pip_env(EGRESS_PROXY_PORT), "/", cfg->max_install_seconds * 1000,
                           check ? on_check_done : on_install_done, in, install_free, &err) < 0) {
         install_free(in);
