@@ -17,6 +17,9 @@ const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-packages-'));
 chmodSync(dir, 0o755);
 const indexDir = join(dir, 'index');
 const requests = [];
+// Pages served per project that has a later page (pkgindex.py): the first request gets the
+// page as it was, every later one the page as it changed.
+const pageServed = new Map();
 let index, secret, tunnelTarget, indexPort, secretPort, tunnelPort, blackhole, blackholePort;
 
 // A listener whose accept queue is full: further SYNs to it are dropped, so a connect hangs.
@@ -58,7 +61,12 @@ function serveIndex(req, res) {
     return;
   }
   const path = normalize(join(indexDir, decodeURIComponent(req.url.split('?')[0])));
-  const file = path.endsWith('/') ? join(path, 'index.html') : path;
+  let file = path.endsWith('/') ? join(path, 'index.html') : path;
+  if (path.endsWith('/') && existsSync(join(path, 'later.html'))) {
+    const seen = pageServed.get(path) || 0;
+    pageServed.set(path, seen + 1);
+    if (seen) file = join(path, 'later.html');
+  }
   if (!file.startsWith(indexDir) || !existsSync(file)) {
     res.writeHead(404).end('not found');
     return;
@@ -101,7 +109,7 @@ function configFile(extraToml = '') {
   writeFileSync(cfg, `[packages]
 index_url = "http://127.0.0.1:${indexPort}/simple"
 proxy_allow = ["localhost:${indexPort}", "127.0.0.1:${tunnelPort}", "127.0.0.1:${blackholePort}"]
-allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge", "sbxwants", "sbxlong"]
+allowed = ["sbxdemo", "SBXAPP", "sbx_mixed.case", "sbxsrc", "sbxslow", "sbxhuge", "sbxwants", "sbxlong", "sbxshift", "sbxswap"]
 ${extraToml}
 `);
   return cfg;
@@ -272,6 +280,48 @@ test('packages outside packages.allowed, and smuggled options, are refused befor
   assert.equal(imp.sc.error.type, 'ModuleNotFoundError');
   const h = await call(c, 'get_execution_history', { sandbox_id: a });
   assert.ok(h.sc.records.some((x) => x.language === 'pip' && !x.success && /sbxother/.test(x.error)), JSON.stringify(h.sc.records));
+});
+
+// The check resolves once (a dry run) and the install must take exactly what it checked: a
+// second resolution meets the index as it is by then. (Before, the install resolved again.)
+const served = (project) => pageServed.get(join(indexDir, 'simple', project) + '/') || 0;
+
+test('an index that changes after the check: the install takes the checked releases, not newer ones or their dependencies', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  pageServed.clear();
+  const r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxshift'] });
+  assert.equal(served('sbxshift'), 2, 'the install read the page as it changed (1.1, which needs sbxother)');
+  assert.equal(r.r.isError, false, r.text);
+  assert.deepEqual(r.sc.installed.map((p) => `${p.name} ${p.version} ${p.requested}`).sort(),
+    ['sbxdemo 2.0 false', 'sbxshift 1.0 true']);
+  assert.equal(await py(c, a, 'import sbxshift\nsbxshift.VERSION'), "'1.0'");
+  const other = await call(c, 'run_code', { sandbox_id: a, code: 'import sbxother' });
+  assert.equal(other.sc.error.type, 'ModuleNotFoundError');
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.deepEqual(st.sc.installed_packages.map((p) => `${p.name} ${p.version}`).sort(),
+    ['sbxdemo 2.0', 'sbxshift 1.0']);
+});
+
+test('an index that serves another file for the checked release: the install fails on its hash, and nothing is installed', async () => {
+  const c = main.client;
+  const a = await sandbox(c, 'packages');
+  pageServed.clear();
+  const r = await call(c, 'install_packages', { sandbox_id: a, packages: ['sbxswap'] });
+  assert.equal(served('sbxswap'), 2, 'the install read the page as it changed (another file of 1.0)');
+  assert.equal(r.r.isError, true, r.text);
+  assert.match(r.sc.error, /^pip failed \(exit code 1\): ERROR: THESE PACKAGES DO NOT MATCH THE HASHES/);
+  assert.match(r.sc.error, /the package index now serves a different file than the one that was resolved and checked against packages\.allowed moments before; the install is held to the checked files, so nothing was installed/);
+  assert.deepEqual(r.sc.installed, []);
+  for (const mod of ['sbxswap', 'sbxother']) {
+    const imp = await call(c, 'run_code', { sandbox_id: a, code: `import ${mod}` });
+    assert.equal(imp.sc.error.type, 'ModuleNotFoundError', mod);
+  }
+  const st = await call(c, 'get_sandbox_status', { sandbox_id: a });
+  assert.deepEqual(st.sc.installed_packages, []);
+  // the pins and reports the server wrote into /tmp are gone
+  const tmp = await call(c, 'execute_command', { sandbox_id: a, command: 'ls -A /tmp' });
+  assert.doesNotMatch(tmp.sc.stdout, /mcp-pip/);
 });
 
 test('wheels only: a project with only an sdist is refused with pip\'s reason, and no setup.py runs', async () => {

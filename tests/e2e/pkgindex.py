@@ -14,6 +14,13 @@ Projects:
   sbxlong  1.0 (wheel), allowed, depends on sbxother, with a 5 MiB description (pip's report
            of it is larger than the server reads)
 and files/big.bin (2 MiB), for the proxy's byte budget.
+
+Projects whose index page changes after it was first served (simple/P/later.html, which the
+test server sends from the second request on), as an index may between a dry run and an
+install:
+  sbxshift 1.0 (wheel), allowed, depends on sbxdemo; later also 1.1, which depends on sbxother
+  sbxswap  1.0 (wheel), allowed; later the page names another file of 1.0 (another hash), one
+           that also depends on sbxother
 """
 import base64
 import hashlib
@@ -88,11 +95,17 @@ def main():
     top = sys.argv[1]
     projects = {}
 
-    def add(project, filename, data):
-        os.makedirs(os.path.join(top, "files"), exist_ok=True)
-        with open(os.path.join(top, "files", filename), "wb") as f:
+    later = {}
+
+    def add(project, filename, data, subdir="", pages=("now", "later")):
+        os.makedirs(os.path.join(top, "files", subdir), exist_ok=True)
+        with open(os.path.join(top, "files", subdir, filename), "wb") as f:
             f.write(data)
-        projects.setdefault(normalize(project), []).append((filename, hashlib.sha256(data).hexdigest()))
+        entry = (os.path.join(subdir, filename), hashlib.sha256(data).hexdigest())
+        if "now" in pages:
+            projects.setdefault(normalize(project), []).append(entry)
+        if "later" in pages:
+            later.setdefault(normalize(project), []).append(entry)
 
     for version in ("1.0", "2.0"):
         add("sbxdemo", *wheel("sbxdemo", version, {
@@ -108,6 +121,16 @@ def main():
     add("sbxlong", *wheel("sbxlong", "1.0", {"sbxlong.py": "import sbxother\n"},
                           requires=["sbxother"], description="x" * (5 << 20)))
 
+    add("sbxshift", *wheel("sbxshift", "1.0", {"sbxshift.py": "import sbxdemo\nVERSION = '1.0'\n"},
+                           requires=["sbxdemo"]))
+    add("sbxshift", *wheel("sbxshift", "1.1", {"sbxshift.py": "import sbxother\nVERSION = '1.1'\n"},
+                           requires=["sbxother"]), pages=("later",))
+    add("sbxswap", *wheel("sbxswap", "1.0", {"sbxswap.py": "SWAPPED = False\n"}), pages=("now",))
+    swapped = wheel("sbxswap", "1.0", {"sbxswap.py": "import sbxother\nSWAPPED = True\n"},
+                    requires=["sbxother"])
+    add("sbxswap", *swapped, subdir="swapped", pages=("later",))
+    changing = ("sbxshift", "sbxswap")
+
     with open(os.path.join(top, "files", "big.bin"), "wb") as f:
         f.write(os.urandom(2 << 20))
 
@@ -118,13 +141,19 @@ def main():
         for p in sorted(projects):
             f.write('<a href="%s/">%s</a>\n' % (p, p))
         f.write("</body></html>\n")
-    for p, files in projects.items():
-        os.makedirs(os.path.join(simple, p), exist_ok=True)
-        with open(os.path.join(simple, p, "index.html"), "w") as f:
+    def page(path, files):
+        with open(path, "w") as f:
             f.write("<!DOCTYPE html><html><body>\n")
             for filename, digest in files:
-                f.write('<a href="../../files/%s#sha256=%s">%s</a>\n' % (filename, digest, filename))
+                f.write('<a href="../../files/%s#sha256=%s">%s</a>\n'
+                        % (filename, digest, os.path.basename(filename)))
             f.write("</body></html>\n")
+
+    for p, files in projects.items():
+        os.makedirs(os.path.join(simple, p), exist_ok=True)
+        page(os.path.join(simple, p, "index.html"), files)
+        if p in changing:
+            page(os.path.join(simple, p, "later.html"), later[p])
 
 
 if __name__ == "__main__":
