@@ -349,9 +349,15 @@ static int write_group(struct history *h, struct pending **v, size_t n, struct s
     sqlite3_stmt *s = stmt(h, ST_BUMP);
     sqlite3_bind_text(s, 1, sandbox_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (int64_t)n);
-    if (sqlite3_step(s) != SQLITE_ROW) {
+    int step = sqlite3_step(s);
+    if (step != SQLITE_ROW) {
+        /* Only "no such row" may drop the records: a busy or failing database must keep them
+         * queued for the next try, as any other failed write does. */
+        int r = step == SQLITE_DONE
+                    ? sbx_fail(err, ENOENT, "history: unknown sandbox %s", sandbox_id)
+                    : db_fail(h, err, "numbering executions");
         sqlite3_reset(s);
-        return sbx_fail(err, ENOENT, "history: unknown sandbox %s", sandbox_id);
+        return r;
     }
     int64_t last = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);

@@ -437,6 +437,35 @@ static void a_failed_write_keeps_what_was_queued_for_the_next_try(void **state)
     history_close(h);
 }
 
+/* A database another process holds locked (a second server on the same state directory, a
+ * backup) fails the numbering of the records, not only their insert: they stay queued like
+ * those of any failed write, instead of being taken for a vanished sandbox's and dropped. */
+static void records_of_a_locked_database_are_kept(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/locked.sqlite3", dir);
+    struct history *h = open_db("locked.sqlite3");
+    struct sbx_err err = {0};
+    history_record_sandbox(h, "sb-l", "o", NULL, "standard", 1, &err);
+    assert_int_equal(history_flush(h, &err), 0);
+
+    sqlite3 *other = NULL;
+    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    add(h, "sb-l", "while locked", true);
+    assert_int_equal(history_flush(h, &err), -1);
+    assert_non_null(strstr(err.msg, "history database: "));
+    assert_true(history_pending(h));
+    assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+
+    usleep((HISTORY_RETRY_MS + 50) * 1000);
+    assert_int_equal(history_flush(h, &err), 0);
+    assert_int_equal(history_total(h, "sb-l"), 1);
+    history_close(h);
+}
+
 /* -1 for a sandbox with no row, 0 for one that has not ended, 1 for one that has. */
 static int ended(struct history *h, const char *id)
 {
@@ -505,6 +534,7 @@ int main(void)
         cmocka_unit_test(corrupt_or_unwritable_gives_a_clear_error),
         cmocka_unit_test(a_failed_write_keeps_what_was_queued_for_the_next_try),
         cmocka_unit_test(rows_queued_while_writes_fail_are_bounded),
+        cmocka_unit_test(records_of_a_locked_database_are_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
