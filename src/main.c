@@ -14,7 +14,7 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  serve --stdio              serve MCP over stdin/stdout (for Claude Desktop, Cursor, ...)\n"
-    "  serve --http ADDR:PORT     serve MCP over Streamable HTTP at /mcp\n"
+    "  serve --http [ADDR:PORT]   serve MCP over Streamable HTTP at /mcp (default: http.listen)\n"
     "  run [OPTIONS] -- CMD...    run CMD in a fresh sandbox (see `run --help`)\n"
     "  pool [--size N]            keep sandboxes ready for run (see `pool --help`)\n"
     "  doctor                     check which isolation layers this machine offers\n"

@@ -21,7 +21,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     enum { O_STDIO = 1, O_HTTP, O_FIXTURES, O_MAX_MSG, O_HELP };
     static const struct option opts[] = {
         {"stdio", no_argument, NULL, O_STDIO},
-        {"http", required_argument, NULL, O_HTTP},
+        {"http", optional_argument, NULL, O_HTTP},
         {"test-fixtures", no_argument, NULL, O_FIXTURES},
         {"max-message-bytes", required_argument, NULL, O_MAX_MSG},
         {"help", no_argument, NULL, O_HELP},
@@ -36,7 +36,14 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
             use_stdio = true;
             break;
         case O_HTTP:
-            http = optarg;
+            /* "--http ADDR" as well as "--http=ADDR"; a bare --http listens where http.listen
+             * says (the key is otherwise read by nothing). */
+            if (optarg)
+                http = optarg;
+            else if (optind < argc && argv[optind][0] != '-')
+                http = argv[optind++];
+            else
+                http = ctx->cfg.http_listen;
             break;
         case O_FIXTURES:
             fixtures = true;
@@ -49,7 +56,9 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
             break;
         }
         case O_HELP:
-            puts("usage: mcp-sandbox serve --stdio | --http ADDR:PORT [--max-message-bytes SIZE]");
+            puts(
+                "usage: mcp-sandbox serve --stdio | --http [ADDR:PORT] [--max-message-bytes SIZE]\n"
+                "  --http without an address listens at http.listen (127.0.0.1:8080)");
             return 0;
         default:
             return cli_usage_error("serve: unknown option");
@@ -60,7 +69,7 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
     if (use_stdio && http)
         return cli_usage_error("serve: choose one of --stdio and --http");
     if (!use_stdio && !http)
-        return cli_usage_error("serve: say --stdio (for MCP hosts) or --http ADDR:PORT");
+        return cli_usage_error("serve: say --stdio (for MCP hosts) or --http [ADDR:PORT]");
 
     struct sbx_err err = {0};
     struct ev_loop *loop = NULL;

@@ -448,6 +448,34 @@ test('a non-loopback address without tokens is refused at startup', async () => 
   }), /no tokens are configured/);
 });
 
+test('a bare --http listens at http.listen from the configuration', async () => {
+  const cfg = join(dir, 'listen.toml');
+  writeFileSync(cfg, '[http]\nlisten = "127.0.0.1:0"\n');
+  const child = track(spawn(BIN, ['serve', '--http', '--config', cfg, '--state-dir', join(dir, 'state')],
+    { stdio: ['ignore', 'ignore', 'pipe'] }));
+  servers.push(child);
+  const port = await new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr.on('data', (d) => {
+      err += d;
+      const m = err.match(/"msg":"http listening","address":"127\.0\.0\.1","port":"(\d+)"/);
+      if (m) resolve(Number(m[1]));
+    });
+    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
+  });
+  const r = await post(`http://127.0.0.1:${port}/mcp`, INIT);
+  assert.equal(r.status, 200);
+  await r.text();
+  // The key is held to the same rule as the flag: a wildcard without tokens is refused.
+  writeFileSync(cfg, '[http]\nlisten = "0.0.0.0:0"\n');
+  await assert.rejects(new Promise((resolve, reject) => {
+    const c = track(spawn(BIN, ['serve', '--http', '--config', cfg, '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] }));
+    let err = '';
+    c.stderr.on('data', (d) => { err += d; });
+    c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(err))));
+  }), /no tokens are configured/);
+});
+
 test('a slowloris client and 1,000 dropped connections do not stop others', async () => {
   const { url, port } = await start();
   const slow = net.connect(port, '127.0.0.1');
