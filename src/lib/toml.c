@@ -40,15 +40,29 @@ static void skip_ws(struct parser *p)
         p->s++;
 }
 
+/* A comment up to its line break. TOML 1.0 allows no control character but tab in one: a
+ * lone CR, which editors and terminals show as a line break, would hide what follows it. */
+static int skip_comment(struct parser *p)
+{
+    if (p->s >= p->end || *p->s != '#')
+        return 0;
+    for (; p->s < p->end && *p->s != '\n'; p->s++) {
+        unsigned char c = (unsigned char)*p->s;
+        if (c == '\r' && p->s + 1 < p->end && p->s[1] == '\n')
+            break;
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return perr(p, p->s, "control character in a comment%s", NULL);
+    }
+    return 0;
+}
+
 /* Whitespace, newlines and comments (inside arrays). */
-static void skip_ws_nl(struct parser *p)
+static int skip_ws_nl(struct parser *p)
 {
     for (;;) {
         skip_ws(p);
-        if (p->s < p->end && *p->s == '#') {
-            while (p->s < p->end && *p->s != '\n')
-                p->s++;
-        }
+        if (skip_comment(p) < 0)
+            return -1;
         if (p->s < p->end &&
             (*p->s == '\n' || (*p->s == '\r' && p->s + 1 < p->end && p->s[1] == '\n'))) {
             p->s += *p->s == '\r' ? 2 : 1;
@@ -56,7 +70,7 @@ static void skip_ws_nl(struct parser *p)
             p->line_start = p->s;
             continue;
         }
-        return;
+        return 0;
     }
 }
 
@@ -64,10 +78,9 @@ static void skip_ws_nl(struct parser *p)
 static int end_of_line(struct parser *p)
 {
     skip_ws(p);
-    if (p->s < p->end && *p->s == '#')
-        while (p->s < p->end && *p->s != '\n')
-            p->s++;
-    if (p->s < p->end && *p->s == '\r')
+    if (skip_comment(p) < 0)
+        return -1;
+    if (p->s + 1 < p->end && p->s[0] == '\r' && p->s[1] == '\n')
         p->s++;
     if (p->s < p->end && *p->s != '\n')
         return perr(p, p->s, "unexpected text after the value%s", NULL);
@@ -202,7 +215,7 @@ static int parse_integer(struct parser *p, int64_t *out)
         neg = *p->s++ == '-';
     if (p->s >= p->end || *p->s < '0' || *p->s > '9')
         return perr(p, a, "expected a value (string, integer, true, false or [strings])%s", NULL);
-    if (*p->s == '0' && p->s + 1 < p->end && p->s[1] >= '0' && p->s[1] <= '9')
+    if (*p->s == '0' && p->s + 1 < p->end && ((p->s[1] >= '0' && p->s[1] <= '9') || p->s[1] == '_'))
         return perr(p, a, "leading zeros are not allowed%s", NULL);
     uint64_t v = 0;
     bool last_digit = false;
@@ -252,7 +265,10 @@ static int parse_value(struct parser *p, struct toml_value *v)
         v->type = TOML_STRING_ARRAY;
         p->s++;
         for (;;) {
-            skip_ws_nl(p);
+            if (skip_ws_nl(p) < 0) {
+                value_free(v);
+                return -1;
+            }
             if (p->s < p->end && *p->s == ']') {
                 p->s++;
                 return 0;
@@ -273,7 +289,10 @@ static int parse_value(struct parser *p, struct toml_value *v)
             }
             v->items = xrealloc(v->items, (v->n_items + 1) * sizeof(char *));
             v->items[v->n_items++] = item;
-            skip_ws_nl(p);
+            if (skip_ws_nl(p) < 0) {
+                value_free(v);
+                return -1;
+            }
             if (p->s < p->end && *p->s == ',') {
                 p->s++;
                 continue;
@@ -421,7 +440,10 @@ int toml_parse(const char *text, size_t len, const char *filename, toml_key_fn f
     if (nul)
         return fail_at(err, p.file, text, (size_t)(nul - text), "a NUL byte");
     while (rc == 0) {
-        skip_ws_nl(&p);
+        if (skip_ws_nl(&p) < 0) {
+            rc = -1;
+            break;
+        }
         if (p.s >= p.end)
             break;
         rc = *p.s == '[' ? parse_header(&p, fn, ud) : parse_keyval(&p, fn, ud);

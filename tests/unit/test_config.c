@@ -178,6 +178,11 @@ static void refuses_with_line_and_column(void **state)
         {"[profiles.tight]\nnetwork = \"everywhere\"\n", "\"none\" or \"packages\""},
         {"[limits]\nmax_sandboxes = 99999999999999999999\n", "integer out of range"},
         {"[log]\nlevel = \"info\" extra\n", ":2:16: unexpected text"},
+        /* A lone CR shows as a line break, but would make the rest of the line comment. */
+        {"[limits] # max\rmax_sandboxes = 9\n", ":1:15: control character in a comment"},
+        {"[files]\nupload_roots = [ # \x1b[2K\n]\n", ":2:20: control character in a comment"},
+        {"[limits]\nmax_sandboxes = 5\r", ":2:18: unexpected text"},
+        {"[limits]\nmax_sandboxes = 0_1\n", ":2:17: leading zeros"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct sbx_config cfg;
@@ -192,6 +197,12 @@ static void refuses_with_line_and_column(void **state)
     assert_string_equal(err.msg, "f:1:6: not valid UTF-8");
     assert_int_equal(toml_parse("a = 1\nb = \"x\0\"\n", 13, "f", NULL, NULL, &err), -1);
     assert_string_equal(err.msg, "f:2:7: a NUL byte");
+    /* CRLF line ends and a tab in a comment are fine. */
+    struct sbx_config cfg;
+    assert_int_equal(
+        load_text(&cfg, "# a\tcomment\r\n[limits] # x\r\nmax_sandboxes = 3 # y\r\n", &err), 0);
+    assert_int_equal(cfg.max_sandboxes, 3);
+    config_free(&cfg);
 }
 
 static void precedence_default_file_env_flag(void **state)
