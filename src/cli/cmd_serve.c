@@ -49,10 +49,11 @@ int cmd_serve(int argc, char **argv, struct cli_ctx *ctx)
             fixtures = true;
             break;
         case O_MAX_MSG: {
-            uint64_t v;
-            if (parse_size(optarg, &v) < 0 || v < 1024)
-                return cli_usage_error("serve: --max-message-bytes wants a size of at least 1k");
-            ctx->cfg.max_message_bytes = v;
+            /* Held to server.max_message_bytes's own range (the flag sets that key). */
+            struct sbx_err ferr = {0};
+            if (config_set(&ctx->cfg, "server.max_message_bytes", optarg, CONFIG_SRC_FLAG, &ferr) <
+                0)
+                return cli_usage_error("serve: --max-message-bytes: %s", ferr.msg);
             break;
         }
         case O_HELP:

@@ -473,6 +473,16 @@ test('raw: under nohup (SIGHUP ignored when it started) SIGHUP does not end the 
   assert.equal(await exited, 0);
 });
 
+test('--max-message-bytes is held to server.max_message_bytes\'s range, not only its minimum', () => {
+  const state = mkdtempSync(join(tmpdir(), 'sbx-e2e-maxmsg-'));
+  for (const [size, want] of [['2G', /between 1024 and 1073741824/], ['512', /between 1024 and/], ['lots', /not a size/]]) {
+    const r = spawnSync(BIN, ['serve', '--stdio', '--max-message-bytes', size, '--state-dir', state],
+      { input: '', encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 2, `${size}: ${r.stderr}`);
+    assert.match(r.stderr, want);
+  }
+});
+
 test('raw: a request the parser or the size cap refuses is answered under the id its ends show', async () => {
   const s = rawServer(['--max-message-bytes', '1k']);
   s.send(INIT(1));
