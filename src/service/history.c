@@ -187,7 +187,7 @@ int history_open(const char *path, struct history **out, struct sbx_err *err)
         db_fail(h, err, path);
         goto fail;
     }
-    sqlite3_busy_timeout(h->db, 2000);
+    sqlite3_busy_timeout(h->db, HISTORY_BUSY_MS);
     char *msg = NULL;
     if (sqlite3_exec(h->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;", NULL, NULL,
                      &msg) != SQLITE_OK) {

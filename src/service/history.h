@@ -19,6 +19,9 @@
 #define HISTORY_ROWS_MAX 4096
 /* After a failed write (a full disk, say), the next try waits this long. */
 #define HISTORY_RETRY_MS 1000
+/* How long a write waits for another process's lock (a second server on the same state dir,
+ * the sqlite3 shell): the wait is on the event loop, and a write that gives up stays queued. */
+#define HISTORY_BUSY_MS 100
 
 struct history;
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "service/history.h"
@@ -454,7 +455,15 @@ static void records_of_a_locked_database_are_kept(void **state)
     assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
     assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
     add(h, "sb-l", "while locked", true);
+    /* The loop waits for the lock HISTORY_BUSY_MS, not seconds (bounded loosely: a liveness
+     * check, not a timing one). */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_int_equal(history_flush(h, &err), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long waited_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    if (waited_ms >= 1000)
+        fail_msg("a locked database held the flush %ld ms", waited_ms);
     assert_non_null(strstr(err.msg, "history database: "));
     assert_true(history_pending(h));
     assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
