@@ -575,11 +575,30 @@ static void env_name(const char *key, char *out, size_t n)
     out[o] = '\0';
 }
 
+/* The value of name in envp, or NULL. */
+static const char *env_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *e = envp; *e; e++)
+        if (!strncmp(*e, name, n) && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
 int config_load_env(struct sbx_config *cfg, char *const *envp, struct sbx_err *err)
 {
     extern char **environ;
     if (!envp)
         envp = environ;
+    /* The short form and the long one, both set and apart: which one won would hang on the
+     * order of the environment, and the server would keep its state somewhere unexpected. */
+    const char *short_dir = env_lookup(envp, "MCP_SANDBOX_STATE_DIR");
+    const char *long_dir = env_lookup(envp, "MCP_SANDBOX_SERVER_STATE_DIR");
+    if (short_dir && long_dir && strcmp(short_dir, long_dir) != 0)
+        return sbx_fail(err, EINVAL,
+                        "MCP_SANDBOX_STATE_DIR (%s) and MCP_SANDBOX_SERVER_STATE_DIR (%s) are both "
+                        "set, to different directories: set one",
+                        short_dir, long_dir);
     for (char *const *e = envp; *e; e++) {
         const char *eq = strchr(*e, '=');
         if (!eq || strncmp(*e, "MCP_SANDBOX_", 12) != 0)

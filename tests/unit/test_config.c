@@ -227,6 +227,12 @@ static void precedence_default_file_env_flag(void **state)
     char *bad[] = {"MCP_SANDBOX_LIMITS_MAX_SANDBOXE=1", NULL};
     assert_int_equal(config_load_env(&cfg, bad, &err), -1);
     assert_non_null(strstr(err.msg, "is not a configuration variable"));
+    /* Both forms of the state directory: the same one is fine, two different ones are not. */
+    char *same[] = {"MCP_SANDBOX_SERVER_STATE_DIR=/y", "MCP_SANDBOX_STATE_DIR=/y", NULL};
+    assert_int_equal(config_load_env(&cfg, same, &err), 0);
+    char *apart[] = {"MCP_SANDBOX_SERVER_STATE_DIR=/y", "MCP_SANDBOX_STATE_DIR=/z", NULL};
+    assert_int_equal(config_load_env(&cfg, apart, &err), -1);
+    assert_non_null(strstr(err.msg, "both set, to different directories"));
 
     char *buf = NULL;
     size_t len = 0;
