@@ -439,6 +439,9 @@ int toml_parse(const char *text, size_t len, const char *filename, toml_key_fn f
     const char *nul = memchr(text, '\0', len);
     if (nul)
         return fail_at(err, p.file, text, (size_t)(nul - text), "a NUL byte");
+    /* A byte order mark, as Windows editors write: invisible there, so not part of line 1. */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
+        p.s = p.line_start = text + 3;
     while (rc == 0) {
         if (skip_ws_nl(&p) < 0) {
             rc = -1;

@@ -155,6 +155,20 @@ static void accepts_the_subset(void **state)
     config_free(&cfg);
 }
 
+/* A leading byte order mark is skipped; one anywhere else is not whitespace. */
+static void a_leading_byte_order_mark_is_skipped(void **state)
+{
+    (void)state;
+    struct sbx_config cfg;
+    struct sbx_err err = {0};
+    assert_int_equal(load_text(&cfg, "\xEF\xBB\xBF[limits]\nmax_sandboxes = 7\n", &err), 0);
+    assert_int_equal(cfg.max_sandboxes, 7);
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[limits]\n\xEF\xBB\xBFmax_sandboxes = 7\n", &err), -1);
+    assert_non_null(strstr(err.msg, ":2:1:"));
+    config_free(&cfg);
+}
+
 static void refuses_with_line_and_column(void **state)
 {
     (void)state;
@@ -396,6 +410,7 @@ int main(void)
         cmocka_unit_test(an_empty_profile_table_defines_the_profile),
         cmocka_unit_test(accepts_the_subset),
         cmocka_unit_test(refuses_with_line_and_column),
+        cmocka_unit_test(a_leading_byte_order_mark_is_skipped),
         cmocka_unit_test(precedence_default_file_env_flag),
         cmocka_unit_test(no_value_is_misread_or_rewritten),
         cmocka_unit_test(jwt_keys),
