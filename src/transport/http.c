@@ -1238,6 +1238,43 @@ static void content_disposition(const char *path, char *out, size_t cap)
     snprintf(out, cap, "attachment; filename=\"%s\"; filename*=UTF-8''%s", plain, encoded);
 }
 
+/* A download's body, read from the sandbox's file as it goes out. The file is the sandbox's to
+ * change meanwhile: bytes past the length the headers promised are never read (a file that
+ * grows is cut there), and one that ends early (or fails) closes the connection at once, so
+ * the client sees a short body instead of waiting out the connection timeout for bytes that
+ * will not come. libmicrohttpd's fd responses (0.9.75) do so only on their pread path: on the
+ * sendfile one (taken once MHD_OPTION_SIGPIPE_HANDLED_BY_APP is set) sendfile's 0 at the end
+ * of the file stalls the connection until its timeout. */
+struct file_body {
+    int fd;
+    uint64_t from, len;
+};
+
+/* The buffer libmicrohttpd holds per download. With 64 KiB reads 200 MiB go out in about a
+ * third of the time the 4 KiB reads of its fd responses take; 1,024 downloads hold 64 MiB. */
+#define FILE_BODY_BLOCK (64u << 10)
+
+static ssize_t file_body_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    const struct file_body *b = cls;
+    if (pos >= b->len)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (max > b->len - pos)
+        max = (size_t)(b->len - pos);
+    ssize_t n;
+    do
+        n = pread(b->fd, buf, max, (off_t)(b->from + pos));
+    while (n < 0 && errno == EINTR);
+    return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void file_body_free(void *cls)
+{
+    struct file_body *b = cls;
+    close(b->fd);
+    free(b);
+}
+
 /* Without tokens, the one owner of every REST call (plain HTTP carries no session). */
 #define REST_OWNER "rest"
 
@@ -1301,10 +1338,12 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
         status = MHD_HTTP_PARTIAL_CONTENT;
     }
     uint64_t len = size ? to - from + 1 : 0;
-    /* MHD reads the file itself (sendfile where it can) and closes fd when done. */
-    struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, fd, from);
+    struct file_body *body = xmalloc(sizeof(*body));
+    *body = (struct file_body){.fd = fd, .from = from, .len = len};
+    struct MHD_Response *r = MHD_create_response_from_callback(len, FILE_BODY_BLOCK, file_body_read,
+                                                               body, file_body_free);
     if (!r) {
-        close(fd);
+        file_body_free(body);
         return MHD_NO;
     }
     const char *mime = files_mime_type(canon, "application/octet-stream");
