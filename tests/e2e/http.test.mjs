@@ -877,6 +877,80 @@ test('file links: signed and expiring, Range, the seed route, and only for the o
   await stranger.close();
 });
 
+// A raw GET of a download link: resolves with the status line, Content-Length, the body bytes
+// that came before the server closed the connection, and how long the body took after `resume`.
+// The reader pauses after the first bytes so that the socket buffers fill and the server is
+// mid-file when `whilePaused` runs.
+function pausedDownload(port, link, whilePaused) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(link);
+    const sock = net.connect(port, '127.0.0.1');
+    let head = Buffer.alloc(0), headText = null, body = 0, resumedAt = 0, paused = false;
+    const finish = () => {
+      const m = headText ? headText.match(/\r\ncontent-length: (\d+)\r\n/i) : null;
+      resolve({ status: headText ? headText.split('\r\n')[0] : '', length: m ? Number(m[1]) : -1, body,
+        ms: resumedAt ? Date.now() - resumedAt : -1 });
+    };
+    sock.on('data', (d) => {
+      if (headText === null) {
+        head = Buffer.concat([head, d]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        headText = head.subarray(0, end + 4).toString('latin1');
+        body += head.length - end - 4;
+      } else {
+        body += d.length;
+      }
+      if (!paused) {
+        paused = true;
+        sock.pause();
+        setTimeout(async () => {
+          try { await whilePaused(); } catch (e) { sock.destroy(); reject(e); return; }
+          resumedAt = Date.now();
+          sock.resume();
+        }, 500);
+      }
+    });
+    sock.on('error', () => {});
+    sock.on('close', finish);
+    sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
+  });
+}
+
+test('a download whose file shrinks mid-transfer fails at once; one that grows sends Content-Length bytes', async () => {
+  const { url, port } = await start();
+  const client = await sdkClient(url);
+  const make = await client.callTool({ name: 'run_code', arguments: { code: "open('big.bin', 'wb').write(bytes(64 << 20))" } });
+  const dl = make.content.find((x) => x.type === 'resource_link' && x.name === 'big.bin')._meta['mcp-sandbox/download'];
+  const head = await fetch(dl, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get('content-length'), String(64 << 20));
+  assert.equal(await head.text(), '');
+  // Sandbox code truncates the file while the client holds the download paused. The server
+  // once sent nothing more and left the client waiting for the connection timeout (30 s).
+  const shrunk = await pausedDownload(port, dl, async () => {
+    const r = await client.callTool({ name: 'run_code', arguments: { code: "import os\nos.truncate('big.bin', 4096)" } });
+    assert.equal(r.structuredContent.success, true);
+  });
+  assert.match(shrunk.status, /^HTTP\/1\.1 200 /);
+  assert.equal(shrunk.length, 64 << 20);
+  assert.ok(shrunk.body < shrunk.length, `${shrunk.body} of ${shrunk.length} bytes: the short file is not padded`);
+  assert.ok(shrunk.ms < 10000, `closed ${shrunk.ms} ms after the reader resumed`);
+  // A file that grows is cut at the length the headers promised, from a range's start too.
+  await client.callTool({ name: 'run_code', arguments: { code: "open('big.bin', 'wb').write(bytes(16 << 20))" } });
+  const grown = await pausedDownload(port, dl, async () => {
+    const r = await client.callTool({ name: 'run_code', arguments: { code: "open('big.bin', 'ab').write(bytes(1 << 20))" } });
+    assert.equal(r.structuredContent.success, true);
+  });
+  assert.equal(grown.length, 16 << 20);
+  assert.equal(grown.body, 16 << 20);
+  const res = await fetch(dl, { headers: { Range: 'bytes=1000-' } });
+  assert.equal(res.status, 206);
+  assert.equal(res.headers.get('content-range'), `bytes 1000-${(17 << 20) - 1}/${17 << 20}`);
+  assert.equal((await res.arrayBuffer()).byteLength, (17 << 20) - 1000);
+  await client.close();
+});
+
 test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /docs list every tool', async () => {
   const { port } = await start();
   const base = `http://127.0.0.1:${port}`;
