@@ -200,33 +200,37 @@ static void a_listed_process_is_killed(void **state)
 struct two_listings {
     const char *path;
     char first[32], second[32];
+    int pidfds_before; /* this process's pidfds before the kill */
 };
 
-/* Whether an fd of this process has path open (the reader, between its open and close). */
-static bool open_here(const char *path)
+/* How many pidfds this process holds. */
+static int pidfds_held(void)
 {
     DIR *d = opendir("/proc/self/fd");
-    bool found = false;
+    int n = 0;
     struct dirent *e;
-    while (d && !found && (e = readdir(d))) {
-        char fd_path[300], target[256];
+    while (d && (e = readdir(d))) {
+        char fd_path[300], target[64];
         snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(fd_path, target, sizeof(target) - 1);
-        found = n > 0 && (target[n] = '\0', strcmp(target, path) == 0);
+        ssize_t len = readlink(fd_path, target, sizeof(target) - 1);
+        n += len > 0 && (target[len] = '\0', strcmp(target, "anon_inode:[pidfd]") == 0);
     }
     if (d)
         closedir(d);
-    return found;
+    return n;
 }
 
 static void *serve_listings(void *arg)
 {
     struct two_listings *l = arg;
     for (int i = 0; i < 2; i++) {
-        /* A writer opening while the first read still has the fifo open would join that read:
-         * the second listing waits for the second open. */
-        while (open_here(l->path))
+        /* The second listing waits for the pidfd the kill takes between its reads: a writer
+         * opening while the first read still has the fifo open would join that read. */
+        for (int waited = 0; i == 1 && pidfds_held() <= l->pidfds_before; waited++) {
+            if (waited == 10000)
+                return NULL; /* no second read is coming: the test fails, not hangs */
             usleep(1000);
+        }
         int fd = open(l->path, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
             return NULL;
@@ -249,7 +253,7 @@ static void a_pid_no_longer_listed_is_spared(void **state)
     char path[64];
     snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
     assert_int_equal(mkfifo(path, 0600), 0);
-    struct two_listings l = {.path = path};
+    struct two_listings l = {.path = path, .pidfds_before = pidfds_held()};
     snprintf(l.first, sizeof(l.first), "%d\n", (int)victim);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, serve_listings, &l), 0);
