@@ -87,10 +87,14 @@ test('limits.idle_ttl_s closes an idle sandbox; limits.max_lifetime_s ends even 
 
 test('the warm pool serves create_sandbox with a ready interpreter and stays within limits', async () => {
   let c = await server('[profiles.standard]\npool_size = 2\n');
-  await sleep(1500); // let the pool fill
+  await sleep(3000); // let the pool fill, and its sandboxes wait there a while
   const created = await call(c, 'create_sandbox');
   const st = await call(c, 'get_sandbox_status', { sandbox_id: created.sc.sandbox_id });
   assert.equal(st.sc.state, 'ready', 'a pooled sandbox has its interpreter up already');
+  // Its life starts when it is handed out, as created_at says: the time it waited in the pool
+  // is nobody's uptime.
+  const since = (Date.now() - Date.parse(created.sc.created_at)) / 1000;
+  assert.ok(st.sc.uptime_s <= since + 1, `uptime_s ${st.sc.uptime_s} against ${since} s since created_at`);
   await c.close();
   c = await server('[limits]\nmax_sandboxes = 1\n[profiles.standard]\npool_size = 3\n');
   await sleep(1000);
