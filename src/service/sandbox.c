@@ -734,6 +734,9 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
         start_interpreter_again(sb);
         return;
     }
+    /* No interpreter is starting now: the ready timeout of one that died must not fire later
+     * and, as mark_broken, take from a reset the restart this sandbox is left waiting for. */
+    ev_timer_clear(&sb->start_timer);
     mark_broken(sb, why);
     sb->broken_revivable = true;
     sb->broken_for_room = !interpreter_fits(sb, in_files);

@@ -1,0 +1,88 @@
+/* Sandboxes whose interpreter or init died, through the real service: what the next call
+ * hears, and whether the way out the error names still works later on. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "service_fixture.h"
+#include "service_peer.h"
+
+/* The host pid of init's child (the interpreter), waiting up to 2 s for one; 0 if none. */
+static pid_t interpreter_of(pid_t init)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
+    for (int i = 0; i < 20000; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        long pid = 0;
+        if (read_file_max(path, 4096, &text, &len) == 0)
+            pid = strtol(text, NULL, 10);
+        free(text);
+        if (pid > 0)
+            return (pid_t)pid;
+        usleep(100);
+    }
+    return 0;
+}
+
+/* An interpreter that dies before it is ready, again and again, breaks the sandbox; a reset
+ * (which kills every process there first) starts one again. That must hold after the ready
+ * timeout of the interpreters that died has passed too: theirs is no one's timeout now. */
+static void a_sandbox_whose_interpreter_kept_dying_can_still_be_reset(void **state)
+{
+    (void)state;
+    svc->ready_timeout_ms = 1500;
+    struct peer p;
+    peer_init(&p, "tester");
+    json_t *r = tool(&p, 10, "create_sandbox", json_object());
+    char sid[32];
+    created_id(r, sid, sizeof(sid));
+    json_decref(r);
+    r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    assert_false(is_error(r));
+    json_decref(r);
+    struct sandbox *sb = sandbox_find(svc, sid);
+    pid_t init = sb->jail->pid;
+    /* Each interpreter is killed as soon as init has started it, long before it could be
+     * ready; the loop turns only to hear of the death and start the next. */
+    for (int round = 0; round < 20 && sb->state != SBX_BROKEN; round++) {
+        pid_t pid = interpreter_of(init);
+        assert_true(pid > 0);
+        kill(pid, SIGKILL);
+        unsigned was = sb->restarts;
+        for (int i = 0; i < 2000 && sb->restarts == was && sb->state != SBX_BROKEN; i++)
+            run_loop_ms(1);
+    }
+    assert_int_equal(sb->state, SBX_BROKEN);
+    r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    assert_non_null(strstr(json_string_value(json_object_get(structured(r), "broken_reason")),
+                           "keeps dying at startup"));
+    json_decref(r);
+    run_loop_ms(2000); /* past the ready timeout armed for the first of them */
+    r = tool(&p, 13, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
+    assert_false(is_error(r));
+    json_decref(r);
+    r = tool(&p, 14, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
+    assert_false(is_error(r));
+    assert_string_equal(json_string_value(json_object_get(structured(r), "result")), "42");
+    json_decref(r);
+    svc->ready_timeout_ms = 60000;
+    mcp_session_free(p.s);
+    json_decref(p.inbox);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_sandbox_whose_interpreter_kept_dying_can_still_be_reset),
+    };
+    return cmocka_run_group_tests(tests, service_setup, service_teardown);
+}
