@@ -454,9 +454,11 @@ static int start_driver(struct sandbox *sb)
 
 static void mark_broken(struct sandbox *sb, const char *why)
 {
-    /* Whatever broke it last, a reset can no longer just start an interpreter. */
+    /* Whatever broke it last, a reset can no longer just start an interpreter; one broken
+     * only for want of one (init died meanwhile, say) is told the new reason, not that way. */
+    bool was_revivable = sb->broken_revivable;
     sb->broken_revivable = sb->broken_for_room = false;
-    if (sb->state == SBX_BROKEN)
+    if (sb->state == SBX_BROKEN && !was_revivable)
         return;
     snprintf(sb->broken_reason, sizeof(sb->broken_reason), "%s", why);
     sb->state = SBX_BROKEN;

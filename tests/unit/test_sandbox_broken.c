@@ -33,6 +33,22 @@ static pid_t interpreter_of(pid_t init)
     return 0;
 }
 
+/* Kills each interpreter as soon as init has started it, long before it could be ready (the
+ * loop turns only to hear of the death and start the next), until the sandbox gives up. */
+static void kill_interpreters_until_broken(struct sandbox *sb)
+{
+    pid_t init = sb->jail->pid;
+    for (int round = 0; round < 20 && sb->state != SBX_BROKEN; round++) {
+        pid_t pid = interpreter_of(init);
+        assert_true(pid > 0);
+        kill(pid, SIGKILL);
+        unsigned was = sb->restarts;
+        for (int i = 0; i < 2000 && sb->restarts == was && sb->state != SBX_BROKEN; i++)
+            run_loop_ms(1);
+    }
+    assert_int_equal(sb->state, SBX_BROKEN);
+}
+
 /* An interpreter that dies before it is ready, again and again, breaks the sandbox; a reset
  * (which kills every process there first) starts one again. That must hold after the ready
  * timeout of the interpreters that died has passed too: theirs is no one's timeout now. */
@@ -50,18 +66,7 @@ static void a_sandbox_whose_interpreter_kept_dying_can_still_be_reset(void **sta
     assert_false(is_error(r));
     json_decref(r);
     struct sandbox *sb = sandbox_find(svc, sid);
-    pid_t init = sb->jail->pid;
-    /* Each interpreter is killed as soon as init has started it, long before it could be
-     * ready; the loop turns only to hear of the death and start the next. */
-    for (int round = 0; round < 20 && sb->state != SBX_BROKEN; round++) {
-        pid_t pid = interpreter_of(init);
-        assert_true(pid > 0);
-        kill(pid, SIGKILL);
-        unsigned was = sb->restarts;
-        for (int i = 0; i < 2000 && sb->restarts == was && sb->state != SBX_BROKEN; i++)
-            run_loop_ms(1);
-    }
-    assert_int_equal(sb->state, SBX_BROKEN);
+    kill_interpreters_until_broken(sb);
     r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
     assert_non_null(strstr(json_string_value(json_object_get(structured(r), "broken_reason")),
                            "keeps dying at startup"));
@@ -79,10 +84,46 @@ static void a_sandbox_whose_interpreter_kept_dying_can_still_be_reset(void **sta
     json_decref(p.inbox);
 }
 
+/* The sandbox itself ends (its init died) while it waits, without an interpreter, for a reset:
+ * nothing can start one now, and the reason said from then on is that, not the reset it named
+ * before. */
+static void a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before(void **state)
+{
+    (void)state;
+    struct peer p;
+    peer_init(&p, "tester");
+    json_t *r = tool(&p, 10, "create_sandbox", json_object());
+    char sid[32];
+    created_id(r, sid, sizeof(sid));
+    json_decref(r);
+    r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    assert_false(is_error(r));
+    json_decref(r);
+    struct sandbox *sb = sandbox_find(svc, sid);
+    kill_interpreters_until_broken(sb);
+    kill(sb->jail->pid, SIGKILL);
+    run_loop_ms(300);
+    r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    assert_string_equal(json_string_value(json_object_get(structured(r), "broken_reason")),
+                        "the sandbox ended unexpectedly; close it and create a new one");
+    json_decref(r);
+    r = tool(&p, 13, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "ended unexpectedly"));
+    json_decref(r);
+    r = tool(&p, 14, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    assert_true(is_error(r));
+    assert_non_null(strstr(text_of(r), "ended unexpectedly"));
+    json_decref(r);
+    mcp_session_free(p.s);
+    json_decref(p.inbox);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_sandbox_whose_interpreter_kept_dying_can_still_be_reset),
+        cmocka_unit_test(a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
