@@ -1391,9 +1391,11 @@ static int create(struct sandbox_service *svc, const char *owner, const char *na
     if (sb) {
         sb->pooled = false;
         svc->n_pool--;
-        /* Its life starts now: the wait in the pool is no one's uptime (get_sandbox_status). */
+        /* Its life starts now: the wait in the pool is no one's uptime, and an interpreter
+         * that died there held no one's state (get_sandbox_status). */
         sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
         sb->created_ns = now_ns();
+        sb->restarts_total = 0;
     } else {
         /* Without a pooled sandbox, one pooled slot may have to give way to stay in limits:
          * the newest, most likely one whose jail is not begun yet (and never will be). */

@@ -119,11 +119,64 @@ static void a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before(voi
     json_decref(p.inbox);
 }
 
+static struct sandbox *pooled_sandbox(void)
+{
+    for (struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->pooled)
+            return sb;
+    return NULL;
+}
+
+/* An interpreter that died in the warm pool held nobody's state: the sandbox handed out has
+ * had no restarts, as far as its owner can tell. */
+static void restarts_in_the_pool_are_not_the_owners(void **state)
+{
+    (void)state;
+    struct peer p;
+    peer_init(&p, "tester");
+    cfg.profiles[0].pool_size = 1;
+    svc->refill_paused = false;
+    json_t *r = tool(&p, 10, "create_sandbox", json_object()); /* schedules the refill */
+    char first[32];
+    created_id(r, first, sizeof(first));
+    json_decref(r);
+    struct sandbox *pooled = NULL;
+    for (int i = 0; i < 3000 && !(pooled && pooled->state == SBX_READY); i++) {
+        run_loop_ms(10);
+        pooled = pooled_sandbox();
+    }
+    assert_non_null(pooled);
+    assert_int_equal(pooled->state, SBX_READY);
+    char pooled_id[32];
+    snprintf(pooled_id, sizeof(pooled_id), "%s", pooled->id);
+    pid_t pid = interpreter_of(pooled->jail->pid);
+    assert_true(pid > 0);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 3000 && !(pooled->restarts_total == 1 && pooled->state == SBX_READY); i++)
+        run_loop_ms(10);
+    assert_int_equal(pooled->state, SBX_READY);
+    cfg.profiles[0].pool_size = 0;
+
+    r = tool(&p, 11, "create_sandbox", json_object());
+    char sid[32];
+    created_id(r, sid, sizeof(sid));
+    json_decref(r);
+    assert_string_equal(sid, pooled_id);
+    r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(structured(r), "interpreter"), "restarts")),
+                     0);
+    json_decref(r);
+    mcp_session_free(p.s);
+    json_decref(p.inbox);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_sandbox_whose_interpreter_kept_dying_can_still_be_reset),
         cmocka_unit_test(a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before),
+        cmocka_unit_test(restarts_in_the_pool_are_not_the_owners),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
