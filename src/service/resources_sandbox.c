@@ -53,8 +53,10 @@ static int read_file_resource(const char *uri, void *data, json_t **contents, st
     size_t len = 0;
     uint64_t size = 0;
     if (sandbox_read_file(sb, canon, 0, 0, RESOURCE_READ_MAX, &buf, &len, &size, err) < 0) {
-        /* Missing, a directory, or a link out of the sandbox: all look like "not found". */
-        err->code = ENOENT;
+        /* Missing, a directory, or a link out of the sandbox: all look like "not found". One
+         * still in its setup is not: its owner may read the file in a moment. */
+        if (err->code != EAGAIN)
+            err->code = ENOENT;
         return -1;
     }
     if (len < size) {

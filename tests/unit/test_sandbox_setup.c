@@ -293,6 +293,42 @@ static void a_download_during_a_setup_is_told_to_come_back(void **state)
     cfg.auth_tokens_file = NULL;
 }
 
+/* resources/read of a file in a sandbox whose setup has not ended is not held either: its
+ * owner is told the sandbox is still starting (not that the file does not exist, which it
+ * may); anyone else hears "not found", as for any sandbox. */
+static void a_resource_read_during_a_setup_is_told_to_come_back(void **state)
+{
+    (void)state;
+    struct peer p, other;
+    struct sandbox *sb = stalled_for_a_session(&p, 300);
+    pid_t init = sb->jail->pid;
+    peer_init(&other, "someone-else");
+    char uri[96];
+    snprintf(uri, sizeof(uri), "sandbox://%s/files/hello.txt", sb->id);
+    json_t *r = request(&p, 20, "resources/read", json_pack("{s:s}", "uri", uri));
+    const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "still starting"));
+    json_decref(r);
+    r = request(&other, 21, "resources/read", json_pack("{s:s}", "uri", uri));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "error"), "code")),
+                     -32002);
+    json_decref(r);
+
+    kill(init, SIGCONT);
+    for (int i = 0; i < 200 && sandbox_setting_up(sb); i++)
+        run_loop_ms(10);
+    assert_false(sandbox_setting_up(sb));
+    struct sbx_err err = {0};
+    assert_int_equal(sandbox_write_file(sb, "/workspace/hello.txt", "hi", 2, &err), 0);
+    r = request(&p, 22, "resources/read", json_pack("{s:s}", "uri", uri));
+    assert_null(json_object_get(r, "error"));
+    json_decref(r);
+    mcp_session_free(other.s);
+    json_decref(other.inbox);
+    end_stalled(&p, sb, init);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +338,7 @@ int main(void)
         cmocka_unit_test(a_file_tool_waits_for_a_stalled_setup_a_bounded_time_off_the_loop),
         cmocka_unit_test(a_cancelled_wait_leaves_the_setup_to_the_ready_timeout),
         cmocka_unit_test(a_download_during_a_setup_is_told_to_come_back),
+        cmocka_unit_test(a_resource_read_during_a_setup_is_told_to_come_back),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
