@@ -193,7 +193,7 @@ static void settled(struct sandbox *sb, struct exec *e)
     if (sb->state == SBX_BUSY)
         sb->state = SBX_READY;
     sb->executions++;
-    sb->last_used_ms = (int64_t)wall_ms();
+    sandbox_touch(sb);
     send_result(sb, e);
     exec_free(e); /* the files have ended: this cancels the settle timer */
     end_oneshot(sb);
@@ -417,7 +417,7 @@ static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const cha
         sb->queue = e;
     sb->queue_tail = e;
     sb->queue_len++;
-    sb->last_used_ms = (int64_t)wall_ms();
+    sandbox_touch(sb);
     if (call)
         mcp_call_on_cancel(call, on_cancel, e);
     exec_start_next(sb);

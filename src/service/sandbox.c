@@ -1061,7 +1061,7 @@ static int spawn(struct sandbox_service *svc, const struct sbx_profile *profile,
     snprintf(sb->network, sizeof(sb->network), "%s", network);
     new_id(sb->id, sizeof(sb->id));
     sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
-    sb->created_ns = now_ns();
+    sb->created_ns = sb->last_used_ns = now_ns();
     sb->packages = json_array();
     channel_decoder_init(&sb->dec, CHANNEL_MAX_FRAME, CHANNEL_SMALL_FRAME);
 
@@ -1189,6 +1189,12 @@ void sandbox_update_gauges(struct sandbox_service *svc)
                       (double)svc->n_live);
     metrics_gauge_set("mcp_pool_ready", "Warm sandboxes with a ready interpreter", "",
                       (double)ready);
+}
+
+void sandbox_touch(struct sandbox *sb)
+{
+    sb->last_used_ms = (int64_t)wall_ms();
+    sb->last_used_ns = now_ns();
 }
 
 void sandbox_count_rejection(const char *reason)
@@ -1394,7 +1400,7 @@ static int create(struct sandbox_service *svc, const char *owner, const char *na
         /* Its life starts now: the wait in the pool is no one's uptime, and an interpreter
          * that died there held no one's state (get_sandbox_status). */
         sb->created_ms = sb->last_used_ms = (int64_t)wall_ms();
-        sb->created_ns = now_ns();
+        sb->created_ns = sb->last_used_ns = now_ns();
         sb->restarts_total = 0;
     } else {
         /* Without a pooled sandbox, one pooled slot may have to give way to stay in limits:
@@ -1652,15 +1658,17 @@ static void on_sweep(struct ev_loop *loop, void *data)
 {
     struct sandbox_service *svc = data;
     const struct sbx_config *cfg = svc->cfg;
-    int64_t now = (int64_t)wall_ms();
+    /* Time passed, not the wall clock: set back, it kept idle sandboxes for as long again;
+     * set forward, it closed every sandbox at once. */
+    uint64_t now = now_ns();
     log_flush(); /* a log line cut by a full reader, on a server with nothing more to log */
     struct sandbox *sb = svc->list;
     while (sb) {
         struct sandbox *next = sb->next;
         if (sb->owner) {
-            bool idle =
-                sb->queue_len == 0 && now - sb->last_used_ms > (int64_t)cfg->idle_ttl_s * 1000;
-            bool old = now - sb->created_ms > (int64_t)cfg->max_lifetime_s * 1000;
+            bool idle = sb->queue_len == 0 &&
+                        now - sb->last_used_ns > (uint64_t)cfg->idle_ttl_s * 1000000000ull;
+            bool old = now - sb->created_ns > (uint64_t)cfg->max_lifetime_s * 1000000000ull;
             if (idle || old) {
                 char why[128];
                 snprintf(why, sizeof(why), "the sandbox was closed: it reached %s = %u",

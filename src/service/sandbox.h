@@ -146,8 +146,8 @@ struct sandbox {
     char *owner; /* NULL while the sandbox waits in the warm pool */
     const struct sbx_profile *profile;
     char network[16];
-    int64_t created_ms, last_used_ms;
-    uint64_t created_ns;
+    int64_t created_ms, last_used_ms;  /* wall clock: the dates shown */
+    uint64_t created_ns, last_used_ns; /* monotonic: what the lifecycle limits measure */
     enum sandbox_state state;
     struct jail *jail;
     int chan_fd, out_fd, err_fd; /* our ends: the driver's frames, its stdout and stderr */
@@ -335,6 +335,8 @@ const char *sandbox_file_rel(const char *path);
 char *sandbox_file_uri(const struct sandbox *sb, const char *path);
 /* Prometheus series: active sandboxes and the warm pool; refusals by the limit that fired. */
 void sandbox_update_gauges(struct sandbox_service *svc);
+/* The sandbox was used now: its idle TTL starts again. */
+void sandbox_touch(struct sandbox *sb);
 void sandbox_count_rejection(const char *reason);
 /* Whether the service can take work now: the warm pool, if configured, has a ready sandbox. */
 bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail);

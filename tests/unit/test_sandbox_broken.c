@@ -171,12 +171,51 @@ static void restarts_in_the_pool_are_not_the_owners(void **state)
     json_decref(p.inbox);
 }
 
+/* The wall clock set back (by an administrator, or NTP stepping it) must not keep an idle
+ * sandbox alive for as long again, nor one set forward close every sandbox at once: the idle
+ * and lifetime limits measure time that has passed, not the dates shown. */
+static void the_idle_ttl_is_not_the_wall_clocks(void **state)
+{
+    (void)state;
+    struct peer p;
+    peer_init(&p, "tester");
+    json_t *r = tool(&p, 10, "create_sandbox", json_object());
+    char sid[32];
+    created_id(r, sid, sizeof(sid));
+    json_decref(r);
+    r = tool(&p, 11, "create_sandbox", json_object());
+    char busy[32];
+    created_id(r, busy, sizeof(busy));
+    json_decref(r);
+    /* As if the clock had since been set back a day (sid) and forward a day (busy). */
+    struct sandbox *sb = sandbox_find(svc, sid);
+    sb->created_ms = sb->last_used_ms = (int64_t)wall_ms() + 86400 * 1000ll;
+    sb = sandbox_find(svc, busy);
+    sb->created_ms = sb->last_used_ms = (int64_t)wall_ms() - 86400 * 1000ll;
+    /* A sweep comes within 5 s: neither is idle or old. */
+    for (int i = 0; i < 55; i++) {
+        run_loop_ms(100);
+        assert_non_null(sandbox_find(svc, busy));
+    }
+    assert_non_null(sandbox_find(svc, sid));
+    /* Idle for more than a second now, whatever the clock says. */
+    unsigned ttl = cfg.idle_ttl_s;
+    cfg.idle_ttl_s = 1;
+    for (int i = 0; i < 80 && sandbox_find(svc, sid); i++)
+        run_loop_ms(100);
+    assert_null(sandbox_find(svc, sid));
+    cfg.idle_ttl_s = ttl;
+    mcp_session_free(p.s);
+    json_decref(p.inbox);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_sandbox_whose_interpreter_kept_dying_can_still_be_reset),
         cmocka_unit_test(a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before),
         cmocka_unit_test(restarts_in_the_pool_are_not_the_owners),
+        cmocka_unit_test(the_idle_ttl_is_not_the_wall_clocks),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
