@@ -462,6 +462,7 @@ static void mark_broken(struct sandbox *sb, const char *why)
         return;
     snprintf(sb->broken_reason, sizeof(sb->broken_reason), "%s", why);
     sb->state = SBX_BROKEN;
+    sandbox_update_gauges(sb->svc); /* a pooled one is ready no more */
     log_emit(LOG_LVL_WARNING, "sandbox broken", "sandbox", sb->id, "reason", why, NULL);
     exec_fail_all(sb, why);
 }
@@ -801,6 +802,7 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
             note_idle_death(sb, settling ? &sb->death_after_run : &sb->idle_death, code, sig);
         if (sb->state != SBX_BROKEN)
             sb->state = SBX_RESTARTING;
+        sandbox_update_gauges(sb->svc); /* a pooled one is ready again once its new one is */
         if (was_busy) {
             sandbox_drain_output(sb);
             if (sb->closing)

@@ -13,6 +13,7 @@
 
 #include "service_fixture.h"
 #include "service_peer.h"
+#include "service/metrics.h"
 
 /* The host pid of init's child (the interpreter), waiting up to 2 s for one; 0 if none. */
 static pid_t interpreter_of(pid_t init)
@@ -209,6 +210,33 @@ static void the_idle_ttl_is_not_the_wall_clocks(void **state)
     json_decref(p.inbox);
 }
 
+/* mcp_pool_ready counts warm sandboxes with a ready interpreter: one whose interpreter died
+ * there, or that broke, is not one, from that moment (not from the next sweep or create). */
+static void the_pool_ready_gauge_follows_a_pooled_sandbox_that_breaks(void **state)
+{
+    (void)state;
+    cfg.profiles[0].pool_size = 1;
+    svc->refill_paused = false;
+    struct sandbox *made = NULL;
+    struct sbx_err err = {0};
+    if (sandbox_create(svc, "tester", NULL, NULL, NULL, &made, &err) < 0) /* schedules a refill */
+        fail_msg("create: %s", err.msg);
+    struct sandbox *pooled = NULL;
+    for (int i = 0; i < 3000 && !(pooled && pooled->state == SBX_READY); i++) {
+        run_loop_ms(10);
+        pooled = pooled_sandbox();
+    }
+    assert_non_null(pooled);
+    assert_int_equal(pooled->state, SBX_READY);
+    assert_true(metrics_value("mcp_pool_ready", "") == 1.0);
+    cfg.profiles[0].pool_size = 0; /* no refill to replace it meanwhile */
+    kill_interpreters_until_broken(pooled);
+    assert_true(metrics_value("mcp_pool_ready", "") == 0.0);
+    sandbox_close(pooled, NULL);
+    sandbox_close(made, NULL);
+    run_loop_ms(50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +244,7 @@ int main(void)
         cmocka_unit_test(a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before),
         cmocka_unit_test(restarts_in_the_pool_are_not_the_owners),
         cmocka_unit_test(the_idle_ttl_is_not_the_wall_clocks),
+        cmocka_unit_test(the_pool_ready_gauge_follows_a_pooled_sandbox_that_breaks),
     };
     return cmocka_run_group_tests(tests, service_setup, service_teardown);
 }
