@@ -108,7 +108,11 @@ struct sandbox *tool_sandbox_with_files(struct sandbox_service *svc, struct mcp_
                                         void (*handler)(struct mcp_call *, json_t *, void *))
 {
     struct sandbox *sb = tool_sandbox_to_work(svc, call, args);
-    return sb && tool_wait_for_setup(svc, call, args, sb, handler) ? NULL : sb;
+    if (!sb || tool_wait_for_setup(svc, call, args, sb, handler))
+        return NULL;
+    /* Working with its files is using the sandbox: its idle TTL starts again. */
+    sandbox_touch(sb);
+    return sb;
 }
 
 json_t *tool_string_lossy(const char *buf, size_t len)

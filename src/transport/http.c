@@ -1322,6 +1322,7 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
             close(fd);
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32002, "no such file");
     }
+    sandbox_touch(sb); /* a download is a use of the sandbox, as its file tools are */
     uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
     const char *range = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range");
     unsigned status = MHD_HTTP_OK;

@@ -74,6 +74,19 @@ test('limits.idle_ttl_s closes an idle sandbox; limits.max_lifetime_s ends even 
   const gone = await call(c, 'run_code', { sandbox_id: id, code: '1' });
   assert.match(gone.text, new RegExp(`sandbox ${id} is gone: the sandbox was closed: it reached limits\\.idle_ttl_s = 1; create_sandbox`));
   await c.close();
+  // Working only with its files is using it too: past twice the TTL it is still there.
+  c = await server('[limits]\nidle_ttl_s = 2\n');
+  const used = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  for (let i = 0; i < 8; i++) {
+    await sleep(600);
+    const r = i % 2
+      ? await call(c, 'list_files', { sandbox_id: used })
+      : await call(c, 'write_file', { sandbox_id: used, path: 'note.txt', content: `${i}` });
+    assert.ok(!r.r.isError, `file call ${i} after ${(i + 1) * 0.6} s: ${r.text}`);
+  }
+  list = await call(c, 'list_sandboxes');
+  assert.ok(list.sc.sandboxes.some((s) => s.id === used), 'a sandbox in use through its files stays');
+  await c.close();
   c = await server('[limits]\nmax_lifetime_s = 2\n');
   const busy = (await call(c, 'create_sandbox')).sc.sandbox_id;
   const r = await call(c, 'run_code', { sandbox_id: busy, code: 'import time\ntime.sleep(30)', timeout_s: 60 });
