@@ -133,6 +133,24 @@ static json_t *load_report(const char *text, size_t len, struct sbx_err *err)
     return root;
 }
 
+/* The report's "install" list, for a reader that must see every project (the root, to be
+ * released, in *root), or NULL with err. */
+static const json_t *load_install_list(const char *text, size_t len, json_t **root,
+                                       struct sbx_err *err)
+{
+    *root = load_report(text, len, err);
+    if (!*root)
+        return NULL;
+    const json_t *install = json_object_get(*root, "install");
+    if (!json_is_array(install)) {
+        json_decref(*root);
+        *root = NULL;
+        sbx_fail(err, EINVAL, "pip's report has no \"install\" list");
+        return NULL;
+    }
+    return install;
+}
+
 int packages_parse_report(const char *text, size_t len, json_t **installed, struct sbx_err *err)
 {
     json_t *root = load_report(text, len, err);
@@ -168,14 +186,10 @@ int packages_parse_report(const char *text, size_t len, json_t **installed, stru
 int packages_report_projects(const char *text, size_t len, json_t **names, struct sbx_err *err)
 {
     *names = NULL;
-    json_t *root = load_report(text, len, err);
-    if (!root)
+    json_t *root;
+    const json_t *install = load_install_list(text, len, &root, err);
+    if (!install)
         return -1;
-    const json_t *install = json_object_get(root, "install");
-    if (!json_is_array(install)) {
-        json_decref(root);
-        return sbx_fail(err, EINVAL, "pip's report has no \"install\" list");
-    }
     json_t *out = json_array();
     size_t i;
     json_t *item;
@@ -255,14 +269,10 @@ int packages_report_pins(const char *text, size_t len, char **pins, size_t *coun
     *pins = NULL;
     *requested = NULL;
     *count = 0;
-    json_t *root = load_report(text, len, err);
-    if (!root)
+    json_t *root;
+    const json_t *install = load_install_list(text, len, &root, err);
+    if (!install)
         return -1;
-    const json_t *install = json_object_get(root, "install");
-    if (!json_is_array(install)) {
-        json_decref(root);
-        return sbx_fail(err, EINVAL, "pip's report has no \"install\" list");
-    }
     char *out = NULL;
     size_t out_len = 0;
     FILE *f = open_memstream(&out, &out_len);

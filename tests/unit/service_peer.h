@@ -104,6 +104,14 @@ static inline void created_id(const json_t *resp, char *sid, size_t size)
     snprintf(sid, size, "%s", id);
 }
 
+/* A new sandbox of p's (call id), its id in sid. */
+static inline void create_sandbox_as(struct peer *p, int id, char *sid, size_t size)
+{
+    json_t *r = tool(p, id, "create_sandbox", json_object());
+    created_id(r, sid, size);
+    json_decref(r);
+}
+
 static inline void peer_init(struct peer *p, const char *owner)
 {
     p->inbox = json_array();

@@ -158,9 +158,12 @@ static void a_shared_memory_sandbox_is_in_its_groups_and_the_spawner_is_not(void
     check_spawn(true);
 }
 
-/* A process of our own to be killed, or spared: it waits to be killed. */
-static pid_t start_victim(void)
+/* A process of our own to be killed, or spared: it waits to be killed. dir (a mkdtemp
+ * template) becomes the group's directory, path its cgroup.procs, still to be made. */
+static pid_t start_victim(char *dir, char *path, size_t size)
 {
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, size, "%s/cgroup.procs", dir);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -181,11 +184,8 @@ static bool killed_by_sigkill(pid_t pid)
 static void a_listed_process_is_killed(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/mcp-test-procs-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    pid_t victim = start_victim();
-    char path[64];
-    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    char dir[] = "/tmp/mcp-test-procs-XXXXXX", path[64];
+    pid_t victim = start_victim(dir, path, sizeof(path));
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f, "%d\n", (int)victim);
@@ -247,11 +247,8 @@ static void *serve_listings(void *arg)
 static void a_pid_no_longer_listed_is_spared(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/mcp-test-procs-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    pid_t victim = start_victim();
-    char path[64];
-    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    char dir[] = "/tmp/mcp-test-procs-XXXXXX", path[64];
+    pid_t victim = start_victim(dir, path, sizeof(path));
     assert_int_equal(mkfifo(path, 0600), 0);
     struct two_listings l = {.path = path, .pidfds_before = pidfds_held()};
     snprintf(l.first, sizeof(l.first), "%d\n", (int)victim);

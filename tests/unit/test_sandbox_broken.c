@@ -59,11 +59,9 @@ static void a_sandbox_whose_interpreter_kept_dying_can_still_be_reset(void **sta
     svc->ready_timeout_ms = 1500;
     struct peer p;
     peer_init(&p, "tester");
-    json_t *r = tool(&p, 10, "create_sandbox", json_object());
     char sid[32];
-    created_id(r, sid, sizeof(sid));
-    json_decref(r);
-    r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    create_sandbox_as(&p, 10, sid, sizeof(sid));
+    json_t *r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
     assert_false(is_error(r));
     json_decref(r);
     struct sandbox *sb = sandbox_find(svc, sid);
@@ -93,11 +91,9 @@ static void a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before(voi
     (void)state;
     struct peer p;
     peer_init(&p, "tester");
-    json_t *r = tool(&p, 10, "create_sandbox", json_object());
     char sid[32];
-    created_id(r, sid, sizeof(sid));
-    json_decref(r);
-    r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    create_sandbox_as(&p, 10, sid, sizeof(sid));
+    json_t *r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
     assert_false(is_error(r));
     json_decref(r);
     struct sandbox *sb = sandbox_find(svc, sid);
@@ -137,10 +133,8 @@ static void restarts_in_the_pool_are_not_the_owners(void **state)
     peer_init(&p, "tester");
     cfg.profiles[0].pool_size = 1;
     svc->refill_paused = false;
-    json_t *r = tool(&p, 10, "create_sandbox", json_object()); /* schedules the refill */
     char first[32];
-    created_id(r, first, sizeof(first));
-    json_decref(r);
+    create_sandbox_as(&p, 10, first, sizeof(first)); /* schedules the refill */
     struct sandbox *pooled = NULL;
     for (int i = 0; i < 3000 && !(pooled && pooled->state == SBX_READY); i++) {
         run_loop_ms(10);
@@ -158,12 +152,10 @@ static void restarts_in_the_pool_are_not_the_owners(void **state)
     assert_int_equal(pooled->state, SBX_READY);
     cfg.profiles[0].pool_size = 0;
 
-    r = tool(&p, 11, "create_sandbox", json_object());
     char sid[32];
-    created_id(r, sid, sizeof(sid));
-    json_decref(r);
+    create_sandbox_as(&p, 11, sid, sizeof(sid));
     assert_string_equal(sid, pooled_id);
-    r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    json_t *r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
     assert_int_equal(json_integer_value(json_object_get(
                          json_object_get(structured(r), "interpreter"), "restarts")),
                      0);
@@ -180,14 +172,10 @@ static void the_idle_ttl_is_not_the_wall_clocks(void **state)
     (void)state;
     struct peer p;
     peer_init(&p, "tester");
-    json_t *r = tool(&p, 10, "create_sandbox", json_object());
     char sid[32];
-    created_id(r, sid, sizeof(sid));
-    json_decref(r);
-    r = tool(&p, 11, "create_sandbox", json_object());
+    create_sandbox_as(&p, 10, sid, sizeof(sid));
     char busy[32];
-    created_id(r, busy, sizeof(busy));
-    json_decref(r);
+    create_sandbox_as(&p, 11, busy, sizeof(busy));
     /* As if the clock had since been set back a day (sid) and forward a day (busy). */
     struct sandbox *sb = sandbox_find(svc, sid);
     sb->created_ms = sb->last_used_ms = (int64_t)wall_ms() + 86400 * 1000ll;
