@@ -323,6 +323,22 @@ test('a sandbox the server closed on idle_ttl_s says why to its owner, and is un
   await bob.close();
 });
 
+test('downloads count as use of a sandbox for limits.idle_ttl_s', async () => {
+  const cfg = join(dir, 'ttl-dl.toml');
+  writeFileSync(cfg, '[limits]\nidle_ttl_s = 2\n');
+  const { port } = await start(['--config', cfg]);
+  const base = `http://127.0.0.1:${port}`;
+  const r = await fetch(`${base}/api/v1/tools/run_code`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code: "open('d.txt', 'w').write('kept')" }) });
+  const sid = (await r.json()).structuredContent.sandbox_id;
+  // Past twice the TTL, with nothing but downloads meanwhile.
+  for (let i = 0; i < 8; i++) {
+    await new Promise((res) => setTimeout(res, 600));
+    const d = await fetch(`${base}/files/${sid}/d.txt`);
+    assert.equal(d.status, 200, `download ${i} after ${(i + 1) * 0.6} s`);
+    assert.equal(await d.text(), 'kept');
+  }
+});
+
 test('one principal cannot take every session: http.max_sessions_per_principal', async () => {
   const tokens = join(dir, 'tokens-cap');
   writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');
