@@ -199,6 +199,23 @@ static void handle_line(struct stdio_transport *t, const char *line, size_t len)
     mcp_session_receive(t->session, line, len);
 }
 
+/* Answers the oversized line just skipped, under the id its two ends show. */
+static void refuse_oversized(struct stdio_transport *t)
+{
+    t->head[t->head_len] = '\0';
+    t->tail[t->tail_len] = '\0';
+    json_t *id = mcp_id_from_ends(t->head, t->tail);
+    json_t *m = json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                          "error", "code", -32600, "message", "message exceeds the size limit");
+    json_object_set_new(
+        json_object_get(m, "error"), "data",
+        json_pack("{s:I, s:I}", "bytes", (json_int_t)t->discarded, "limit", (json_int_t)t->max));
+    stdio_send(t, m, NULL);
+    json_decref(m);
+    t->discarding = false;
+    t->discarded = 0;
+}
+
 static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
 {
     (void)events;
@@ -208,7 +225,11 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
-        if (t->len && !t->discarding)
+        /* A last line without its newline is still a message, and one over the cap is
+         * still answered: its client may be reading stdout after closing stdin. */
+        if (t->discarding)
+            refuse_oversized(t);
+        else if (t->len)
             handle_line(t, t->buf, t->len);
         log_info("stdin closed; shutting down");
         t->eof = true;
@@ -240,19 +261,7 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (!nl)
             break;
         if (t->discarding) {
-            t->head[t->head_len] = '\0';
-            t->tail[t->tail_len] = '\0';
-            json_t *id = mcp_id_from_ends(t->head, t->tail);
-            json_t *m =
-                json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
-                          "error", "code", -32600, "message", "message exceeds the size limit");
-            json_object_set_new(json_object_get(m, "error"), "data",
-                                json_pack("{s:I, s:I}", "bytes", (json_int_t)t->discarded, "limit",
-                                          (json_int_t)t->max));
-            stdio_send(t, m, NULL);
-            json_decref(m);
-            t->discarding = false;
-            t->discarded = 0;
+            refuse_oversized(t);
         } else {
             handle_line(t, t->buf, t->len);
             /* Large line buffers are given back once used. */

@@ -502,6 +502,18 @@ test('raw: a request the parser or the size cap refuses is answered under the id
   await s.exited;
 });
 
+test('raw: an oversized last line without its newline is still answered when stdin ends', async () => {
+  const s = rawServer(['--max-message-bytes', '1k']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  // The line under the cap is answered at EOF; the one over it must be too, not dropped.
+  s.send('{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"' + 'x'.repeat(3000) + '"}}');
+  s.child.stdin.end();
+  const m = await s.waitFor((r) => r.id === 9);
+  assert.equal(m.error.code, -32600, JSON.stringify(m));
+  assert.equal((await s.exited).code, 0);
+});
+
 test('SDK: sampling/createMessage goes to a client that declared sampling, answer matched', async () => {
   const { CreateMessageRequestSchema, ElicitRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
   const { client } = await connect(['--test-fixtures'], { capabilities: { sampling: {}, elicitation: {} } });
