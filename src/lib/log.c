@@ -160,12 +160,25 @@ void log_close(void)
     log_nonblocking = log_is_socket = false;
 }
 
+/* Text as a JSON string. Bytes that are not UTF-8 (a path or an error from a sandbox) become
+ * '?': jansson will not encode them, and the whole line would be lost. */
+static json_t *log_string(const char *v, size_t len)
+{
+    char *copy = xmalloc(len + 1);
+    memcpy(copy, v, len);
+    copy[len] = '\0';
+    utf8_scrub(copy, len);
+    json_t *s = json_stringn_nocheck(copy, len);
+    free(copy);
+    return s;
+}
+
 static void emit(enum log_level lvl, const char *msg, va_list kv)
 {
     json_t *o = json_object();
     json_object_set_new(o, "ts_ms", json_integer((json_int_t)wall_ms()));
     json_object_set_new(o, "level", json_string(log_level_name(lvl)));
-    json_object_set_new(o, "msg", json_stringn_nocheck(msg, strlen(msg)));
+    json_object_set_new(o, "msg", log_string(msg, strlen(msg)));
     for (;;) {
         const char *k = va_arg(kv, const char *);
         if (!k)
@@ -173,14 +186,14 @@ static void emit(enum log_level lvl, const char *msg, va_list kv)
         const char *v = va_arg(kv, const char *);
         size_t len = v ? strlen(v) : 0;
         if (len <= LOG_VALUE_MAX) {
-            json_object_set_new(o, k, json_stringn_nocheck(v ? v : "", len));
+            json_object_set_new(o, k, log_string(v ? v : "", len));
             continue;
         }
         size_t keep = LOG_VALUE_MAX;
         while (keep > 0 && ((unsigned char)v[keep] & 0xC0) == 0x80)
             keep--; /* not inside a character */
         char *cut = xasprintf("%.*s... [%zu bytes cut]", (int)keep, v, len - keep);
-        json_object_set_new(o, k, json_string_nocheck(cut));
+        json_object_set_new(o, k, log_string(cut, strlen(cut)));
         free(cut);
     }
     char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);

@@ -81,6 +81,22 @@ static void a_long_value_is_cut_between_characters(void **state)
     json_decref(lines);
 }
 
+/* A value that is not UTF-8 (a path or a message from a sandbox) still gives its line: jansson
+ * will not encode it, and the line was dropped without a word. */
+static void a_value_that_is_not_utf8_keeps_its_line(void **state)
+{
+    (void)state;
+    log_emit(LOG_LVL_WARNING, "bad bytes", "path", "/work/caf\xe9\xff", NULL);
+    json_t *lines = take_lines();
+    assert_int_equal(json_array_size(lines), 1);
+    const json_t *o = json_array_get(lines, 0);
+    assert_string_equal(json_string_value(json_object_get(o, "msg")), "bad bytes");
+    const char *got = json_string_value(json_object_get(o, "path"));
+    assert_non_null(got);
+    assert_non_null(strstr(got, "/work/caf"));
+    json_decref(lines);
+}
+
 static void a_source_is_held_to_its_rate_and_told_what_it_lost(void **state)
 {
     (void)state;
@@ -235,6 +251,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_long_value_is_cut_between_characters),
+        cmocka_unit_test(a_value_that_is_not_utf8_keeps_its_line),
         cmocka_unit_test(a_source_is_held_to_its_rate_and_told_what_it_lost),
         cmocka_unit_test(a_full_pipe_costs_lines_not_a_wait),
         cmocka_unit_test(a_line_that_goes_in_part_is_finished_before_the_next),
