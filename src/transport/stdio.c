@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #define END_KEEP         256 /* bytes kept of each end of an oversized line */
@@ -40,10 +41,40 @@ struct stdio_transport {
     bool out_broken;            /* the client is gone: output is dropped */
     bool paused;                /* too much output waits: stdin is not read */
     bool eof;
+    /* stdin is a file epoll refuses (`< requests.jsonl`, `< /dev/null`): always readable, so
+     * it is read a chunk per turn of the loop instead of on events. */
+    bool in_file;
+    struct ev_task in_task;
 };
 
 static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data);
 static void on_output(struct ev_loop *loop, int fd, uint32_t events, void *data);
+
+static void on_input_turn(struct ev_loop *loop, void *data)
+{
+    struct stdio_transport *t = data;
+    on_input(loop, t->in_fd, EPOLLIN, t);
+    if (!t->eof && !t->paused)
+        ev_task_post(loop, &t->in_task);
+}
+
+/* Reads stdin again (at the start, and once output has drained). */
+static int start_input(struct stdio_transport *t, struct sbx_err *err)
+{
+    if (t->in_file) {
+        ev_task_post(t->loop, &t->in_task);
+        return 0;
+    }
+    t->watch = ev_watch(t->loop, t->in_fd, EPOLLIN, on_input, t, err);
+    return t->watch ? 0 : -1;
+}
+
+static void stop_input(struct stdio_transport *t)
+{
+    ev_unwatch(t->watch);
+    t->watch = NULL;
+    ev_task_cancel(t->loop, &t->in_task);
+}
 
 /* Appends n bytes to a buffer that doubles as it grows (the line being read, the output). */
 static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
@@ -117,13 +148,12 @@ static void update_watches(struct stdio_transport *t)
         ev_unwatch(t->out_watch);
         t->out_watch = NULL;
     }
-    if (queued > OUT_PAUSE_BYTES && t->watch) {
-        ev_unwatch(t->watch);
-        t->watch = NULL;
+    if (queued > OUT_PAUSE_BYTES && !t->paused && !t->eof) {
+        stop_input(t);
         t->paused = true;
     } else if (!queued && t->paused && !t->eof) {
         t->paused = false;
-        t->watch = ev_watch(t->loop, t->in_fd, EPOLLIN, on_input, t, &err);
+        start_input(t, &err);
     }
 }
 
@@ -233,9 +263,7 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
             handle_line(t, t->buf, t->len);
         log_info("stdin closed; shutting down");
         t->eof = true;
-        if (t->watch)
-            ev_unwatch(t->watch);
-        t->watch = NULL;
+        stop_input(t);
         ev_loop_stop(loop);
         return;
     }
@@ -294,8 +322,15 @@ int stdio_transport_start(struct ev_loop *loop, struct mcp_server *srv, int in_f
         fcntl(in_fd, F_SETFL, t->in_flags | O_NONBLOCK);
     if (t->out_flags >= 0)
         fcntl(out_fd, F_SETFL, t->out_flags | O_NONBLOCK);
-    t->watch = ev_watch(loop, in_fd, EPOLLIN, on_input, t, err);
-    if (!t->watch) {
+    t->in_task.cb = on_input_turn;
+    t->in_task.data = t;
+    struct stat st;
+    t->in_file = fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (start_input(t, err) < 0 && err->code == EPERM) {
+        t->in_file = true; /* /dev/null and the like */
+        start_input(t, err);
+    }
+    if (!t->watch && !t->in_file) {
         mcp_session_free(t->session);
         free(t);
         return sbx_err_wrap(err, "stdin");
@@ -328,8 +363,7 @@ void stdio_transport_stop(struct stdio_transport *t)
 {
     if (!t)
         return;
-    if (t->watch)
-        ev_unwatch(t->watch);
+    stop_input(t);
     if (t->out_watch)
         ev_unwatch(t->out_watch);
     mcp_session_free(t->session);

@@ -2,7 +2,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CompleteResultSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -471,6 +471,23 @@ test('raw: under nohup (SIGHUP ignored when it started) SIGHUP does not end the 
   assert.ok(await answered(2), out);
   child.kill('SIGTERM');
   assert.equal(await exited, 0);
+});
+
+test('stdin redirected from a file or /dev/null is read (epoll refuses both)', () => {
+  const state = mkdtempSync(join(tmpdir(), 'sbx-e2e-filein-'));
+  const input = join(state, 'in.jsonl');
+  writeFileSync(input, INIT(1) + '{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
+  for (const path of [input, '/dev/null']) {
+    const fd = openSync(path, 'r');
+    const r = spawnSync(BIN, ['serve', '--stdio', '--log-level', 'error', '--state-dir', state],
+      { stdio: [fd, 'pipe', 'pipe'], encoding: 'utf8', timeout: 20000 });
+    closeSync(fd);
+    assert.equal(r.status, 0, `${path}: ${r.stderr}`);
+    if (path === input) {
+      const ids = r.stdout.trim().split('\n').map((l) => JSON.parse(l).id);
+      assert.deepEqual(ids, [1, 2], r.stdout);
+    }
+  }
 });
 
 test('--max-message-bytes is held to server.max_message_bytes\'s range, not only its minimum', () => {
