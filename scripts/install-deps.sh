@@ -10,7 +10,8 @@ BUILD_PKGS=(gcc make pkg-config binutils libc6-dev libjansson-dev libseccomp-dev
             python3 python3-pip
             python3-numpy python3-matplotlib ca-certificates)
 TEST_PKGS=(clang libclang-rt-14-dev clang-format libcmocka-dev util-linux iproute2
-           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static debootstrap openssl)
+           nodejs npm git procps bubblewrap qemu-system-x86 busybox-static debootstrap openssl
+           strace)
 
 want=("${BUILD_PKGS[@]}")
 if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then want+=("${TEST_PKGS[@]}"); fi
