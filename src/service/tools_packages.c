@@ -101,26 +101,25 @@ static char *report_text(struct sandbox *sb, const char *path, size_t *len, stru
     return data;
 }
 
-/* pip's report at path, as parse reads it, or NULL with err (report_text's, or parse's). */
-static json_t *load_report(struct sandbox *sb, const char *path,
-                           int (*parse)(const char *, size_t, json_t **, struct sbx_err *),
-                           struct sbx_err *err)
-{
-    size_t len = 0;
-    json_t *out = NULL;
-    char *data = report_text(sb, path, &len, err);
-    if (data)
-        parse(data, len, &out, err);
-    free(data);
-    return out;
-}
-
 /* What pip installed, from its report; [] when the report cannot be read. */
 static json_t *read_report(struct sandbox *sb, const char *path)
 {
     struct sbx_err err = {0};
-    json_t *installed = load_report(sb, path, packages_parse_report, &err);
+    size_t len = 0;
+    json_t *installed = NULL;
+    char *data = report_text(sb, path, &len, &err);
+    if (data)
+        packages_parse_report(data, len, &installed, &err);
+    free(data);
     return installed ? installed : json_array();
+}
+
+/* Why an install was refused when its dry run's report could not be read whole. */
+static char *unchecked_reason(const char *why)
+{
+    return xasprintf("what this install would bring in cannot be checked against "
+                     "packages.allowed (%s); nothing was installed",
+                     why);
 }
 
 /* One install_packages call, the data of its executions: with packages.allowed set, pip first
@@ -337,9 +336,7 @@ static int check_report(const struct sbx_config *cfg, const char *text, size_t l
     json_t *would = NULL;
     /* Fails closed: a report that cannot be read whole names projects nobody checked. */
     if (packages_report_projects(text, len, &would, &err) < 0) {
-        *why = xasprintf("what this install would bring in cannot be checked against "
-                         "packages.allowed (%s); nothing was installed",
-                         err.msg);
+        *why = unchecked_reason(err.msg);
         return -1;
     }
     char *refused = not_allowed(cfg, would);
@@ -393,9 +390,7 @@ static void on_check_done(struct exec *e)
     char *text = report_text(sb, report_path(e->argv), &len, &err);
     char *pins = NULL, *why = NULL;
     if (!text)
-        why = xasprintf("what this install would bring in cannot be checked against "
-                        "packages.allowed (%s); nothing was installed",
-                        err.msg);
+        why = unchecked_reason(err.msg);
     else
         check_report(cfg, text, len, &pins, &count, &in->requested, &why);
     free(text);
