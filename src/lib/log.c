@@ -164,6 +164,8 @@ void log_close(void)
  * '?': jansson will not encode them, and the whole line would be lost. */
 static json_t *log_string(const char *v, size_t len)
 {
+    if (utf8_valid_prefix(v, len) == len)
+        return json_stringn_nocheck(v, len); /* the usual case: no copy */
     char *copy = xmalloc(len + 1);
     memcpy(copy, v, len);
     copy[len] = '\0';
