@@ -243,11 +243,55 @@ static const char *class4(uint32_t a)
         {0xa9fe0000, 16, "link-local"},    {0xc0000000, 24, "IETF protocol assignment"},
         {0xc0000200, 24, "documentation"}, {0xc6120000, 15, "benchmarking"},
         {0xc6336400, 24, "documentation"}, {0xcb007100, 24, "documentation"},
-        {0xe0000000, 4, "multicast"},      {0xf0000000, 4, "reserved"},
+        {0xc0586300, 24, "6to4 relay"},    {0xe0000000, 4, "multicast"},
+        {0xf0000000, 4, "reserved"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(nets); i++)
         if (in4(a, nets[i].net, nets[i].bits))
             return nets[i].what;
+    return NULL;
+}
+
+static bool prefix6(const uint8_t *b, const uint8_t *net, unsigned bits)
+{
+    for (unsigned i = 0; i < bits / 8; i++)
+        if (b[i] != net[i])
+            return false;
+    uint8_t mask = (uint8_t)(0xff00 >> (bits % 8));
+    return (bits % 8) == 0 || (b[bits / 8] & mask) == (net[bits / 8] & mask);
+}
+
+/* IPv6 is judged the other way round from IPv4: only global unicast (2000::/3) is public,
+ * less the blocks in it that are not ordinary hosts. Whatever IANA assigns next outside
+ * 2000::/3 is then refused until this table learns it. */
+static const char *class6(const struct in6_addr *a)
+{
+    static const struct {
+        uint8_t net[16];
+        unsigned bits;
+        const char *what;
+    } nets[] = {
+        /* Each of these carries an IPv4 address that a name could use to reach a local one. */
+        {{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0}, 96, "IPv4-translated"},
+        {{0x00, 0x64, 0xff, 0x9b}, 32, "NAT64"},
+        {{0x20, 0x01, 0x00, 0x00}, 32, "Teredo"},
+        {{0x20, 0x02}, 16, "6to4"},
+        {{0x01, 0x00, 0, 0, 0, 0, 0, 0}, 64, "discard-only"},
+        {{0xfc}, 7, "private"},
+        {{0xfe, 0x80}, 10, "link-local"},
+        {{0xfe, 0xc0}, 10, "site-local"},
+        {{0xff}, 8, "multicast"},
+        {{0x20, 0x01, 0x0d, 0xb8}, 32, "documentation"},
+        {{0x3f, 0xff, 0x00}, 20, "documentation"},
+        {{0x20, 0x01, 0x00, 0x02, 0x00, 0x00}, 48, "benchmarking"},
+        {{0x20, 0x01, 0x00}, 23, "IETF protocol assignment"},
+    };
+    const uint8_t *b = a->s6_addr;
+    for (size_t i = 0; i < ARRAY_SIZE(nets); i++)
+        if (prefix6(b, nets[i].net, nets[i].bits))
+            return nets[i].what;
+    if ((b[0] & 0xe0) != 0x20)
+        return "reserved (not global unicast)";
     return NULL;
 }
 
@@ -258,7 +302,6 @@ const char *egress_address_class(const struct sockaddr *sa)
     if (sa->sa_family != AF_INET6)
         return "not an internet address";
     const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    const uint8_t *b = a->s6_addr;
     if (IN6_IS_ADDR_UNSPECIFIED(a))
         return "unspecified";
     if (IN6_IS_ADDR_LOOPBACK(a))
@@ -266,24 +309,10 @@ const char *egress_address_class(const struct sockaddr *sa)
     /* IPv4 wrapped in IPv6 reaches the IPv4 address: judge that one. */
     if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a)) {
         uint32_t v4;
-        memcpy(&v4, b + 12, 4);
+        memcpy(&v4, a->s6_addr + 12, 4);
         return class4(ntohl(v4));
     }
-    if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b)
-        return "NAT64"; /* 64:ff9b::/96 would let a name smuggle in any IPv4 address */
-    if ((b[0] & 0xfe) == 0xfc)
-        return "private"; /* fc00::/7 unique local */
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-        return "link-local";
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0)
-        return "site-local";
-    if (b[0] == 0xff)
-        return "multicast";
-    if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8)
-        return "documentation";
-    if (b[0] == 0x20 && b[1] == 0x02)
-        return "6to4"; /* 2002::/16 embeds an IPv4 address too */
-    return NULL;
+    return class6(a);
 }
 
 /* ---- request heads ---- */

@@ -158,14 +158,30 @@ static void private_and_special_addresses_are_classified(void **state)
         {"ff02::1", "multicast"},
         {"64:ff9b::a00:1", "NAT64"},
         {"2002:a00:1::", "6to4"},
+        {"::ffff:0:7f00:1", "IPv4-translated"},
+        {"::ffff:0:808:808", "IPv4-translated"},
+        {"64:ff9b:1::a00:1", "NAT64"},
+        {"2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"},
+        {"100::1", "discard-only"},
+        {"2001:2::1", "benchmarking"},
+        {"2001:10::1", "IETF protocol assignment"},
+        {"2001:1ff:ffff::1", "IETF protocol assignment"},
+        {"3fff:fff::1", "documentation"},
+        {"2001:db8::1", "documentation"},
+        {"fec0::1", "site-local"},
+        {"5f00::1", "reserved (not global unicast)"},
+        {"4000::1", "reserved (not global unicast)"},
+        {"1::1", "reserved (not global unicast)"},
+        {"192.88.99.1", "6to4 relay"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const char *c = class_of(cases[i].addr);
         if (!c || strcmp(c, cases[i].cls) != 0)
             fail_msg("%s: got %s, want %s", cases[i].addr, c ? c : "public", cases[i].cls);
     }
-    static const char *const public[] = {"151.101.0.223", "8.8.8.8",        "172.32.0.1",
-                                         "11.0.0.1",      "2a04:4e42::223", "::ffff:8.8.8.8"};
+    static const char *const public[] = {
+        "151.101.0.223",  "8.8.8.8",     "172.32.0.1",   "11.0.0.1", "2a04:4e42::223",
+        "::ffff:8.8.8.8", "2001:200::1", "3fff:1000::1", "2600::1",  "3ffe::1"};
     for (size_t i = 0; i < sizeof(public) / sizeof(public[0]); i++)
         if (class_of(public[i]))
             fail_msg("%s is public, classified %s", public[i], class_of(public[i]));
