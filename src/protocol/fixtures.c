@@ -126,11 +126,12 @@ static void fx_error(struct mcp_call *call, json_t *args, void *data)
     mcp_call_fail(call, "this tool always fails");
 }
 
-/* Sampling and elicitation: ask the client, then report what it answered. */
+/* Sampling and elicitation: ask the client, then report what it answered. error is the
+ * client's own, or one saying its response was malformed. */
 static void fail_refused(struct mcp_call *call, const json_t *error)
 {
     const char *m = json_string_value(json_object_get(error, "message"));
-    mcp_call_fail(call, "the client refused: %s", m ? m : "no reason given");
+    mcp_call_fail(call, "the client gave no result: %s", m ? m : "no reason given");
 }
 
 static void on_client_reply(struct mcp_call *call, const json_t *result, const json_t *error,

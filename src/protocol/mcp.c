@@ -57,6 +57,7 @@ struct mcp_server {
 /* A request we sent to the client, waiting for its answer. */
 struct pending_request {
     char id[32];
+    const char *method; /* static: from mcp_call_request's table */
     struct mcp_call *call;
     mcp_reply_fn reply;
     void *data;
@@ -543,10 +544,12 @@ int mcp_call_request(struct mcp_call *c, const char *method, json_t *params, mcp
         {"roots/list", "roots"},
     };
     struct mcp_session *s = c->s;
-    const char *cap = NULL;
+    const char *cap = NULL, *known = NULL;
     for (size_t i = 0; i < ARRAY_SIZE(needs); i++)
-        if (strcmp(needs[i].method, method) == 0)
+        if (strcmp(needs[i].method, method) == 0) {
             cap = needs[i].capability;
+            known = needs[i].method;
+        }
     if (!cap) {
         json_decref(params);
         return sbx_fail(err, EINVAL, "%s is not a server-to-client request", method);
@@ -557,6 +560,7 @@ int mcp_call_request(struct mcp_call *c, const char *method, json_t *params, mcp
     }
     struct pending_request *r = xcalloc(1, sizeof(*r));
     snprintf(r->id, sizeof(r->id), "srv-%llu", (unsigned long long)++s->next_request_id);
+    r->method = known;
     r->call = c;
     r->reply = reply;
     r->data = data;
@@ -566,6 +570,43 @@ int mcp_call_request(struct mcp_call *c, const char *method, json_t *params, mcp
                           "params", params);
     send_msg(s, m, call_related(c));
     return 0;
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+/* Why a response is not one the reply callback can take, or NULL. JSON-RPC lets a result be
+ * any value, but every result MCP has a client return (sampling, elicitation, roots/list) is
+ * an object; a callback must get that object or an error object, never neither. */
+static const char *response_defect(const json_t *result, const json_t *error, char *buf,
+                                   size_t size)
+{
+    if (result && error)
+        return "carried both a result and an error";
+    if (result && !json_is_object(result)) {
+        snprintf(buf, size, "carried a result that is %s, not an object", json_kind(result));
+        return buf;
+    }
+    if (!result && !json_is_object(error))
+        return "carried an error that is not an object";
+    return NULL;
 }
 
 static void on_response(struct mcp_session *s, const json_t *msg)
@@ -578,7 +619,19 @@ static void on_response(struct mcp_session *s, const json_t *msg)
         *pp = r->next;
         const json_t *result = json_object_get(msg, "result");
         const json_t *error = json_object_get(msg, "error");
-        r->reply(r->call, json_is_object(result) ? result : NULL, result ? NULL : error, r->data);
+        char buf[96];
+        const char *defect = response_defect(result, error, buf, sizeof(buf));
+        if (defect) {
+            char *text = xasprintf("the client's response to %s %s", r->method, defect);
+            log_emit(LOG_LVL_WARNING, "malformed response from the client", "owner", s->owner,
+                     "why", text, NULL);
+            json_t *e = json_pack("{s:i, s:s}", "code", RPC_INVALID_REQUEST, "message", text);
+            r->reply(r->call, NULL, e, r->data);
+            json_decref(e);
+            free(text);
+        } else {
+            r->reply(r->call, result, error, r->data);
+        }
         free(r);
         return;
     }

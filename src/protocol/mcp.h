@@ -137,8 +137,11 @@ void mcp_call_close_stream(struct mcp_call *call);
 
 /* A server-to-client request made while handling call (sampling/createMessage needs the
  * client's "sampling" capability, elicitation/create its "elicitation" one; otherwise this
- * fails without sending). reply gets the client's result or error (one is NULL); it is not
- * called if the call ends first. params is stolen. */
+ * fails without sending). reply gets the client's result object or an error object (exactly
+ * one is NULL): a response that is no valid answer (a result that is not an object, as every
+ * result MCP asks of a client is one; an error that is not an object; both) comes as an error
+ * whose message says what was wrong. It is not called if the call ends first. params is
+ * stolen. */
 typedef void (*mcp_reply_fn)(struct mcp_call *call, const json_t *result, const json_t *error,
                              void *data);
 int mcp_call_request(struct mcp_call *call, const char *method, json_t *params, mcp_reply_fn reply,

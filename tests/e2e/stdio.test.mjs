@@ -559,7 +559,7 @@ test('SDK: no server-to-client request without the capability', async () => {
   await client.close();
 });
 
-test('raw: a client error answer to sampling becomes a tool error; stray responses are ignored', async () => {
+test('raw: a client error answer to sampling, or a result that is no object, becomes a tool error; stray responses are ignored', async () => {
   const s = rawServer(['--test-fixtures']);
   s.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) + '\n');
   await s.waitFor((m) => m.id === 1);
@@ -570,6 +570,17 @@ test('raw: a client error answer to sampling becomes a tool error; stray respons
   const r = await s.waitFor((m) => m.id === 2);
   assert.equal(r.result.isError, true);
   assert.match(r.result.content[0].text, /user declined/);
+  // A result that is not an object answers no MCP request: the tool hears so, not silence.
+  const asked = new Set([req.id]);
+  for (const [i, result] of [5, null].entries()) {
+    s.send(JSON.stringify({ jsonrpc: '2.0', id: 3 + i, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }) + '\n');
+    const again = await s.waitFor((m) => m.method === 'sampling/createMessage' && !asked.has(m.id));
+    asked.add(again.id);
+    s.send(JSON.stringify({ jsonrpc: '2.0', id: again.id, result }) + '\n');
+    const bad = await s.waitFor((m) => m.id === 3 + i);
+    assert.equal(bad.result.isError, true);
+    assert.match(bad.result.content[0].text, new RegExp(`response to sampling/createMessage carried a result that is ${result === null ? 'null' : 'a number'}, not an object`));
+  }
   s.child.stdin.end();
   assert.equal((await s.exited).code, 0);
 });

@@ -298,6 +298,86 @@ static void structured_content_must_match_the_output_schema(void **state)
     assert_null(json_object_get(r, "structuredContent"));
 }
 
+/* What the reply callback of a server-to-client request got: the result, or the error. */
+static json_t *got_result, *got_error;
+static int replies;
+
+static void on_reply(struct mcp_call *call, const json_t *result, const json_t *error, void *data)
+{
+    (void)data;
+    replies++;
+    got_result = result ? json_deep_copy(result) : NULL;
+    got_error = error ? json_deep_copy(error) : NULL;
+    mcp_call_finish(call, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", "ok"));
+}
+
+static void asking_tool(struct mcp_call *call, json_t *args, void *data)
+{
+    (void)args;
+    (void)data;
+    struct sbx_err err = {0};
+    if (mcp_call_request(call, "roots/list", json_object(), on_reply, NULL, &err) < 0)
+        mcp_call_fail(call, "%s", err.msg);
+}
+
+static void client_responses_reach_the_callback_as_result_or_error(void **state)
+{
+    struct fixture *f = *state;
+    static const struct mcp_tool_def def = {
+        .name = "asks",
+        .description = "Unit test: asks the client for roots/list.",
+        .input_schema = "{\"type\":\"object\"}",
+        .read_only = true,
+        .fn = asking_tool,
+    };
+    assert_int_equal(mcp_server_add_tool(f->srv, &def, NULL, NULL), 0);
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{\"roots\":{}}}}");
+    static const struct {
+        const char *answer; /* the response's members after the id */
+        bool result;        /* the callback gets a result (else an error) */
+        const char *says;   /* in the error's message */
+    } cases[] = {
+        {"\"result\":{\"roots\":[]}", true, NULL},
+        {"\"error\":{\"code\":-1,\"message\":\"user declined\"}", false, "user declined"},
+        /* Every result MCP asks a client for is an object: anything else is a broken answer,
+         * and the callback must hear so rather than get neither. */
+        {"\"result\":5", false, "roots/list carried a result that is a number, not an object"},
+        {"\"result\":null", false, "a result that is null, not an object"},
+        {"\"result\":[]", false, "a result that is an array, not an object"},
+        {"\"result\":\"x\"", false, "a result that is a string, not an object"},
+        {"\"error\":7", false, "an error that is not an object"},
+        {"\"result\":{},\"error\":{\"code\":-1,\"message\":\"m\"}", false,
+         "both a result and an error"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+                    "\"asks\",\"arguments\":{}}}");
+        assert_string_equal(json_string_value(json_object_get(last, "method")), "roots/list");
+        char answer[256];
+        snprintf(answer, sizeof(answer), "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",%s}",
+                 json_string_value(json_object_get(last, "id")), cases[i].answer);
+        replies = 0;
+        assert_int_equal(recv_str(f, answer), MCP_MSG_RESPONSE);
+        if (replies != 1)
+            fail_msg("case %zu (%s): %d replies", i, cases[i].answer, replies);
+        if (cases[i].result && (!json_is_object(got_result) || got_error))
+            fail_msg("case %zu (%s): no result", i, cases[i].answer);
+        if (!cases[i].result) {
+            const char *m = json_string_value(json_object_get(got_error, "message"));
+            if (got_result || !json_is_integer(json_object_get(got_error, "code")) || !m ||
+                !strstr(m, cases[i].says))
+                fail_msg("case %zu (%s): error message '%s' lacks '%s'", i, cases[i].answer,
+                         m ? m : "(none)", cases[i].says);
+        }
+        json_decref(got_result);
+        json_decref(got_error);
+        got_result = got_error = NULL;
+        /* the tool answered once the callback finished it */
+        assert_int_equal(json_integer_value(json_object_get(last, "id")), 2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +386,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(tool_arguments_are_validated_before_the_handler, setup,
                                         teardown),
         cmocka_unit_test(schema_keywords_allow_and_deny),
+        cmocka_unit_test_setup_teardown(client_responses_reach_the_callback_as_result_or_error,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(structured_content_must_match_the_output_schema, setup,
                                         teardown),
     };
