@@ -710,7 +710,7 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
     req_clear(sb);
     discard_pending(sb->req_rfd);
     sb->channel_poisoned = false;
-    if (!sb->reset_restart)
+    if (!sb->reset_restart || sb->reset_gen != sb->interpreter_gen)
         sb->restarts_total++;
     sb->reset_restart = false;
     /* Without room, say why, and let a reset, which can delete the files, start one again. */
@@ -748,6 +748,7 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
 /* A new interpreter in the living sandbox, once the old one is gone. */
 static void start_interpreter_again(struct sandbox *sb)
 {
+    sb->interpreter_gen++;
     if (jail_workload_restart(sb->jail) < 0 || start_driver(sb) < 0) {
         mark_broken(sb, "could not restart the Python interpreter");
         return;
@@ -1615,6 +1616,7 @@ int sandbox_restart_interpreter(struct sandbox *sb, struct sbx_err *err)
     if (!revive) {
         /* The status record of the killed workload triggers the restart (on_status). */
         sb->reset_restart = true;
+        sb->reset_gen = sb->interpreter_gen;
         return 0;
     }
     start_revival(sb); /* after the caller has cleared the files, if asked */

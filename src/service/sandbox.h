@@ -178,7 +178,13 @@ struct sandbox {
     unsigned restarts;       /* quick deaths in a row: too many mark the sandbox broken */
     uint64_t restarts_total; /* interpreter restarts since creation or reset, as reported */
     uint64_t oom_kills_seen; /* the cgroup's OOM kill count when last looked at */
-    bool reset_restart;      /* the next restart is a reset's, not a death's */
+    /* Interpreters started again in this sandbox: the one a status record is for. */
+    uint64_t interpreter_gen;
+    /* A reset killed interpreter reset_gen: its restart is the reset's, not a death's. A reset
+     * that found none running (its start pending on the revival timer) kills nothing, and the
+     * next interpreter's death is a death. */
+    bool reset_restart;
+    uint64_t reset_gen;
     /* The interpreter died while ready, for the next result to say. */
     struct idle_death idle_death;
     /* It died while the last run settled: after that run, so the result after it says so. */

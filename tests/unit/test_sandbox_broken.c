@@ -83,6 +83,68 @@ static void a_sandbox_whose_interpreter_kept_dying_can_still_be_reset(void **sta
     json_decref(p.inbox);
 }
 
+static json_int_t restarts_reported(struct peer *p, int id, const char *sid)
+{
+    json_t *r = tool(p, id, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    json_int_t n = json_integer_value(
+        json_object_get(json_object_get(structured(r), "interpreter"), "restarts"));
+    json_decref(r);
+    return n;
+}
+
+/* A reset of a sandbox without an interpreter starts one from a timer, not from a status
+ * record; a second reset before that timer fires killed nothing, and must not make the death
+ * of the interpreter the timer starts pass for a reset's restart. */
+static void a_second_reset_before_the_revival_leaves_later_deaths_counted(void **state)
+{
+    (void)state;
+    struct peer p;
+    peer_init(&p, "tester");
+    char sid[32];
+    create_sandbox_as(&p, 10, sid, sizeof(sid));
+    json_t *r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    assert_false(is_error(r));
+    json_decref(r);
+    struct sandbox *sb = sandbox_find(svc, sid);
+    kill_interpreters_until_broken(sb);
+    /* Both answer at once: the second comes long before the revival's timer. */
+    for (int id = 12; id <= 13; id++) {
+        r = tool(&p, id, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
+        assert_false(is_error(r));
+        json_decref(r);
+    }
+    r = tool(&p, 14, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
+    assert_false(is_error(r));
+    json_decref(r);
+    assert_int_equal(restarts_reported(&p, 15, sid), 0);
+    /* A real death now: counted, and the next result says the state is gone. */
+    pid_t pid = interpreter_of(sb->jail->pid);
+    assert_true(pid > 0);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 3000 && !(sb->state == SBX_READY && sb->idle_death.pending); i++)
+        run_loop_ms(1);
+    assert_int_equal(sb->state, SBX_READY);
+    assert_int_equal(restarts_reported(&p, 16, sid), 1);
+    /* The same with a living interpreter: each reset's kill is its own restart, none a death. */
+    for (int id = 17; id <= 18; id++) {
+        r = tool(&p, id, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
+        assert_false(is_error(r));
+        json_decref(r);
+    }
+    r = tool(&p, 19, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    assert_false(is_error(r));
+    json_decref(r);
+    assert_int_equal(restarts_reported(&p, 20, sid), 0);
+    pid = interpreter_of(sb->jail->pid);
+    assert_true(pid > 0);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 3000 && !(sb->state == SBX_READY && sb->idle_death.pending); i++)
+        run_loop_ms(1);
+    assert_int_equal(restarts_reported(&p, 21, sid), 1);
+    mcp_session_free(p.s);
+    json_decref(p.inbox);
+}
+
 /* The sandbox itself ends (its init died) while it waits, without an interpreter, for a reset:
  * nothing can start one now, and the reason said from then on is that, not the reset it named
  * before. */
@@ -229,6 +291,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_sandbox_whose_interpreter_kept_dying_can_still_be_reset),
+        cmocka_unit_test(a_second_reset_before_the_revival_leaves_later_deaths_counted),
         cmocka_unit_test(a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before),
         cmocka_unit_test(restarts_in_the_pool_are_not_the_owners),
         cmocka_unit_test(the_idle_ttl_is_not_the_wall_clocks),
