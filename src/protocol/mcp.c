@@ -98,6 +98,7 @@ struct mcp_call {
     mcp_cancel_fn cancel_fn;
     void *cancel_data;
     struct mcp_batch *batch; /* the batch it came in, or NULL */
+    char *notice;            /* mcp_call_notice's, or NULL */
     struct mcp_call *next, *prev;
 };
 
@@ -333,6 +334,7 @@ static void call_unlink_free(struct mcp_call *c)
     json_decref(c->id);
     json_decref(c->progress_token);
     json_decref(c->output_schema);
+    free(c->notice);
     if (c->batch)
         batch_release(s, c->batch);
     free(c);
@@ -466,6 +468,15 @@ void mcp_call_finish(struct mcp_call *c, json_t *result)
 {
     result = check_structured(c, result);
     downgrade_content(c->s, result);
+    if (c->notice) {
+        json_t *content = json_object_get(result, "content");
+        if (!json_is_array(content)) {
+            content = json_array();
+            json_object_set_new(result, "content", content);
+        }
+        json_array_insert_new(content, 0,
+                              json_pack("{s:s, s:s}", "type", "text", "text", c->notice));
+    }
     /* Not send_result: a call may end while another request (or batch) is dispatched. */
     respond(c->s, c->batch,
             json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", c->id, "result", result), c->id);
@@ -519,6 +530,13 @@ void mcp_call_on_cancel(struct mcp_call *c, mcp_cancel_fn fn, void *data)
 {
     c->cancel_fn = fn;
     c->cancel_data = data;
+}
+
+void mcp_call_notice(struct mcp_call *c, const char *text)
+{
+    char *joined = c->notice ? xasprintf("%s\n%s", c->notice, text) : xstrdup(text);
+    free(c->notice);
+    c->notice = joined;
 }
 
 void mcp_call_close_stream(struct mcp_call *c)

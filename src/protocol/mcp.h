@@ -131,6 +131,9 @@ void mcp_call_log(struct mcp_call *call, const char *level, const char *logger, 
  * is freed right after, and must not be finished. */
 void mcp_call_on_cancel(struct mcp_call *call, mcp_cancel_fn fn, void *data);
 const char *mcp_call_owner(const struct mcp_call *call);
+/* Text the result begins with, as its own content item, whatever the handler answers (success
+ * or isError): what happened before the call that its reader must hear first. */
+void mcp_call_notice(struct mcp_call *call, const char *text);
 /* Asks the transport to close the stream this call answers on (SEP-1699 polling); the call
  * goes on, and its messages reach the client when it reconnects. No-op without the op. */
 void mcp_call_close_stream(struct mcp_call *call);
