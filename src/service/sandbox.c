@@ -790,7 +790,12 @@ static void on_status(struct ev_loop *loop, int fd, uint32_t events, void *data)
         if (r < 0) {
             ev_unwatch(sb->status_w);
             sb->status_w = NULL;
-            mark_broken(sb, "the sandbox ended unexpectedly; close it and create a new one");
+            sb->ended = true;
+            mark_broken(sb, sb->is_default
+                                ? "the sandbox ended unexpectedly; the next call without a "
+                                  "sandbox_id starts a new default sandbox, without this one's "
+                                  "variables, files and installed packages"
+                                : "the sandbox ended unexpectedly; close it and create a new one");
             return;
         }
         if (log_rate_take(&sb->log_rate, sb->id))
@@ -1140,6 +1145,7 @@ static void free_sandbox(struct sandbox *sb)
 {
     channel_decoder_free(&sb->dec);
     json_decref(sb->packages);
+    free(sb->notice);
     free(sb->name);
     free(sb->owner);
     free(sb);
@@ -1504,8 +1510,13 @@ static int lookup(struct sandbox_service *svc, const char *owner, const char *id
 {
     struct sandbox *sb = id ? strmap_get(&svc->by_id, id) : strmap_get(&svc->defaults, owner);
     /* A default sandbox that never started is replaced for work: the calls that waited for it
-     * heard why, and this one may find the fault gone (a limit, fds, memory). */
-    if (!id && sb && sb->failed_start && replace_failed) {
+     * heard why, and this one may find the fault gone (a limit, fds, memory). One whose init
+     * died is too: its owner never made it, and has no reason to close it; what it held is
+     * lost, which the first result from the new one says. */
+    char ended_id[sizeof(sb->id)] = "";
+    if (!id && sb && (sb->failed_start || sb->ended) && replace_failed) {
+        if (sb->ended && !sb->failed_start)
+            snprintf(ended_id, sizeof(ended_id), "%s", sb->id);
         sandbox_close(sb, NULL);
         sb = NULL;
     }
@@ -1528,7 +1539,19 @@ static int lookup(struct sandbox_service *svc, const char *owner, const char *id
         return -1;
     (*out)->is_default = true;
     strmap_put(&svc->defaults, (*out)->owner, *out);
+    if (ended_id[0])
+        (*out)->notice = xasprintf(
+            "[the default sandbox %s ended unexpectedly (its init process died) and was replaced "
+            "by a new one, %s: the old one's variables, files and installed packages are lost]",
+            ended_id, (*out)->id);
     return 0;
+}
+
+char *sandbox_take_notice(struct sandbox *sb)
+{
+    char *n = sb->notice;
+    sb->notice = NULL;
+    return n;
 }
 
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,

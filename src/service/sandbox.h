@@ -193,6 +193,10 @@ struct sandbox {
     bool is_default;   /* the owner's default sandbox */
     bool oneshot;      /* create_run_close's: closed once its one execution is over */
     bool failed_start; /* its jail, setup or first interpreter failed: it never ran anything */
+    bool ended;        /* its init died: nothing runs there again */
+    /* A default sandbox made in place of one that ended: what the next call's result says
+     * first (sandbox_take_notice). */
+    char *notice;
     bool closing;
     bool channel_poisoned;           /* a bad frame came: drop channel bytes until the restart */
     struct exec *queue, *queue_tail; /* head runs, or settles, when state is SBX_BUSY */
@@ -295,9 +299,12 @@ void sandbox_forget_begun(struct sandbox *sb);
 int sandbox_lookup(struct sandbox_service *svc, const char *owner, const char *id,
                    struct sandbox **out, struct sbx_err *err);
 /* The same, for a call that runs code or uses files there: a default sandbox that failed to
- * start is replaced (sandbox_lookup returns it, to be looked at or closed). */
+ * start, or whose init died, is replaced (sandbox_lookup returns it, to be looked at or
+ * closed); the one in place of a dead one holds a notice saying so. */
 int sandbox_lookup_to_work(struct sandbox_service *svc, const char *owner, const char *id,
                            struct sandbox **out, struct sbx_err *err);
+/* The notice the sandbox holds for the next call's result (NULL if none), handed over once. */
+char *sandbox_take_notice(struct sandbox *sb);
 /* The error for an id that none of the owner's sandboxes, open or closed, has: the same words
  * wherever an id is looked up. Returns -1. */
 int sandbox_fail_unknown_id(const char *id, struct sbx_err *err);

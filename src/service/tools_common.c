@@ -33,6 +33,10 @@ sandbox_of_call(struct mcp_call *call, const json_t *args, struct sandbox_servic
         mcp_call_fail(call, "%s", err.msg);
         return NULL;
     }
+    char *notice = sandbox_take_notice(sb);
+    if (notice)
+        mcp_call_notice(call, notice);
+    free(notice);
     return sb;
 }
 

@@ -17,11 +17,12 @@ int tool_register(struct sandbox_service *svc, const struct mcp_tool_def *defs, 
                   struct sbx_err *err);
 const char *tool_arg_str(const json_t *args, const char *key);
 /* The caller's sandbox named by args.sandbox_id (its default one when absent); on failure the
- * call is failed with the reason and NULL returned. */
+ * call is failed with the reason and NULL returned. A notice the sandbox holds (it replaced a
+ * default sandbox that ended) goes to the call's result. */
 struct sandbox *tool_sandbox(struct sandbox_service *svc, struct mcp_call *call,
                              const json_t *args);
 /* The same for a tool that runs code or uses files there: a default sandbox that failed to start
- * is replaced first. */
+ * or has ended is replaced first. */
 struct sandbox *tool_sandbox_to_work(struct sandbox_service *svc, struct mcp_call *call,
                                      const json_t *args);
 /* Whether the call waits for sb's jail and setup, which have not ended: then handler runs

@@ -1748,6 +1748,80 @@ test('a sandbox whose init is killed from outside is broken, and the server neit
   await client.close();
 });
 
+// The host pid of a sandbox's init: the parent of a process the sandbox left behind (init, pid 1
+// there, adopts every orphan).
+async function initOf(client, sandbox_id) {
+  const marker = `sbx-e2e-init-${process.pid}-${Date.now()}-${Math.random()}`;
+  const r = await call(client, 'execute_command', { sandbox_id, command: `(exec -a ${marker} sleep 300 &) ; echo ok` });
+  assert.equal(r.sc.stdout, 'ok\n');
+  for (let i = 0; i < 100; i++) {
+    for (const p of readdirSync('/proc')) {
+      if (!/^\d+$/.test(p)) continue;
+      try {
+        if (!readFileSync(`/proc/${p}/cmdline`, 'latin1').includes(marker)) continue;
+        return Number(/^PPid:\s+(\d+)/m.exec(readFileSync(`/proc/${p}/status`, 'utf8'))[1]);
+      } catch { /* gone */ }
+    }
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  assert.fail('the marked process did not appear');
+}
+
+async function killInit(client, sandbox_id) {
+  const init = await initOf(client, sandbox_id);
+  assert.match(readFileSync(`/proc/${init}/cmdline`, 'latin1'), /mcp-sandbox-init/, 'the control: that is an init');
+  process.kill(init, 'SIGKILL');
+  for (let i = 0; i < 100; i++) {
+    const { sc } = await call(client, 'get_sandbox_status', sandbox_id ? { sandbox_id } : {});
+    if (sc.state === 'broken') return sc;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  assert.fail('the sandbox did not break');
+}
+
+test('a default sandbox whose init died is replaced by the next call, which says so; once', async () => {
+  const c = await server();
+  const first = await run(c, "x = 1; open('kept.txt', 'w').write('v')");
+  const old = first.sc.sandbox_id;
+  const status = await killInit(c, undefined);
+  assert.match(status.broken_reason, /ended unexpectedly.*next call without a sandbox_id starts a new default sandbox/);
+  const r = await run(c, 'print(6*7)');
+  assert.notEqual(r.r.isError, true, r.text);
+  assert.notEqual(r.sc.sandbox_id, old);
+  assert.equal(r.sc.stdout, '42\n');
+  assert.match(r.r.content[0].text, new RegExp(`default sandbox ${old} ended unexpectedly .*replaced by a new one, ${r.sc.sandbox_id}: .*variables, files and installed packages are lost`));
+  // The state is gone, as said, and only the first result says so.
+  const again = await run(c, "print(open('kept.txt').read() if __import__('os').path.exists('kept.txt') else 'none'); print('x' in globals())");
+  assert.equal(again.sc.stdout, 'none\nFalse\n');
+  assert.equal(again.sc.sandbox_id, r.sc.sandbox_id);
+  assert.doesNotMatch(again.text, /replaced/);
+  const { sc } = await call(c, 'list_sandboxes');
+  assert.deepEqual(sc.sandboxes.map((s) => s.id), [r.sc.sandbox_id]);
+  // A file tool is a call too: one after another death hears it the same way.
+  await killInit(c, undefined);
+  const w = await call(c, 'write_file', { path: 'a.txt', content: 'a' });
+  assert.notEqual(w.r.isError, true, w.text);
+  assert.notEqual(w.sc.sandbox_id, r.sc.sandbox_id);
+  assert.match(w.text, new RegExp(`default sandbox ${r.sc.sandbox_id} ended unexpectedly .*${w.sc.sandbox_id}`));
+  await c.close();
+});
+
+test('a created sandbox whose init died stays broken, named as such, until it is closed', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox')).sc.sandbox_id;
+  await killInit(c, id);
+  for (const code of ['1', '2']) {
+    const r = await run(c, code, { sandbox_id: id });
+    assert.equal(r.r.isError, true);
+    assert.match(r.text, /ended unexpectedly; close it and create a new one/);
+    assert.doesNotMatch(r.text, /replaced/);
+  }
+  const ids = (await call(c, 'list_sandboxes')).sc.sandboxes.map((s) => s.id);
+  assert.ok(ids.includes(id));
+  assert.equal((await call(c, 'close_sandbox', { sandbox_id: id })).r.isError, undefined);
+  await c.close();
+});
+
 test('a subscribed sandbox file announces its changes (notifications/resources/updated)', async () => {
   const { client } = await connect(serverArgs());
   const { ResourceUpdatedNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
