@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -43,6 +44,39 @@ static int try_unshare_as(int flag, bool unprivileged)
 static int try_unshare(int flag)
 {
     return try_unshare_as(flag, false);
+}
+
+/* What the jail does with its mount namespace first: a fresh proc for its own pid namespace.
+ * The kernel refuses that in a user namespace while any of /proc is covered by another mount
+ * (mnt_too_revealing, Linux 3.8+): a container's masked /proc paths do it. The namespaces
+ * alone are then created fine and every sandbox is refused. Returns 0 or the errno got. */
+static int try_fresh_proc(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return errno;
+    if (pid == 0) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
+            _exit(errno & 0x7f);
+        /* The new pid namespace is for children only: proc is mounted from one. */
+        pid_t inner = fork();
+        if (inner < 0)
+            _exit(errno & 0x7f);
+        if (inner == 0) {
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+            _exit(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0
+                      ? 0
+                      : (errno & 0x7f));
+        }
+        int st = 0;
+        while (waitpid(inner, &st, 0) < 0 && errno == EINTR)
+            ;
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : EIO);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
 }
 
 static void set(enum feature_id id, const char *name, bool ok, bool required, const char *detail,
@@ -92,8 +126,18 @@ static void probe_namespaces(void)
     for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
         int r = e ? e : try_unshare(ns[i].flag);
         snprintf(detail, sizeof(detail), r ? "unshare: %s" : "ok", strerror(r));
-        set(ns[i].id, ns[i].name, r == 0, true, detail,
-            "the kernel lacks this namespace (CONFIG_*_NS) or user namespaces are off");
+        const char *hint =
+            "the kernel lacks this namespace (CONFIG_*_NS) or user namespaces are off";
+        if (r == 0 && ns[i].id == FEAT_NS_MNT) {
+            r = try_fresh_proc();
+            if (r) {
+                snprintf(detail, sizeof(detail), "mounting a fresh /proc in it: %s", strerror(r));
+                hint = "part of /proc is covered by another mount (a container's masked paths), "
+                       "so the kernel refuses a new proc: run on the host, or unmask /proc "
+                       "(docker: --security-opt systempaths=unconfined)";
+            }
+        }
+        set(ns[i].id, ns[i].name, r == 0, true, detail, hint);
     }
 }
 

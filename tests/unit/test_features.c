@@ -1,0 +1,73 @@
+/* doctor's probes tell the truth: where part of /proc is covered by another mount (a
+ * container's masked paths), the namespaces are created fine but the kernel refuses the
+ * sandbox its own proc, and every sandbox is refused; the mount namespace row says so, with
+ * a hint. The control: the same probe with /proc uncovered. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jail/features.h"
+
+/* In a child, with /proc/sys covered by a tmpfs when cover is set: 0 when the mount
+ * namespace row is ok, 1 when missing with its hint naming /proc, 77 where the cover cannot
+ * be made (not root). */
+static int mount_row_in_child(bool cover)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (cover &&
+            (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+             mount("tmpfs", "/proc/sys", "tmpfs", 0, "size=4k") < 0))
+            _exit(77);
+        const struct feature_status *f = features_probe();
+        const struct feature_status *m = &f[FEAT_NS_MNT];
+        fprintf(stderr, "cover %d: %s %s -- %s\n", cover, m->available ? "ok" : "missing",
+                m->detail, m->hint);
+        if (!f[FEAT_USERNS].available)
+            _exit(77);
+        if (m->available)
+            _exit(0);
+        _exit(strstr(m->detail, "/proc") && strstr(m->hint, "/proc") ? 1 : 2);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void covered_proc_is_reported_missing(void **state)
+{
+    (void)state;
+    int r = mount_row_in_child(true);
+    if (r == 77)
+        skip(); /* no mount namespace of our own here, or no user namespaces */
+    assert_int_equal(r, 1);
+}
+
+static void uncovered_proc_is_ok(void **state)
+{
+    (void)state;
+    int r = mount_row_in_child(false);
+    if (r == 77)
+        skip();
+    assert_int_equal(r, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(covered_proc_is_reported_missing),
+        cmocka_unit_test(uncovered_proc_is_ok),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
