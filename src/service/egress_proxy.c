@@ -484,13 +484,14 @@ static void try_connect(struct conn *c)
         refuse(c, 502, "Bad Gateway", c->refusal[0] ? c->refusal : "no address to dial");
 }
 
-static void on_resolved(struct addrinfo *res, int gai_error, void *data)
+static void on_resolved(struct addrinfo *res, int gai_error, const char *why_not, void *data)
 {
     struct conn *c = data;
     c->job = NULL;
     if (!res) {
-        char why[300];
-        snprintf(why, sizeof(why), "cannot resolve %s: %s", c->req.host, gai_strerror(gai_error));
+        char why[450];
+        snprintf(why, sizeof(why), "cannot resolve %s: %s", c->req.host,
+                 why_not ? why_not : gai_strerror(gai_error));
         refuse(c, 502, "Bad Gateway", why);
         return;
     }
@@ -531,7 +532,7 @@ static void decide(struct conn *c)
         snprintf(port, sizeof(port), "%u", r->port);
         struct addrinfo *res = NULL;
         int e = getaddrinfo(r->host, port, &hints, &res);
-        on_resolved(e == 0 ? res : NULL, e, c);
+        on_resolved(e == 0 ? res : NULL, e, NULL, c);
         return;
     }
     c->job = resolver_lookup(px->resolver, px->lookup_owner, r->host, r->port, on_resolved, c);

@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -37,6 +38,7 @@ struct resolver_job {
     atomic_int refs;
     struct addrinfo *res; /* written by the thread before it notifies */
     int gai_error;
+    int sys_errno; /* errno after getaddrinfo: a fresh thread's starts at 0 */
     struct resolver_job *next;
 };
 
@@ -74,7 +76,9 @@ static void *lookup_thread(void *arg)
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
+    errno = 0;
     job->gai_error = getaddrinfo(job->host, job->port, &hints, &job->res);
+    job->sys_errno = errno;
     struct notify_socket *n = job->notify;
     ssize_t sent = send(n->fd, &job, sizeof(job), MSG_NOSIGNAL);
     (void)sent; /* the resolver is gone: nobody waits for this job */
@@ -151,11 +155,26 @@ static void start_waiting(struct resolver *r)
             /* No thread: the job fails through the same path, from the loop. */
             atomic_store(&job->refs, 1);
             notify_release(r->notify);
-            job->gai_error = EAI_AGAIN;
+            job->gai_error = EAI_SYSTEM;
+            job->sys_errno = e;
             ssize_t sent = send(r->notify->fd, &job, sizeof(job), MSG_NOSIGNAL);
             (void)sent;
         }
     }
+}
+
+/* glibc can answer EAI_NONAME ("Name or service not known") when it could not open a socket or
+ * /etc/hosts for want of file descriptors (glibc 2.36): the name is fine and the server is
+ * out of fds, which is what the sandbox's client is told. EAI_SYSTEM's cause is in errno. */
+static void describe_failure(const struct resolver_job *job, char *why, size_t n)
+{
+    int e = job->sys_errno;
+    if (job->gai_error == EAI_SYSTEM && e)
+        snprintf(why, n, "%s", strerror(e));
+    else if (e == EMFILE || e == ENFILE || e == ENOMEM)
+        snprintf(why, n, "the lookup could not be made here (%s)", strerror(e));
+    else
+        snprintf(why, n, "%s", gai_strerror(job->gai_error));
 }
 
 static void on_notify(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -173,7 +192,10 @@ static void on_notify(struct ev_loop *loop, int fd, uint32_t events, void *data)
             if (res)
                 freeaddrinfo(res);
         } else {
-            job->fn(res, job->gai_error, job->data);
+            char why[160] = "";
+            if (!res)
+                describe_failure(job, why, sizeof(why));
+            job->fn(res, job->gai_error, res ? NULL : why, job->data);
         }
         job_release(job);
     }

@@ -14,8 +14,9 @@ struct ev_loop;
 struct resolver;
 struct resolver_job;
 
-/* res (owned by the callee: freeaddrinfo it) or gai_error (an EAI_* code) when it failed. */
-typedef void (*resolver_fn)(struct addrinfo *res, int gai_error, void *data);
+/* res (owned by the callee: freeaddrinfo it), or gai_error (an EAI_* code) and why, what to
+ * tell a person, when it failed. */
+typedef void (*resolver_fn)(struct addrinfo *res, int gai_error, const char *why, void *data);
 
 int resolver_new(struct ev_loop *loop, struct resolver **out, struct sbx_err *err);
 /* Jobs still running finish in their threads and are discarded. */

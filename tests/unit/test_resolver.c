@@ -1,7 +1,8 @@
 /* Lookups off the loop: results arrive through the loop, more lookups than threads queue up,
  * a cancelled lookup never calls back, freeing the resolver with lookups in flight leaks
  * nothing (the sanitizer tier runs this too), and one owner's lookups that hang (a DNS server
- * that never answers) do not hold up another's. */
+ * that never answers) do not hold up another's, and a lookup that fails for want of file
+ * descriptors says so. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,7 +29,7 @@
 
 static int answered, loopback_seen, failed;
 
-static void on_result(struct addrinfo *res, int gai_error, void *data)
+static void on_result(struct addrinfo *res, int gai_error, const char *why, void *data)
 {
     struct ev_loop *loop = data;
     answered++;
@@ -43,14 +44,16 @@ static void on_result(struct addrinfo *res, int gai_error, void *data)
     if (res)
         freeaddrinfo(res);
     (void)gai_error;
+    (void)why;
     if (answered == 20)
         ev_loop_stop(loop);
 }
 
-static void on_never(struct addrinfo *res, int gai_error, void *data)
+static void on_never(struct addrinfo *res, int gai_error, const char *why, void *data)
 {
     (void)res;
     (void)gai_error;
+    (void)why;
     (void)data;
     fail_msg("a cancelled lookup called back");
 }
@@ -130,9 +133,10 @@ static int silent_dns_world(void)
 static int fair_answered;
 static uint64_t fair_answer_ms;
 
-static void on_fair(struct addrinfo *res, int gai_error, void *data)
+static void on_fair(struct addrinfo *res, int gai_error, const char *why, void *data)
 {
     (void)gai_error;
+    (void)why;
     fair_answered = res != NULL;
     fair_answer_ms = now_ms();
     if (res)
@@ -142,9 +146,10 @@ static void on_fair(struct addrinfo *res, int gai_error, void *data)
 
 static int slow_answered;
 
-static void on_slow(struct addrinfo *res, int gai_error, void *data)
+static void on_slow(struct addrinfo *res, int gai_error, const char *why, void *data)
 {
     (void)gai_error;
+    (void)why;
     (void)data;
     slow_answered++;
     if (res)
@@ -188,12 +193,52 @@ static void one_owners_hanging_lookups_do_not_hold_up_another(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+static char emfile_why[200];
+static int emfile_answered;
+
+static void on_emfile(struct addrinfo *res, int gai_error, const char *why, void *data)
+{
+    (void)gai_error;
+    emfile_answered = 1;
+    snprintf(emfile_why, sizeof(emfile_why), "%s", res ? "resolved" : why ? why : "(null)");
+    if (res)
+        freeaddrinfo(res);
+    ev_loop_stop(data);
+}
+
+/* In a child out of file descriptors, glibc answers "System error" (or "Name or service not
+ * known") for any name: the lookup's failure says what the error was. */
+static void a_lookup_out_of_fds_says_so(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct ev_loop *loop = NULL;
+        struct resolver *r = NULL;
+        if (ev_loop_new(&loop, NULL) < 0 || resolver_new(loop, &r, NULL) < 0)
+            _exit(4);
+        while (dup(0) >= 0)
+            ;
+        resolver_lookup(r, 1, "localhost", 80, on_emfile, loop);
+        ev_timer_add(loop, 10000, give_up, NULL);
+        ev_loop_run(loop);
+        fprintf(stderr, "answered %d: %s\n", emfile_answered, emfile_why);
+        _exit(emfile_answered && strstr(emfile_why, "Too many open files") ? 0 : 5);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lookups_answer_through_the_loop),
         cmocka_unit_test(freeing_with_lookups_in_flight_is_safe),
         cmocka_unit_test(one_owners_hanging_lookups_do_not_hold_up_another),
+        cmocka_unit_test(a_lookup_out_of_fds_says_so),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
