@@ -28,7 +28,7 @@ struct feature_status {
     bool required;    /* the default profile needs it */
     bool degradable;  /* isolation.allow_degraded lets a sandbox run without it */
     char detail[160]; /* "ABI 7", "v1: memory pids cpu cpuacct writable", ... */
-    char hint[200];   /* how to enable it when missing */
+    char hint[1024];  /* how to enable it when missing (the cgroup's names a path) */
 };
 
 /* Probe (first call) and return the cached table of FEAT__COUNT entries. */
