@@ -132,9 +132,11 @@ static void probe_namespaces(void)
             r = try_fresh_proc();
             if (r) {
                 snprintf(detail, sizeof(detail), "mounting a fresh /proc in it: %s", strerror(r));
-                hint = "part of /proc is covered by another mount (a container's masked paths), "
-                       "so the kernel refuses a new proc: run on the host, or unmask /proc "
-                       "(docker: --security-opt systempaths=unconfined)";
+                hint =
+                    "part of /proc is covered by another mount (a container's masked paths): run "
+                    "on the host, or unmask /proc (docker: --security-opt "
+                    "systempaths=unconfined); or the user namespace gets no capabilities "
+                    "(Ubuntu: sysctl kernel.apparmor_restrict_unprivileged_userns=0)";
             }
         }
         set(ns[i].id, ns[i].name, r == 0, true, detail, hint);
