@@ -580,7 +580,12 @@ static int await_exec(struct jail *j, struct sbx_err *err)
                 : "setup";
         if (ce.step == STEP_EXEC)
             return sbx_fail_errno(err, ce.err, "cannot run %s", j->command);
-        return sbx_fail_errno(err, ce.err, "sandbox refused: %s failed", what);
+        /* A kernel layer that is there but refuses its use (a container's masked /proc makes
+         * the kernel refuse a new proc): doctor probes the same steps and says what to do. */
+        return sbx_fail(err, ce.err,
+                        "sandbox refused: %s failed: %s; `mcp-sandbox doctor` says what this "
+                        "machine lacks and how to enable it",
+                        what, strerror(ce.err));
     }
     if (n != 0)
         return sbx_fail(err, EPROTO, "sandbox setup ended without a report");

@@ -71,3 +71,25 @@ expect "fail-closed: no seccomp, allow_degraded: keyctl really is unfiltered ins
     "sys-keyctl errno=(95 EOPNOTSUPP|22 EINVAL|38 ENOSYS)" "$out"
 out=$(sbx_probe -- sys-keyctl)
 expect "fail-closed: (control) with seccomp, keyctl is denied inside" "sys-keyctl errno=1 EPERM" "$out"
+
+# A covered /proc (a container's masked paths): the namespaces are made, but the kernel refuses
+# the sandbox a fresh proc. The refusal points at doctor, and doctor tells the same truth (it
+# said ok and exited 0 while every sandbox was refused). Root only: the cover is a mount made
+# in a mount namespace of this test's own.
+if is_root; then
+    covered() { unshare -m --propagation private sh -c 'mount -t tmpfs none /proc/sys && exec "$@"' sh "$@"; }
+    out=$(covered "$SBX" run -- /bin/echo ran 2>&1); rc=$?
+    rc_is "fail-closed: covered /proc: run refused (exit 125)" 125 "$rc"
+    expect "fail-closed: covered /proc: the refusal names the step and points at doctor" \
+        "sandbox refused: mount namespace \(building the root\) failed: .*mcp-sandbox doctor" "$out"
+    out=$(covered "$SBX" doctor 2>&1); rc=$?
+    rc_is "fail-closed: covered /proc: doctor exits 1" 1 "$rc"
+    expect "fail-closed: covered /proc: doctor says the mount namespace is missing, with a hint" \
+        "mount namespace +missing +mounting a fresh /proc in it: .* -- .*unmask /proc" "$out"
+    out=$("$SBX" doctor 2>&1); rc=$?
+    rc_is "fail-closed: (control) /proc uncovered: doctor exits 0" 0 "$rc"
+    expect "fail-closed: (control) /proc uncovered: the mount namespace row is ok" \
+        "mount namespace +ok" "$out"
+else
+    tap_skip "fail-closed: covered /proc" "needs root to cover it"
+fi
