@@ -128,7 +128,8 @@ static void probe_namespaces(void)
         snprintf(detail, sizeof(detail), r ? "unshare: %s" : "ok", strerror(r));
         const char *hint =
             "the kernel lacks this namespace (CONFIG_*_NS) or user namespaces are off";
-        if (r == 0 && ns[i].id == FEAT_NS_MNT) {
+        /* (Without pid namespaces, whose row says so, there is no fresh proc to try.) */
+        if (r == 0 && ns[i].id == FEAT_NS_MNT && table[FEAT_NS_PID].available) {
             r = try_fresh_proc();
             if (r) {
                 snprintf(detail, sizeof(detail), "mounting a fresh /proc in it: %s", strerror(r));
