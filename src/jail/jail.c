@@ -465,6 +465,9 @@ static int prepare_locked(struct spawn_state *st, struct sbx_err *err)
         j->limits_backend = "rlimit";
     }
     plan->cgroup_active = j->cg != NULL;
+    char why[400];
+    if (rlimits_check(spec->profile, plan->cgroup_active, why, sizeof(why)) < 0)
+        return sbx_fail(err, EPERM, "sandbox refused: %s", why);
     int r = give_stdio_pipes(plan->stdio, spec->cfg->host_uid);
     if (r < 0)
         return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
@@ -581,11 +584,15 @@ static int await_exec(struct jail *j, struct sbx_err *err)
         if (ce.step == STEP_EXEC)
             return sbx_fail_errno(err, ce.err, "cannot run %s", j->command);
         /* A kernel layer that is there but refuses its use (a container's masked /proc makes
-         * the kernel refuse a new proc): doctor probes the same steps and says what to do. */
-        return sbx_fail(err, ce.err,
-                        "sandbox refused: %s failed: %s; `mcp-sandbox doctor` says what this "
-                        "machine lacks and how to enable it",
-                        what, strerror(ce.err));
+         * the kernel refuse a new proc): doctor probes the same steps and says what to do. A
+         * resource running out (fds, memory, pids) is no missing layer, and doctor would say
+         * all is well. */
+        bool exhausted = ce.err == EMFILE || ce.err == ENFILE || ce.err == ENOMEM ||
+                         ce.err == EAGAIN || ce.err == ENOSPC;
+        return sbx_fail(err, ce.err, "sandbox refused: %s failed: %s%s", what, strerror(ce.err),
+                        exhausted ? ""
+                                  : "; `mcp-sandbox doctor` says what this machine lacks and "
+                                    "how to enable it");
     }
     if (n != 0)
         return sbx_fail(err, EPROTO, "sandbox setup ended without a report");

@@ -7,7 +7,11 @@
 
 #include <stdbool.h>
 
-/* Returns 0 or -errno. cpu_seconds is the RLIMIT_CPU fallback (0 = none). */
+/* Returns 0 or -errno. */
 int rlimits_apply(const struct sbx_profile *p, bool cgroup_active);
+/* Parent side: -1, and why, when a limit p needs is above this process's hard limit. The
+ * sandbox's child could not raise it (in its user namespace, CAP_SYS_RESOURCE does not count),
+ * and its setrlimit would fail with a bare EPERM. */
+int rlimits_check(const struct sbx_profile *p, bool cgroup_active, char *why, size_t size);
 
 #endif

@@ -88,3 +88,9 @@ grow=$((peak - base))
 [ "$base" -gt 0 ] && [ "$grow" -lt 32768 ] && tap_ok "limits: a 1 GiB flood adds under 32 MiB to the caller's peak RSS (+${grow} KiB over ${base} KiB)" || tap_fail "limits: flood RSS growth (+${grow} KiB over ${base} KiB)"
 d=$((peak - small))
 [ "$small" -gt 0 ] && [ "$d" -lt 2048 ] && [ "$d" -gt -2048 ] && tap_ok "limits: caller RSS does not grow with output size (64 MiB: ${small} KiB, 1 GiB: ${peak} KiB)" || tap_fail "limits: caller RSS grows with output (64 MiB: ${small} KiB, 1 GiB: ${peak} KiB)"
+# A hard limit of the caller below one the profile sets cannot be raised inside (the sandbox's
+# user namespace gives no CAP_SYS_RESOURCE): refused up front, naming the limit and the fix.
+out=$(bash -c 'ulimit -n 64; "$0" run -- /bin/true 2>&1; echo rc=$?' "$SBX")
+expect "limits: a hard RLIMIT_NOFILE under the profile's nofile is refused, saying which and what to do" "RLIMIT_NOFILE 256 .from its nofile., above this process's hard limit 64.*ulimit -H.*rc=125" "$(echo $out)"
+out=$(bash -c 'ulimit -n 300; "$0" run -- /bin/sh -c "ulimit -n" 2>&1' "$SBX")
+expect "limits: (control) under a hard RLIMIT_NOFILE above it, the sandbox runs with the profile's nofile" "^256$" "$out"
