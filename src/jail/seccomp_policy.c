@@ -7,6 +7,7 @@
 #include "util.h"
 
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -42,6 +43,12 @@ static int add_rules(scmp_filter_ctx ctx, struct sbx_err *err)
          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)},
         {SCMP_SYS(ioctl), SCMP_ACT_ERRNO(EPERM), 1,
          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)},
+        /* AF_VSOCK is the one address family here that no network namespace confines: on a
+         * virtual machine it reaches the hypervisor's host (CID 2) and the guest's own vsock
+         * listeners from inside an otherwise empty namespace. socket() takes an int, so only
+         * the low 32 bits are compared, as above. */
+        {SCMP_SYS(socket), SCMP_ACT_ERRNO(EPERM), 1,
+         SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_VSOCK)},
     };
     for (size_t i = 0; i < ARRAY_SIZE(conditional); i++) {
         int r;

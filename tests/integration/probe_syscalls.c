@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,7 +83,14 @@ ROW(open_tree_attr, 467, -1, NULL, 0, NULL, 0, 0)
 ROW(clone3, SYS_clone3, NULL, 0, 0, 0, 0, 0)
 ROW(personality_rie, SYS_personality, 0x0400000, 0, 0, 0, 0, 0)
 
+/* AF_VSOCK (40): the hypervisor's channel, outside every network namespace. Outside a sandbox
+ * the socket is made (or EAFNOSUPPORT without vsock); the high bits, which socket()'s int
+ * drops, must not slip past the filter. */
+ROW(socket_vsock, SYS_socket, 40, SOCK_STREAM, 0, 0, 0, 0)
+ROW(socket_vsock_highbits, SYS_socket, 0xdead000000000000UL | 40, SOCK_STREAM, 0, 0, 0, 0)
+
 /* Controls that must stay allowed. */
+ROW(socket_inet, SYS_socket, AF_INET, SOCK_STREAM, 0, 0, 0, 0)
 ROW(getpid, SYS_getpid, 0, 0, 0, 0, 0, 0)
 ROW(personality_query, SYS_personality, 0xffffffffUL, 0, 0, 0, 0, 0)
 ROW(personality_default, SYS_personality, 0, 0, 0, 0, 0, 0)
@@ -243,8 +251,12 @@ const struct probe_op probe_ops_syscalls[] = {
     D(tiocsti_highbits),
     D(tioclinux),
     D(clone_newuser),
+    D(socket_vsock),
+    D(socket_vsock_highbits),
     {"sys-clone3", "clone3: ENOSYS so libc falls back to clone", row_clone3},
     {"allow-getpid", "control: getpid", row_getpid},
+    {"allow-socket_inet", "control: an ordinary socket (another family than AF_VSOCK)",
+     row_socket_inet},
     {"allow-fork", "control: fork and wait", row_fork},
     {"allow-personality-query", "control: personality(0xffffffff)", row_personality_query},
     {"allow-personality-default", "control: personality(PER_LINUX)", row_personality_default},
