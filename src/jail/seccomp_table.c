@@ -19,6 +19,8 @@ static const struct seccomp_rule_info denied[] = {
     {"process_vm_readv", "reads another process's memory"},
     {"process_vm_writev", "writes another process's memory"},
     {"kcmp", "compares kernel objects across processes (an information leak)"},
+    {"pidfd_getfd", "copies another process's file descriptors: the access ptrace would give, "
+                    "without ptrace"},
     {"mount", "the filesystem view is fixed by the server"},
     {"umount2", "the filesystem view is fixed by the server"},
     {"pivot_root", "the filesystem view is fixed by the server"},
@@ -59,6 +61,8 @@ static const struct seccomp_rule_info denied[] = {
     {"set_mempolicy_home_node", "NUMA policy affects the host's memory placement"},
     {"modify_ldt", "rewrites the process's segment descriptors: rarely needed, a past source of "
                    "kernel exploits (CVE-2015-5157, CVE-2017-17053)"},
+    {"memfd_secret", "takes its pages out of the kernel's direct map, splitting it for the whole "
+                     "host; nothing a sandbox runs needs it"},
     {"lookup_dcookie", "kernel profiling interface"},
     {"vhangup", "terminal administration"},
     {"nfsservctl", "removed kernel interface"},

@@ -38,6 +38,8 @@ ROW(ptrace, SYS_ptrace, 0x7fff, 0, 0, 0, 0, 0)
 ROW(process_vm_readv, SYS_process_vm_readv, 0, NULL, 0, NULL, 0, 0)
 ROW(process_vm_writev, SYS_process_vm_writev, 0, NULL, 0, NULL, 0, 0)
 ROW(kcmp, SYS_kcmp, 0, 0, 0x7fff, 0, 0, 0)
+ROW(pidfd_getfd, SYS_pidfd_getfd, -1, 0, 0, 0, 0, 0)
+ROW(memfd_secret, SYS_memfd_secret, 0x7fffffff, 0, 0, 0, 0, 0)
 ROW(mount, SYS_mount, NULL, NULL, NULL, 0, NULL, 0)
 ROW(umount2, SYS_umount2, NONE, 0, 0, 0, 0, 0)
 ROW(pivot_root, SYS_pivot_root, NULL, NULL, 0, 0, 0, 0)
@@ -92,6 +94,7 @@ ROW(socket_vsock_highbits, SYS_socket, 0xdead000000000000UL | 40, SOCK_STREAM, 0
 /* Controls that must stay allowed. */
 ROW(socket_inet, SYS_socket, AF_INET, SOCK_STREAM, 0, 0, 0, 0)
 ROW(getpid, SYS_getpid, 0, 0, 0, 0, 0, 0)
+ROW(memfd_create, SYS_memfd_create, "probe", 0, 0, 0, 0, 0)
 ROW(personality_query, SYS_personality, 0xffffffffUL, 0, 0, 0, 0, 0)
 ROW(personality_default, SYS_personality, 0, 0, 0, 0, 0, 0)
 
@@ -140,6 +143,29 @@ static int row_cachestat(int argc, char **argv)
     (void)argc, (void)argv;
     long r = syscall(451, -1, NULL, NULL, 0);
     return r < 0 && errno != EBADF ? errno : 0;
+}
+
+/* A pidfd for a live child, and signalling through it, stay allowed. */
+static int row_pidfd_open(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    pid_t p = fork();
+    if (p < 0)
+        return errno;
+    if (p == 0) {
+        pause();
+        _exit(0);
+    }
+    long fd = syscall(SYS_pidfd_open, p, 0);
+    int e = fd < 0 ? errno : 0;
+    if (fd >= 0 && syscall(SYS_pidfd_send_signal, (int)fd, SIGKILL, NULL, 0) < 0)
+        e = errno;
+    if (fd < 0)
+        kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    if (fd >= 0)
+        close((int)fd);
+    return e;
 }
 
 static int row_fork(int argc, char **argv)
@@ -205,6 +231,8 @@ const struct probe_op probe_ops_syscalls[] = {
     D(process_vm_readv),
     D(process_vm_writev),
     D(kcmp),
+    D(pidfd_getfd),
+    D(memfd_secret),
     D(mount),
     D(umount2),
     D(pivot_root),
@@ -255,6 +283,9 @@ const struct probe_op probe_ops_syscalls[] = {
     D(socket_vsock_highbits),
     {"sys-clone3", "clone3: ENOSYS so libc falls back to clone", row_clone3},
     {"allow-getpid", "control: getpid", row_getpid},
+    {"allow-pidfd_open", "control: a pidfd for a child, the handle pidfd_getfd would use",
+     row_pidfd_open},
+    {"allow-memfd_create", "control: an ordinary memfd (memfd_secret is denied)", row_memfd_create},
     {"allow-socket_inet", "control: an ordinary socket (another family than AF_VSOCK)",
      row_socket_inet},
     {"allow-fork", "control: fork and wait", row_fork},
