@@ -63,6 +63,9 @@ static const struct seccomp_rule_info denied[] = {
                    "kernel exploits (CVE-2015-5157, CVE-2017-17053)"},
     {"memfd_secret", "takes its pages out of the kernel's direct map, splitting it for the whole "
                      "host; nothing a sandbox runs needs it"},
+    {"fanotify_init", "an inode mark reports every process's opens and reads of a file the "
+                      "sandbox shares with the host (/usr, /etc): a side channel into the host and "
+                      "other sandboxes; Docker grants it only with CAP_SYS_ADMIN"},
     {"lookup_dcookie", "kernel profiling interface"},
     {"vhangup", "terminal administration"},
     {"nfsservctl", "removed kernel interface"},

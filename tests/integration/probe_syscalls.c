@@ -40,6 +40,9 @@ ROW(process_vm_writev, SYS_process_vm_writev, 0, NULL, 0, NULL, 0, 0)
 ROW(kcmp, SYS_kcmp, 0, 0, 0x7fff, 0, 0, 0)
 ROW(pidfd_getfd, SYS_pidfd_getfd, -1, 0, 0, 0, 0, 0)
 ROW(memfd_secret, SYS_memfd_secret, 0x7fffffff, 0, 0, 0, 0, 0)
+/* FAN_REPORT_FID, the flag an unprivileged caller may use, with bad event flags: EINVAL for
+ * root and for the sandbox user alike, so only the filter says EPERM. */
+ROW(fanotify_init, SYS_fanotify_init, 0x200, 0xffffffffu, 0, 0, 0, 0)
 ROW(mount, SYS_mount, NULL, NULL, NULL, 0, NULL, 0)
 ROW(umount2, SYS_umount2, NONE, 0, 0, 0, 0, 0)
 ROW(pivot_root, SYS_pivot_root, NULL, NULL, 0, 0, 0, 0)
@@ -168,6 +171,18 @@ static int row_pidfd_open(int argc, char **argv)
     return e;
 }
 
+/* inotify, the ordinary way to watch files, stays allowed (fanotify_init is denied). */
+static int row_inotify(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int fd = (int)syscall(SYS_inotify_init1, 0);
+    if (fd < 0)
+        return errno;
+    int e = syscall(SYS_inotify_add_watch, fd, "/tmp", 0x100 /* IN_CREATE */) < 0 ? errno : 0;
+    close(fd);
+    return e;
+}
+
 static int row_fork(int argc, char **argv)
 {
     (void)argc, (void)argv;
@@ -233,6 +248,7 @@ const struct probe_op probe_ops_syscalls[] = {
     D(kcmp),
     D(pidfd_getfd),
     D(memfd_secret),
+    D(fanotify_init),
     D(mount),
     D(umount2),
     D(pivot_root),
@@ -286,6 +302,7 @@ const struct probe_op probe_ops_syscalls[] = {
     {"allow-pidfd_open", "control: a pidfd for a child, the handle pidfd_getfd would use",
      row_pidfd_open},
     {"allow-memfd_create", "control: an ordinary memfd (memfd_secret is denied)", row_memfd_create},
+    {"allow-inotify", "control: inotify on /tmp (fanotify_init is denied)", row_inotify},
     {"allow-socket_inet", "control: an ordinary socket (another family than AF_VSOCK)",
      row_socket_inet},
     {"allow-fork", "control: fork and wait", row_fork},
