@@ -83,6 +83,9 @@ static const struct mount_row rootfs_plan[] = {
      * (a timing side channel). */
     {MK_COVER_FILE, NULL, "proc/kallsyms", true, NULL},
     {MK_COVER_FILE, NULL, "proc/interrupts", true, NULL},
+    /* The host kernel's boot parameters: a hypervisor's or an installer's settings, tokens
+     * and ports, none of them the sandbox's business. */
+    {MK_COVER_FILE, NULL, "proc/cmdline", true, NULL},
     {MK_COVER_DIR, NULL, "proc/acpi", true, NULL},
     {MK_COVER_DIR, NULL, "proc/scsi", true, NULL},
     {MK_COVER_DIR, NULL, "proc/irq", true, NULL},

@@ -67,7 +67,8 @@ for d in acpi scsi irq bus fs; do
     fi
 done
 # Files under /proc that reach host-global state are covered with /dev/null where the kernel has them.
-for f in sysrq-trigger kcore keys timer_list kallsyms interrupts; do
+out=$(wc -c < /proc/cmdline); expect "proc: (control) the host's /proc/cmdline is not empty" "^[1-9][0-9]*$" "$out"
+for f in sysrq-trigger kcore keys timer_list kallsyms interrupts cmdline; do
     if [ -e /proc/$f ]; then
         out=$("$SBX" run -- /bin/sh -c "wc -c < /proc/$f" 2>&1); expect "proc: /proc/$f is covered (reads empty)" "^0$" "$out"
     else
