@@ -24,6 +24,12 @@ out=$(sbx_probe -- write /workspace/x); expect "files: /workspace is writable" "
 out=$(sbx_probe -- write /tmp/x); expect "files: /tmp is writable" "write ok" "$out"
 out=$(sbx_probe --workspace-size 8M -- fill /workspace); expect "files: /workspace stops at its size cap (ENOSPC)" "errno=28 ENOSPC" "$out"
 out=$(sbx_probe -- inodes /workspace); expect "files: /workspace stops at its inode cap (ENOSPC)" "errno=28 ENOSPC" "$out"
+# /tmp and /dev/shm have caps of their own (below the memory limit, so ENOSPC and not the OOM
+# killer stops a fill).
+out=$(sbx_probe -- fill /tmp); expect "files: /tmp stops at its size cap (ENOSPC)" "errno=28 ENOSPC" "$out"
+out=$(sbx_probe -- inodes /tmp); expect "files: /tmp stops at its inode cap (ENOSPC)" "errno=28 ENOSPC" "$out"
+out=$(sbx_probe -- write /dev/shm/x); expect "files: /dev/shm is writable" "write ok" "$out"
+out=$(sbx_probe -- fill /dev/shm); expect "files: /dev/shm stops at its size cap (ENOSPC)" "errno=28 ENOSPC" "$out"
 # A file another sandbox left in its workspace is invisible here.
 "$SBX" run -- /bin/sh -c 'echo secret > /workspace/other-sandbox-file; sleep 3' >/dev/null 2>&1 &
 other=$!
