@@ -249,6 +249,24 @@ static pid_t clone_sandbox(struct jail_child_plan *plan, void *shared_stack, int
     return (pid_t)syscall(SYS_clone, ns | CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, 0);
 }
 
+/* A user namespace charges what its processes hold (pending signals, inotify instances, message
+ * queue bytes, processes) to its creator's effective uid in the parent namespace as well, up to
+ * that user's limits there: made by root, one sandbox could take root's RLIMIT_SIGPENDING and
+ * inotify instances for the whole host (seen: 96364 signals queued inside, and root's sigqueue
+ * answered EAGAIN). So root makes it as the unprivileged host uid the sandbox maps to. Only
+ * this thread's effective uid changes (raw calls), only for the clone, and nothing here writes
+ * errno, which a shared-memory init shares: the calls succeed, since root keeps its real and
+ * saved uid. Its parent-side work (the id maps, the cgroup) comes after, as root again. */
+static pid_t clone_sandbox_owned(struct jail_child_plan *plan, void *shared_stack, int *pidfd,
+                                 uid_t owner)
+{
+    bool as_owner = geteuid() == 0 && owner != 0 && syscall(SYS_setresuid, -1, owner, -1) == 0;
+    pid_t pid = clone_sandbox(plan, shared_stack, pidfd);
+    if (as_owner && pid != 0)
+        syscall(SYS_setresuid, -1, 0, -1);
+    return pid;
+}
+
 static int write_id_maps(pid_t pid, uid_t inside, uid_t host_uid, gid_t host_gid, bool rootless)
 {
     char path[64], line[64];
@@ -505,7 +523,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     /* On cgroup v1 the clone is born in its group: this thread steps in for the clone and
      * out again. Otherwise (v2) the child is moved once it exists. */
     bool born_inside = j->cg && cgroup_enter_thread(j->cg, false) == 0;
-    j->pid = clone_sandbox(&st->plan, st->shared_stack, &j->pidfd);
+    j->pid = clone_sandbox_owned(&st->plan, st->shared_stack, &j->pidfd, cfg->host_uid);
     if (j->pid == 0)
         child_main(&st->plan); /* never returns; a shared-memory child starts in child_entry */
     int e = errno;

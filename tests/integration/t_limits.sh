@@ -94,3 +94,33 @@ out=$(bash -c 'ulimit -n 64; "$0" run -- /bin/true 2>&1; echo rc=$?' "$SBX")
 expect "limits: a hard RLIMIT_NOFILE under the profile's nofile is refused, saying which and what to do" "RLIMIT_NOFILE 256 .from its nofile., above this process's hard limit 64.*ulimit -H.*rc=125" "$(echo $out)"
 out=$(bash -c 'ulimit -n 300; "$0" run -- /bin/sh -c "ulimit -n" 2>&1' "$SBX")
 expect "limits: (control) under a hard RLIMIT_NOFILE above it, the sandbox runs with the profile's nofile" "^256$" "$out"
+# Per-user counts (pending signals, inotify instances) of what a sandbox holds are charged to
+# the creator of its user namespace too. Root's sandboxes are made as the unprivileged host
+# uid, so a sandbox that fills its own queue leaves root's untouched. Root only: rootless, the
+# creator is the caller, whose own quota it is.
+if is_root; then
+    sigfill='
+import ctypes, os, signal, sys, time
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+libc = ctypes.CDLL(None, use_errno=True)
+class sv(ctypes.Union): _fields_ = [("i", ctypes.c_int), ("p", ctypes.c_void_p)]
+n = 0
+while n < 10000000 and libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), sv(0)) == 0:
+    n += 1
+print("queued", n, "errno", ctypes.get_errno(), flush=True)
+time.sleep(float(sys.argv[1]))'
+    held=$(mktemp "${TMPDIR:-/tmp}/mcp-sbx-sig.XXXXXX")
+    "$SBX" run --timeout 30 -- /usr/bin/python3 -I -c "$sigfill" 6 > "$held" 2>&1 &
+    holder=$!
+    for _ in $(seq 1 200); do grep -q queued "$held" && break; sleep 0.05; done
+    expect "limits: (control) a sandbox's signal queue stops at its limit (EAGAIN)" "^queued [0-9]+ errno 11$" "$(cat "$held")"
+    out=$(/usr/bin/python3 -I -c "$sigfill" 0 2>&1)
+    # Other root processes may hold a few signals of their own: most of the limit is the test.
+    limit=$(ulimit -i)
+    got=$(printf '%s\n' "$out" | sed -n 's/^queued \([0-9]*\) .*/\1/p')
+    [ -n "$got" ] && [ "$got" -gt $((limit / 2)) ] \
+        && tap_ok "limits: root's signal queue is not charged for a sandbox's (root queued $got of $limit)" \
+        || tap_fail "limits: root's signal queue is not charged for a sandbox's (root queued ${got:-none} of $limit)"
+    kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+    rm -f "$held"
+fi
