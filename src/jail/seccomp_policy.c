@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -139,10 +140,12 @@ int seccomp_policy_compile(struct seccomp_program *out, struct sbx_err *err)
         goto out;
     }
     /* Ahead of libseccomp's program, which can name only the calls it knows and allows the
-     * rest: a call numbered past the review gets ENOSYS. Only a refusal is added, so running it
-     * before the architecture check is safe; x32 numbers (bit 30) fall through to that check
-     * and are killed. */
+     * rest: a native call numbered past the review gets ENOSYS. Only a refusal is added. Any
+     * other architecture (i386) goes straight on to libseccomp's architecture check and is
+     * killed, whatever its number; x32 numbers (bit 30) go on to it too, and are killed. */
     static const struct sock_filter newer_than_review[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SECCOMP_FIRST_UNREVIEWED_NR, 0, 2),
         BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 1, 0),

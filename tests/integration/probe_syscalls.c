@@ -219,6 +219,16 @@ static int row_int80(int argc, char **argv)
     return ret < 0 ? (int)-ret : 0;
 }
 
+/* An i386 call numbered past the review (500): killed as a foreign ABI like any other, not
+ * answered ENOSYS as a native one would be. */
+static int row_int80_unreviewed(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    long ret = 500;
+    __asm__ volatile("int $0x80" : "+a"(ret) : : "r8", "r9", "r10", "r11", "memory");
+    return ret < 0 ? (int)-ret : 0;
+}
+
 /* x32 getpid: same number space flag, also killed. */
 static int row_x32(int argc, char **argv)
 {
@@ -311,6 +321,8 @@ const struct probe_op probe_ops_syscalls[] = {
     {"allow-tiocgwinsz", "control: a harmless ioctl", row_tiocgwinsz},
     {"allow-cachestat", "control: a reviewed call just below the ENOSYS range", row_cachestat},
     {"abi-int80", "i386 int 0x80: the process is killed", row_int80},
+    {"abi-int80-unreviewed", "i386 int 0x80, a number past the review: killed too",
+     row_int80_unreviewed},
     {"abi-x32", "x32 syscall: the process is killed", row_x32},
     {NULL, NULL, NULL},
 };
