@@ -590,26 +590,6 @@ int mcp_call_request(struct mcp_call *c, const char *method, json_t *params, mcp
     return 0;
 }
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 /* Why a response is not one the reply callback can take, or NULL. JSON-RPC lets a result be
  * any value, but every result MCP has a client return (sampling, elicitation, roots/list) is
  * an object; a callback must get that object or an error object, never neither. */
@@ -619,7 +599,7 @@ static const char *response_defect(const json_t *result, const json_t *error, ch
     if (result && error)
         return "carried both a result and an error";
     if (result && !json_is_object(result)) {
-        snprintf(buf, size, "carried a result that is %s, not an object", json_kind(result));
+        snprintf(buf, size, "carried a result of type %s, not an object", schema_type_name(result));
         return buf;
     }
     if (!result && !json_is_object(error))

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *type_name(const json_t *v)
+const char *schema_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
@@ -50,7 +50,7 @@ static bool real_is_integer(const json_t *v)
 
 static bool type_matches(const char *want, const json_t *v)
 {
-    if (strcmp(want, type_name(v)) == 0)
+    if (strcmp(want, schema_type_name(v)) == 0)
         return true;
     /* An integer is a number too; a whole real (5.0) passes as an integer. */
     if (json_is_integer(v))
@@ -156,7 +156,8 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
     if (json_is_string(t) && !type_matches(json_string_value(t), v)) {
         if (strcmp(json_string_value(t), "integer") == 0 && real_is_whole(v))
             return fail(msg, len, path, "is a whole number too large for an integer%s%s", "", "");
-        return fail(msg, len, path, "expected %s, got %s", json_string_value(t), type_name(v));
+        return fail(msg, len, path, "expected %s, got %s", json_string_value(t),
+                    schema_type_name(v));
     }
     if (json_is_array(t)) {
         bool any = false;
@@ -165,7 +166,7 @@ static int validate(const json_t *s, const json_t *v, const struct path *path, c
         json_array_foreach(t, i, e) any |=
             json_is_string(e) && type_matches(json_string_value(e), v);
         if (!any)
-            return fail(msg, len, path, "has the wrong type (%s)%s", type_name(v), "");
+            return fail(msg, len, path, "has the wrong type (%s)%s", schema_type_name(v), "");
     }
     const json_t *en = kw.enum_;
     if (json_is_array(en)) {

@@ -13,5 +13,7 @@ int schema_validate(const json_t *schema, const json_t *value, char *msg, size_t
 /* After validation: whole numbers written as reals (5.0), which "integer" admits, become
  * integers, the type handlers read (depth 0 at the top). */
 void schema_whole_numbers(const json_t *schema, json_t *value, int depth);
+/* A value's JSON Schema type: "object", "integer", "null", ... */
+const char *schema_type_name(const json_t *v);
 
 #endif

@@ -579,7 +579,7 @@ test('raw: a client error answer to sampling, or a result that is no object, bec
     s.send(JSON.stringify({ jsonrpc: '2.0', id: again.id, result }) + '\n');
     const bad = await s.waitFor((m) => m.id === 3 + i);
     assert.equal(bad.result.isError, true);
-    assert.match(bad.result.content[0].text, new RegExp(`response to sampling/createMessage carried a result that is ${result === null ? 'null' : 'a number'}, not an object`));
+    assert.match(bad.result.content[0].text, new RegExp(`response to sampling/createMessage carried a result of type ${result === null ? 'null' : 'integer'}, not an object`));
   }
   s.child.stdin.end();
   assert.equal((await s.exited).code, 0);

@@ -92,6 +92,30 @@ static json_int_t restarts_reported(struct peer *p, int id, const char *sid)
     return n;
 }
 
+/* Two resets at once, a run, then the interpreter killed: restarts as reported before and
+ * after the death (ids first..first+4). */
+static void reset_twice_run_then_kill(struct peer *p, struct sandbox *sb, const char *sid,
+                                      int first, int *before, int *after)
+{
+    for (int id = first; id <= first + 1; id++) {
+        json_t *r = tool(p, id, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
+        assert_false(is_error(r));
+        json_decref(r);
+    }
+    json_t *r =
+        tool(p, first + 2, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
+    assert_false(is_error(r));
+    json_decref(r);
+    *before = restarts_reported(p, first + 3, sid);
+    pid_t pid = interpreter_of(sb->jail->pid);
+    assert_true(pid > 0);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 3000 && !(sb->state == SBX_READY && sb->idle_death.pending); i++)
+        run_loop_ms(1);
+    assert_int_equal(sb->state, SBX_READY);
+    *after = restarts_reported(p, first + 4, sid);
+}
+
 /* A reset of a sandbox without an interpreter starts one from a timer, not from a status
  * record; a second reset before that timer fires killed nothing, and must not make the death
  * of the interpreter the timer starts pass for a reset's restart. */
@@ -107,40 +131,16 @@ static void a_second_reset_before_the_revival_leaves_later_deaths_counted(void *
     json_decref(r);
     struct sandbox *sb = sandbox_find(svc, sid);
     kill_interpreters_until_broken(sb);
-    /* Both answer at once: the second comes long before the revival's timer. */
-    for (int id = 12; id <= 13; id++) {
-        r = tool(&p, id, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
-        assert_false(is_error(r));
-        json_decref(r);
-    }
-    r = tool(&p, 14, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "6*7"));
-    assert_false(is_error(r));
-    json_decref(r);
-    assert_int_equal(restarts_reported(&p, 15, sid), 0);
-    /* A real death now: counted, and the next result says the state is gone. */
-    pid_t pid = interpreter_of(sb->jail->pid);
-    assert_true(pid > 0);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 3000 && !(sb->state == SBX_READY && sb->idle_death.pending); i++)
-        run_loop_ms(1);
-    assert_int_equal(sb->state, SBX_READY);
-    assert_int_equal(restarts_reported(&p, 16, sid), 1);
+    /* Both answer at once: the second comes long before the revival's timer. A real death
+     * after them is counted. */
+    int before, after;
+    reset_twice_run_then_kill(&p, sb, sid, 12, &before, &after);
+    assert_int_equal(before, 0);
+    assert_int_equal(after, 1);
     /* The same with a living interpreter: each reset's kill is its own restart, none a death. */
-    for (int id = 17; id <= 18; id++) {
-        r = tool(&p, id, "reset_sandbox", json_pack("{s:s}", "sandbox_id", sid));
-        assert_false(is_error(r));
-        json_decref(r);
-    }
-    r = tool(&p, 19, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
-    assert_false(is_error(r));
-    json_decref(r);
-    assert_int_equal(restarts_reported(&p, 20, sid), 0);
-    pid = interpreter_of(sb->jail->pid);
-    assert_true(pid > 0);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 3000 && !(sb->state == SBX_READY && sb->idle_death.pending); i++)
-        run_loop_ms(1);
-    assert_int_equal(restarts_reported(&p, 21, sid), 1);
+    reset_twice_run_then_kill(&p, sb, sid, 17, &before, &after);
+    assert_int_equal(before, 0);
+    assert_int_equal(after, 1);
     mcp_session_free(p.s);
     json_decref(p.inbox);
 }
