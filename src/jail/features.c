@@ -12,6 +12,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
@@ -44,6 +45,44 @@ static int try_unshare_as(int flag, bool unprivileged)
 static int try_unshare(int flag)
 {
     return try_unshare_as(flag, false);
+}
+
+/* A sysctl's number, or -1 when this kernel has no such file. */
+static long sysctl_number(const char *path)
+{
+    char buf[32];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return strtol(buf, NULL, 10);
+}
+
+/* Read, not probed by a fork: `run` asks once per process, on the way to its clone. A refusal
+ * these do not show (another LSM's) is caught by the clone itself, which root then makes as
+ * before (clone_sandbox_owned). */
+const char *features_userns_owner_refusal(void)
+{
+    static const char *const reasons[] = {
+        NULL,
+        "kernel.unprivileged_userns_clone is 0",
+        "user.max_user_namespaces is 0",
+        "kernel.apparmor_restrict_unprivileged_userns is 1 (its namespaces get no capabilities)",
+    };
+    static atomic_int verdict = -1; /* an index into reasons; a race reads twice, alike */
+    int v = atomic_load(&verdict);
+    if (v < 0) {
+        v = sysctl_number("/proc/sys/kernel/unprivileged_userns_clone") == 0               ? 1
+            : sysctl_number("/proc/sys/user/max_user_namespaces") == 0                     ? 2
+            : sysctl_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1 ? 3
+                                                                                           : 0;
+        atomic_store(&verdict, v);
+    }
+    return reasons[v];
 }
 
 /* What the jail does with its mount namespace first: a fresh proc for its own pid namespace.
@@ -144,7 +183,7 @@ static void probe_namespaces(void)
     }
 }
 
-const struct feature_status *features_probe(void)
+const struct feature_status *features_probe(uid_t host_uid)
 {
     static bool done;
     if (done)
@@ -196,5 +235,24 @@ const struct feature_status *features_probe(void)
     set(FEAT_PIDFD, "pidfd", pfd >= 0, true, pfd >= 0 ? "ok" : strerror(errno), "Linux 5.3+");
     if (pfd >= 0)
         close(pfd);
+
+    /* Not required: made as root instead, a sandbox's pending signals and inotify instances
+     * count against root's own per-user limits, which the detail says. */
+    const char *refusal = features_userns_owner_refusal();
+    if (geteuid() != 0)
+        snprintf(detail, sizeof(detail), "rootless: the caller makes them, with its own limits");
+    else if (host_uid == 0 || refusal)
+        snprintf(detail, sizeof(detail),
+                 "made as root (%s): a sandbox's pending signals and inotify instances count "
+                 "against root's",
+                 refusal ? refusal : "isolation.host_uid is 0");
+    else
+        snprintf(detail, sizeof(detail), "made as host uid %u: per-user counts are its own",
+                 (unsigned)host_uid);
+    set(FEAT_USERNS_OWNER, "userns owner", geteuid() != 0 || (host_uid != 0 && !refusal), false,
+        detail,
+        "let unprivileged users make working user namespaces (sysctl "
+        "kernel.unprivileged_userns_clone=1; Ubuntu: "
+        "kernel.apparmor_restrict_unprivileged_userns=0)");
     return table;
 }

@@ -4,6 +4,7 @@
 #define SBX_JAIL_FEATURES_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 enum feature_id {
     FEAT_USERNS = 0,
@@ -19,6 +20,7 @@ enum feature_id {
     FEAT_OPENAT2,
     FEAT_CLONE3,
     FEAT_PIDFD,
+    FEAT_USERNS_OWNER,
     FEAT__COUNT,
 };
 
@@ -31,7 +33,11 @@ struct feature_status {
     char hint[1024];  /* how to enable it when missing (the cgroup's names a path) */
 };
 
-/* Probe (first call) and return the cached table of FEAT__COUNT entries. */
-const struct feature_status *features_probe(void);
+/* Probe (first call) and return the cached table of FEAT__COUNT entries; host_uid is the
+ * configuration's (isolation.host_uid). */
+const struct feature_status *features_probe(uid_t host_uid);
+/* NULL when the kernel's settings let an unprivileged user make a user namespace it can use,
+ * as root's sandboxes are made; else which setting does not. Read once. */
+const char *features_userns_owner_refusal(void);
 
 #endif

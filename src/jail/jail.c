@@ -5,6 +5,7 @@
 #include "jail.h"
 
 #include "cgroup.h"
+#include "features.h"
 #include "jail_internal.h"
 #include "landlock.h"
 #include "rlimit.h"
@@ -254,16 +255,27 @@ static pid_t clone_sandbox(struct jail_child_plan *plan, void *shared_stack, int
  * that user's limits there: made by root, one sandbox could take root's RLIMIT_SIGPENDING and
  * inotify instances for the whole host (seen: 96364 signals queued inside, and root's sigqueue
  * answered EAGAIN). So root makes it as the unprivileged host uid the sandbox maps to. Only
- * this thread's effective uid changes (raw calls), only for the clone, and nothing here writes
- * errno, which a shared-memory init shares: the calls succeed, since root keeps its real and
- * saved uid. Its parent-side work (the id maps, the cgroup) comes after, as root again. */
+ * this thread's effective uid changes (raw calls, which succeed: root keeps its real and saved
+ * uid), only for the clone; the id maps and the cgroup come after, as root again. Once a child
+ * exists nothing here writes errno, which a shared-memory init shares. Where an unprivileged
+ * user cannot make a working user namespace (a sysctl, Ubuntu's AppArmor restriction), root
+ * makes it, as before; doctor's "userns owner" row says so. */
 static pid_t clone_sandbox_owned(struct jail_child_plan *plan, void *shared_stack, int *pidfd,
                                  uid_t owner)
 {
-    bool as_owner = geteuid() == 0 && owner != 0 && syscall(SYS_setresuid, -1, owner, -1) == 0;
+    bool as_owner = geteuid() == 0 && owner != 0 && !features_userns_owner_refusal() &&
+                    syscall(SYS_setresuid, -1, owner, -1) == 0;
     pid_t pid = clone_sandbox(plan, shared_stack, pidfd);
-    if (as_owner && pid != 0)
-        syscall(SYS_setresuid, -1, 0, -1);
+    if (!as_owner || pid == 0)
+        return pid;
+    int e = errno;
+    syscall(SYS_setresuid, -1, 0, -1);
+    if (pid > 0)
+        return pid;
+    /* Refused to the unprivileged uid for a reason no sysctl shows (an LSM): root makes it. */
+    if (e == EPERM || e == EACCES || e == ENOSPC || e == EUSERS)
+        return clone_sandbox(plan, shared_stack, pidfd);
+    errno = e;
     return pid;
 }
 
@@ -540,7 +552,8 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
                 err, e,
                 "sandbox refused: cannot create user/pid/mount/net/ipc/uts namespaces "
                 "(enable user namespaces: sysctl kernel.unprivileged_userns_clone=1 "
-                "and user.max_user_namespaces > 0)");
+                "and user.max_user_namespaces > 0; Ubuntu, rootless: "
+                "kernel.apparmor_restrict_unprivileged_userns=0)");
         return sbx_fail_errno(err, e, "clone");
     }
 

@@ -173,6 +173,24 @@ out=$(LD_LIBRARY_PATH=/usr/local/lib/mcp-test /usr/local/lib/mcp-test/test_jail_
 expect "systemd: test_jail_cgroup passes from a plain service" '^rc=0$' "$(printf '%s\n' "$out" | tail -1)"
 printf '%s\n' "$out" | grep -E 'FAIL|fail|error' | head -5 | sed 's/^/#   /'
 
+# Root makes its sandboxes' user namespaces as the unprivileged host uid, so that what a sandbox
+# holds (pending signals, inotify instances) counts against that uid and not root. Where an
+# unprivileged user cannot make one (Debian's kernel.unprivileged_userns_clone=0), root makes
+# them, as before, and doctor says so.
+userns_sysctl=/proc/sys/kernel/unprivileged_userns_clone
+expect "systemd: (control) Debian's kernel has $userns_sysctl" '^[01]$' "$(cat $userns_sysctl 2>&1)"
+out=$($SBX doctor 2>&1)
+expect "systemd: (control) doctor: root's sandboxes' user namespaces are made as host uid 65534" \
+    'userns owner +ok +made as host uid 65534' "$out"
+userns_old=$(cat $userns_sysctl)
+echo 0 > $userns_sysctl
+out=$($SBX doctor 2>&1; echo "rc=$?")
+expect "systemd: unprivileged user namespaces off: doctor says root makes them, and the default profile runs" \
+    'userns owner +fallback +made as root .*rc=0' "$(echo $out)"
+out=$($SBX run -- /bin/sh -c 'id -u' 2>&1; echo "rc=$?")
+expect "systemd: unprivileged user namespaces off: a run as root still starts its sandbox" '^65534 rc=0$' "$(echo $out)"
+echo "$userns_old" > $userns_sysctl
+
 # Rootless: with no manager of its own to ask, no attempt and rlimits; with the user's own
 # manager running (user@1000.service, as in a desktop session), a delegated scope from it.
 id -u tester >/dev/null 2>&1 || useradd -u 1000 tester
