@@ -62,27 +62,27 @@ static long sysctl_number(const char *path)
     return strtol(buf, NULL, 10);
 }
 
-/* Read, not probed by a fork: `run` asks once per process, on the way to its clone. A refusal
- * these do not show (another LSM's) is caught by the clone itself, which root then makes as
- * before (clone_sandbox_owned). */
-const char *features_userns_owner_refusal(void)
+const char *features_userns_owner_capless(void)
 {
-    static const char *const reasons[] = {
-        NULL,
-        "kernel.unprivileged_userns_clone is 0",
-        "user.max_user_namespaces is 0",
-        "kernel.apparmor_restrict_unprivileged_userns is 1 (its namespaces get no capabilities)",
-    };
-    static atomic_int verdict = -1; /* an index into reasons; a race reads twice, alike */
+    static atomic_int verdict = -1; /* a race reads twice, alike */
     int v = atomic_load(&verdict);
     if (v < 0) {
-        v = sysctl_number("/proc/sys/kernel/unprivileged_userns_clone") == 0               ? 1
-            : sysctl_number("/proc/sys/user/max_user_namespaces") == 0                     ? 2
-            : sysctl_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1 ? 3
-                                                                                           : 0;
+        v = sysctl_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1;
         atomic_store(&verdict, v);
     }
-    return reasons[v];
+    return v ? "kernel.apparmor_restrict_unprivileged_userns is 1" : NULL;
+}
+
+/* For doctor: every setting that keeps an unprivileged user from a working user namespace. The
+ * jail reads only the one a clone does not report (each /proc/sys file costs `run` about 15 us
+ * the first time); a refused clone it retries as root (clone_sandbox_owned). */
+static const char *userns_owner_refusal(void)
+{
+    if (sysctl_number("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+        return "kernel.unprivileged_userns_clone is 0";
+    if (sysctl_number("/proc/sys/user/max_user_namespaces") == 0)
+        return "user.max_user_namespaces is 0";
+    return features_userns_owner_capless();
 }
 
 /* What the jail does with its mount namespace first: a fresh proc for its own pid namespace.
@@ -238,13 +238,12 @@ const struct feature_status *features_probe(uid_t host_uid)
 
     /* Not required: made as root instead, a sandbox's pending signals and inotify instances
      * count against root's own per-user limits, which the detail says. */
-    const char *refusal = features_userns_owner_refusal();
+    const char *refusal = userns_owner_refusal();
     if (geteuid() != 0)
         snprintf(detail, sizeof(detail), "rootless: the caller makes them, with its own limits");
     else if (host_uid == 0 || refusal)
         snprintf(detail, sizeof(detail),
-                 "made as root (%s): a sandbox's pending signals and inotify instances count "
-                 "against root's",
+                 "made as root (%s): sandboxes' signals and inotify count as root's",
                  refusal ? refusal : "isolation.host_uid is 0");
     else
         snprintf(detail, sizeof(detail), "made as host uid %u: per-user counts are its own",

@@ -36,8 +36,9 @@ struct feature_status {
 /* Probe (first call) and return the cached table of FEAT__COUNT entries; host_uid is the
  * configuration's (isolation.host_uid). */
 const struct feature_status *features_probe(uid_t host_uid);
-/* NULL when the kernel's settings let an unprivileged user make a user namespace it can use,
- * as root's sandboxes are made; else which setting does not. Read once. */
-const char *features_userns_owner_refusal(void);
+/* The setting under which an unprivileged user's user namespace comes without capabilities
+ * (Ubuntu's AppArmor restriction): the clone succeeds, and a sandbox made so would not work.
+ * NULL when none applies. Read once. Settings that refuse the clone itself, the clone reports. */
+const char *features_userns_owner_capless(void);
 
 #endif

@@ -263,7 +263,7 @@ static pid_t clone_sandbox(struct jail_child_plan *plan, void *shared_stack, int
 static pid_t clone_sandbox_owned(struct jail_child_plan *plan, void *shared_stack, int *pidfd,
                                  uid_t owner)
 {
-    bool as_owner = geteuid() == 0 && owner != 0 && !features_userns_owner_refusal() &&
+    bool as_owner = geteuid() == 0 && owner != 0 && !features_userns_owner_capless() &&
                     syscall(SYS_setresuid, -1, owner, -1) == 0;
     pid_t pid = clone_sandbox(plan, shared_stack, pidfd);
     if (!as_owner || pid == 0)
@@ -272,7 +272,8 @@ static pid_t clone_sandbox_owned(struct jail_child_plan *plan, void *shared_stac
     syscall(SYS_setresuid, -1, 0, -1);
     if (pid > 0)
         return pid;
-    /* Refused to the unprivileged uid for a reason no sysctl shows (an LSM): root makes it. */
+    /* Refused to the unprivileged uid (unprivileged_userns_clone=0, max_user_namespaces=0, an
+     * LSM): root makes it, as doctor's row says. */
     if (e == EPERM || e == EACCES || e == ENOSPC || e == EUSERS)
         return clone_sandbox(plan, shared_stack, pidfd);
     errno = e;
