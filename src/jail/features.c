@@ -20,6 +20,15 @@
 
 static struct feature_status table[FEAT__COUNT];
 
+/* A probe child's verdict: the errno it exited with, 0, or EIO if it did not exit. */
+static int exit_code_of(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+}
+
 /* Try unshare(CLONE_NEWUSER | flag) in a child, as nobody when unprivileged is set (root's
  * own success says nothing of what an ordinary user may do); returns 0 or the errno it got. */
 static int try_unshare_as(int flag, bool unprivileged)
@@ -36,10 +45,7 @@ static int try_unshare_as(int flag, bool unprivileged)
             _exit(errno & 0x7f);
         _exit(unshare(CLONE_NEWUSER | flag) == 0 ? 0 : (errno & 0x7f));
     }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+    return exit_code_of(pid);
 }
 
 static int try_unshare(int flag)
@@ -107,15 +113,9 @@ static int try_fresh_proc(void)
                       ? 0
                       : (errno & 0x7f));
         }
-        int st = 0;
-        while (waitpid(inner, &st, 0) < 0 && errno == EINTR)
-            ;
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : EIO);
+        _exit(exit_code_of(inner));
     }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+    return exit_code_of(pid);
 }
 
 static void set(enum feature_id id, const char *name, bool ok, bool required, const char *detail,

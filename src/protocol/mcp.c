@@ -411,6 +411,17 @@ bool mcp_session_initialized(const struct mcp_session *s)
     return s->initialized;
 }
 
+/* The result's content array, made (empty) when it has none. */
+static json_t *content_of(json_t *result)
+{
+    json_t *content = json_object_get(result, "content");
+    if (!json_is_array(content)) {
+        content = json_array();
+        json_object_set_new(result, "content", content);
+    }
+    return content;
+}
+
 /* A structured result must match the tool's outputSchema, and its JSON is mirrored in a text
  * item for clients that ignore structuredContent. A mismatch is a server bug, refused rather
  * than sent; every build checks (about 2 us for run_code's result), so the server users run
@@ -428,11 +439,7 @@ static json_t *check_structured(const struct mcp_call *c, json_t *result)
                          "internal error: the tool's result did not match its outputSchema",
                          "isError", 1);
     }
-    json_t *content = json_object_get(result, "content");
-    if (!json_is_array(content)) {
-        content = json_array();
-        json_object_set_new(result, "content", content);
-    }
+    json_t *content = content_of(result);
     if (json_array_size(content) == 0) {
         char *text = json_dumps(sc, MCP_JSON_FLAGS);
         if (text)
@@ -469,12 +476,7 @@ void mcp_call_finish(struct mcp_call *c, json_t *result)
     result = check_structured(c, result);
     downgrade_content(c->s, result);
     if (c->notice) {
-        json_t *content = json_object_get(result, "content");
-        if (!json_is_array(content)) {
-            content = json_array();
-            json_object_set_new(result, "content", content);
-        }
-        json_array_insert_new(content, 0,
+        json_array_insert_new(content_of(result), 0,
                               json_pack("{s:s, s:s}", "type", "text", "text", c->notice));
     }
     /* Not send_result: a call may end while another request (or batch) is dispatched. */

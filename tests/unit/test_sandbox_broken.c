@@ -50,6 +50,18 @@ static void kill_interpreters_until_broken(struct sandbox *sb)
     assert_int_equal(sb->state, SBX_BROKEN);
 }
 
+/* A sandbox of p's (ids 10 and 11) that ran once, then broken by interpreters that keep dying. */
+static struct sandbox *broken_sandbox(struct peer *p, char *sid, size_t size)
+{
+    create_sandbox_as(p, 10, sid, size);
+    json_t *r = tool(p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
+    assert_false(is_error(r));
+    json_decref(r);
+    struct sandbox *sb = sandbox_find(svc, sid);
+    kill_interpreters_until_broken(sb);
+    return sb;
+}
+
 /* An interpreter that dies before it is ready, again and again, breaks the sandbox; a reset
  * (which kills every process there first) starts one again. That must hold after the ready
  * timeout of the interpreters that died has passed too: theirs is no one's timeout now. */
@@ -60,13 +72,8 @@ static void a_sandbox_whose_interpreter_kept_dying_can_still_be_reset(void **sta
     struct peer p;
     peer_init(&p, "tester");
     char sid[32];
-    create_sandbox_as(&p, 10, sid, sizeof(sid));
-    json_t *r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
-    assert_false(is_error(r));
-    json_decref(r);
-    struct sandbox *sb = sandbox_find(svc, sid);
-    kill_interpreters_until_broken(sb);
-    r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
+    broken_sandbox(&p, sid, sizeof(sid));
+    json_t *r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
     assert_non_null(strstr(json_string_value(json_object_get(structured(r), "broken_reason")),
                            "keeps dying at startup"));
     json_decref(r);
@@ -125,12 +132,7 @@ static void a_second_reset_before_the_revival_leaves_later_deaths_counted(void *
     struct peer p;
     peer_init(&p, "tester");
     char sid[32];
-    create_sandbox_as(&p, 10, sid, sizeof(sid));
-    json_t *r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
-    assert_false(is_error(r));
-    json_decref(r);
-    struct sandbox *sb = sandbox_find(svc, sid);
-    kill_interpreters_until_broken(sb);
+    struct sandbox *sb = broken_sandbox(&p, sid, sizeof(sid));
     /* Both answer at once: the second comes long before the revival's timer. A real death
      * after them is counted. */
     int before, after;
@@ -154,12 +156,8 @@ static void a_sandbox_whose_init_died_says_so_even_when_it_was_broken_before(voi
     struct peer p;
     peer_init(&p, "tester");
     char sid[32];
-    create_sandbox_as(&p, 10, sid, sizeof(sid));
-    json_t *r = tool(&p, 11, "run_code", json_pack("{s:s, s:s}", "sandbox_id", sid, "code", "1"));
-    assert_false(is_error(r));
-    json_decref(r);
-    struct sandbox *sb = sandbox_find(svc, sid);
-    kill_interpreters_until_broken(sb);
+    struct sandbox *sb = broken_sandbox(&p, sid, sizeof(sid));
+    json_t *r;
     kill(sb->jail->pid, SIGKILL);
     run_loop_ms(300);
     r = tool(&p, 12, "get_sandbox_status", json_pack("{s:s}", "sandbox_id", sid));
