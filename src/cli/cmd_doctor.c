@@ -30,7 +30,7 @@ int cmd_doctor(int argc, char **argv, struct cli_ctx *ctx)
     if (optind < argc)
         return cli_usage_error("doctor: unexpected argument '%s'", argv[optind]);
 
-    const struct feature_status *f = features_probe(ctx->cfg.host_uid);
+    const struct feature_status *f = features_probe(ctx->cfg.host_uid, ctx->cfg.host_uid_count);
     bool ok = true;
     char degraded[128] = "";
     json_t *rows = json_array();

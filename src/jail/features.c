@@ -3,6 +3,7 @@
 #include "features.h"
 
 #include "cgroup.h"
+#include "host_uid.h"
 #include "landlock.h"
 #include "seccomp.h"
 #include "util.h"
@@ -183,7 +184,30 @@ static void probe_namespaces(void)
     }
 }
 
-const struct feature_status *features_probe(uid_t host_uid)
+/* A sandbox that cannot claim one is refused, so this is required as root; one uid shared by
+ * configuration is a fallback (the per-user counts are shared too, which the detail says). */
+static void probe_host_uids(uid_t first, uint32_t count)
+{
+    char detail[160];
+    struct sbx_err err = {0};
+    if (geteuid() != 0) {
+        set(FEAT_HOST_UIDS, "host uids", true, false, "rootless: the caller's own", "");
+    } else if (host_uid_claims_usable(first, count, &err) < 0) {
+        set(FEAT_HOST_UIDS, "host uids", false, true, "cannot claim one", err.msg);
+    } else if (count <= 1) {
+        snprintf(detail, sizeof(detail),
+                 "shared: every sandbox maps to host uid %u, and shares its per-user limits",
+                 (unsigned)first);
+        set(FEAT_HOST_UIDS, "host uids", false, false, detail,
+            "give each sandbox its own: isolation.host_uid_count = 65536 (a range no user has)");
+    } else {
+        snprintf(detail, sizeof(detail), "%u-%u, one per live sandbox", (unsigned)first,
+                 (unsigned)(first + count - 1));
+        set(FEAT_HOST_UIDS, "host uids", true, false, detail, "");
+    }
+}
+
+const struct feature_status *features_probe(uid_t host_uid, uint32_t host_uid_count)
 {
     static bool done;
     if (done)
@@ -246,12 +270,13 @@ const struct feature_status *features_probe(uid_t host_uid)
                  "made as root (%s): sandboxes' signals and inotify count as root's",
                  refusal ? refusal : "isolation.host_uid is 0");
     else
-        snprintf(detail, sizeof(detail), "made as host uid %u: per-user counts are its own",
-                 (unsigned)host_uid);
+        snprintf(detail, sizeof(detail),
+                 "made as the sandbox's host uid: per-user counts are not root's");
     set(FEAT_USERNS_OWNER, "userns owner", geteuid() != 0 || (host_uid != 0 && !refusal), false,
         detail,
         "let unprivileged users make working user namespaces (sysctl "
         "kernel.unprivileged_userns_clone=1; Ubuntu: "
         "kernel.apparmor_restrict_unprivileged_userns=0)");
+    probe_host_uids(host_uid, host_uid_count);
     return table;
 }

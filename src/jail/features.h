@@ -4,6 +4,7 @@
 #define SBX_JAIL_FEATURES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 enum feature_id {
@@ -21,6 +22,7 @@ enum feature_id {
     FEAT_CLONE3,
     FEAT_PIDFD,
     FEAT_USERNS_OWNER,
+    FEAT_HOST_UIDS,
     FEAT__COUNT,
 };
 
@@ -33,9 +35,9 @@ struct feature_status {
     char hint[1024];  /* how to enable it when missing (the cgroup's names a path) */
 };
 
-/* Probe (first call) and return the cached table of FEAT__COUNT entries; host_uid is the
- * configuration's (isolation.host_uid). */
-const struct feature_status *features_probe(uid_t host_uid);
+/* Probe (first call) and return the cached table of FEAT__COUNT entries; host_uid and
+ * host_uid_count are the configuration's (isolation.host_uid, isolation.host_uid_count). */
+const struct feature_status *features_probe(uid_t host_uid, uint32_t host_uid_count);
 /* The setting under which an unprivileged user's user namespace comes without capabilities
  * (Ubuntu's AppArmor restriction): the clone succeeds, and a sandbox made so would not work.
  * NULL when none applies. Read once. Settings that refuse the clone itself, the clone reports. */

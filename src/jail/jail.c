@@ -6,6 +6,7 @@
 
 #include "cgroup.h"
 #include "features.h"
+#include "host_uid.h"
 #include "jail_internal.h"
 #include "landlock.h"
 #include "rlimit.h"
@@ -254,7 +255,8 @@ static pid_t clone_sandbox(struct jail_child_plan *plan, void *shared_stack, int
  * queue bytes, processes) to its creator's effective uid in the parent namespace as well, up to
  * that user's limits there: made by root, one sandbox could take root's RLIMIT_SIGPENDING and
  * inotify instances for the whole host (seen: 96364 signals queued inside, and root's sigqueue
- * answered EAGAIN). So root makes it as the unprivileged host uid the sandbox maps to. Only
+ * answered EAGAIN). So root makes it as the unprivileged host uid the sandbox maps to, its own
+ * (host_uid.h), so that sandboxes do not share those limits either. Only
  * this thread's effective uid changes (raw calls, which succeed: root keeps its real and saved
  * uid), only for the clone; the id maps and the cgroup come after, as root again. Once a child
  * exists nothing here writes errno, which a shared-memory init shares. Where an unprivileged
@@ -499,7 +501,17 @@ static int prepare_locked(struct spawn_state *st, struct sbx_err *err)
     char why[400];
     if (rlimits_check(spec->profile, plan->cgroup_active, why, sizeof(why)) < 0)
         return sbx_fail(err, EPERM, "sandbox refused: %s", why);
-    int r = give_stdio_pipes(plan->stdio, spec->cfg->host_uid);
+    if (geteuid() != 0) {
+        j->host_uid = geteuid();
+        j->host_gid = getegid();
+    } else {
+        struct host_uid_claim claim;
+        if (host_uid_claim(spec->cfg->host_uid, spec->cfg->host_uid_count, &claim, err) < 0)
+            return -1;
+        j->host_uid = j->host_gid = claim.uid;
+        j->host_uid_lock_fd = claim.lock_fd;
+    }
+    int r = give_stdio_pipes(plan->stdio, j->host_uid);
     if (r < 0)
         return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
 
@@ -536,7 +548,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     /* On cgroup v1 the clone is born in its group: this thread steps in for the clone and
      * out again. Otherwise (v2) the child is moved once it exists. */
     bool born_inside = j->cg && cgroup_enter_thread(j->cg, false) == 0;
-    j->pid = clone_sandbox_owned(&st->plan, st->shared_stack, &j->pidfd, cfg->host_uid);
+    j->pid = clone_sandbox_owned(&st->plan, st->shared_stack, &j->pidfd, j->host_uid);
     if (j->pid == 0)
         child_main(&st->plan); /* never returns; a shared-memory child starts in child_entry */
     int e = errno;
@@ -563,10 +575,7 @@ static int spawn_launch(struct spawn_state *st, struct sbx_err *err)
     cleanup_closep(&st->err_pipe[1]);
     cleanup_closep(&st->status_pipe[1]);
 
-    bool rootless = geteuid() != 0;
-    uid_t host_uid = rootless ? geteuid() : cfg->host_uid;
-    gid_t host_gid = rootless ? getegid() : cfg->host_uid;
-    int r = write_id_maps(j->pid, cfg->sandbox_uid, host_uid, host_gid, rootless);
+    int r = write_id_maps(j->pid, cfg->sandbox_uid, j->host_uid, j->host_gid, geteuid() != 0);
     if (r < 0)
         return sbx_fail_errno(err, -r, "user namespace: writing the uid/gid map");
     if (write(st->sync_pipe[1], "m", 1) != 1)
@@ -875,11 +884,10 @@ fail:
 static struct jail *jail_new(const struct jail_spec *spec)
 {
     struct jail *j = xcalloc(1, sizeof(*j));
-    j->pidfd = j->status_fd = j->root_fd = j->proxy_fd = j->setup_fd = -1;
+    j->pidfd = j->status_fd = j->root_fd = j->proxy_fd = j->setup_fd = j->host_uid_lock_fd = -1;
     j->pid = -1;
     j->persistent = spec->persistent;
     j->deferred = spec->deferred;
-    j->stdio_owner = spec->cfg->host_uid;
     j->expect_proxy = spec->persistent && spec->proxy_port;
     snprintf(j->command, sizeof(j->command), "%s",
              spec->deferred || !spec->argv ? "" : spec->argv[0]);
@@ -978,7 +986,7 @@ int jail_start_command(struct jail *j, char *const *argv, const int stdio[3], st
         if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
             return sbx_fail(err, EINVAL, "the command's fd %d is not a pipe or a socket", i);
     }
-    int r = give_stdio_pipes(stdio, j->stdio_owner);
+    int r = give_stdio_pipes(stdio, j->host_uid);
     if (r < 0)
         return sbx_fail_errno(err, -r, "handing the sandbox its stdout and stderr pipes");
     snprintf(j->command, sizeof(j->command), "%s", argv[0]);
@@ -1005,7 +1013,7 @@ void jail_build_key(const struct sbx_profile *p, const struct sbx_config *cfg,
                     struct jail_build_key *key)
 {
     memset(key, 0, sizeof(*key));
-    key->version = 2;
+    key->version = 3;
     key->memory_bytes = p->memory_bytes;
     key->workspace_bytes = p->workspace_bytes;
     key->workspace_inodes = p->workspace_inodes;
@@ -1018,6 +1026,7 @@ void jail_build_key(const struct sbx_profile *p, const struct sbx_config *cfg,
     key->timeout_ms = p->timeout_ms;
     key->sandbox_uid = cfg->sandbox_uid;
     key->host_uid = cfg->host_uid;
+    key->host_uid_count = cfg->host_uid_count;
     key->allow_degraded = cfg->allow_degraded;
     /* Every limit but those rlimits_apply always sets (core, fsize, nofile, stack). */
     static const int inherited[JAIL_KEY_RLIMITS] = {
@@ -1461,6 +1470,9 @@ void jail_destroy(struct jail *j)
         close(j->proxy_fd);
     if (j->setup_fd >= 0)
         close(j->setup_fd);
+    /* Init is reaped, and with it everything in its pid namespace: the uid is free. */
+    if (j->host_uid_lock_fd >= 0)
+        close(j->host_uid_lock_fd);
     /* Only now that init is reaped may the thread whose TLS it used end. */
     spawner_release(j->spawner);
     free(j);

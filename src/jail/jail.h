@@ -58,7 +58,7 @@ struct jail_build_key {
     int32_t nice, sched_policy, sched_priority, ioprio;
     uint32_t cpu_millicpus, pids, nofile;
     uint32_t timeout_ms; /* RLIMIT_CPU where no cgroup holds the CPU */
-    uint32_t sandbox_uid, host_uid, allow_degraded;
+    uint32_t sandbox_uid, host_uid, host_uid_count, allow_degraded;
     uint32_t version;
 };
 void jail_build_key(const struct sbx_profile *profile, const struct sbx_config *cfg,
@@ -94,9 +94,14 @@ struct jail {
     bool command_sent;   /* deferred: jail_start_command has handed it over */
     uint64_t command_t0; /* when it was handed over */
     uint64_t command_ns; /* from then until the exec, as init saw it */
-    uid_t stdio_owner;   /* a root caller's pipes go to this host uid (see jail_start_command) */
-    bool expect_proxy;   /* spec.proxy_port: the listener comes with the setup's end */
-    char command[128];   /* argv[0], for "cannot run ..." */
+    /* The host ids the sandbox user maps to: a root caller's claim (see host_uid.h), released
+     * by jail_destroy; a rootless caller's own. Its files on the host are theirs, and a root
+     * caller's stdio pipes go to them (see jail_start_command). */
+    uid_t host_uid;
+    gid_t host_gid;
+    int host_uid_lock_fd;
+    bool expect_proxy; /* spec.proxy_port: the listener comes with the setup's end */
+    char command[128]; /* argv[0], for "cannot run ..." */
     bool reaped;
     int init_status;              /* wait status of init, valid when reaped */
     struct rusage rusage;         /* of init and what it reaped */

@@ -49,6 +49,7 @@ static const struct key_def global_keys[] = {
     G("isolation.allow_degraded", KT_BOOL, allow_degraded, 0, 0),
     G("isolation.sandbox_uid", KT_U32, sandbox_uid, 1, 4294967294u),
     G("isolation.host_uid", KT_U32, host_uid, 1, 4294967294u),
+    G("isolation.host_uid_count", KT_U32, host_uid_count, 1, 1u << 24),
     G("isolation.default_profile", KT_STRING, default_profile, 0, 0),
     G("isolation.output_cap_bytes", KT_SIZE, output_cap_bytes, 1024, 1ull << 30),
     G("run.pool", KT_STRING, run_pool, 0, 0),
@@ -227,7 +228,10 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->history_retention_days = 30;
     cfg->log_level = xstrdup("info");
     cfg->sandbox_uid = 65534;
-    cfg->host_uid = 65534;
+    /* 65,536 uids where systemd's table has none in use (after its container ranges, below
+     * 2^31), one per live sandbox. */
+    cfg->host_uid = 1879048192;
+    cfg->host_uid_count = 65536;
     cfg->default_profile = xstrdup("standard");
     cfg->output_cap_bytes = 64ull << 10;
     cfg->run_pool = xstrdup("auto");
@@ -696,6 +700,11 @@ int config_check(struct sbx_config *cfg, struct sbx_err *err)
                             "max_timeout_s too, or lower timeout_s",
                             pr->name, pr->timeout_ms / 1000, pr->max_timeout_ms / 1000);
     }
+    if ((uint64_t)cfg->host_uid + cfg->host_uid_count - 1 > 4294967294u)
+        return sbx_fail(err, EINVAL,
+                        "isolation.host_uid = %u with host_uid_count = %u runs past the last "
+                        "uid, 4294967294",
+                        cfg->host_uid, cfg->host_uid_count);
     if (!config_profile(cfg, cfg->default_profile))
         return sbx_fail(err, EINVAL, "isolation.default_profile = \"%s\" names no profile",
                         cfg->default_profile);

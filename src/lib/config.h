@@ -59,7 +59,8 @@ struct sbx_config {
     /* [isolation] */
     bool allow_degraded;
     uint32_t sandbox_uid;      /* uid (and gid) inside the sandbox, 65534 */
-    uint32_t host_uid;         /* host uid it maps to when the server is root, 65534 */
+    uint32_t host_uid;         /* root's sandboxes map to host uids from this one, */
+    uint32_t host_uid_count;   /* one each, of this many (1: all share host_uid) */
     char *default_profile;     /* "standard" */
     uint64_t output_cap_bytes; /* captured output per stream, head+tail kept */
 

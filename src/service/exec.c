@@ -627,7 +627,7 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
                  e->id, idx == 0 ? "stdout" : "stderr");
         uid_t uid;
         gid_t gid;
-        sandbox_host_ids(sb->svc, &uid, &gid);
+        sandbox_host_ids(sb, &uid, &gid);
         struct sbx_err err = {0};
         int fd = files_create(sandbox_root_fd(sb), e->spill_path[idx], uid, gid, &err);
         if (fd < 0) {

@@ -55,11 +55,11 @@ const char *sandbox_state_name(enum sandbox_state st)
     return names[st];
 }
 
-void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid)
+void sandbox_host_ids(const struct sandbox *sb, uid_t *uid, gid_t *gid)
 {
-    bool rootless = geteuid() != 0;
-    *uid = rootless ? geteuid() : svc->cfg->host_uid;
-    *gid = rootless ? getegid() : svc->cfg->host_uid;
+    /* No jail, no files to reach: this process's own ids, which gain nothing. */
+    *uid = sb->jail ? sb->jail->host_uid : geteuid();
+    *gid = sb->jail ? sb->jail->host_gid : getegid();
 }
 
 static void settle_setup(struct sandbox *sb);
@@ -178,7 +178,7 @@ bool sandbox_oom_since_last_look(struct sandbox *sb, bool driver_died, uint64_t 
 static struct fs_ids user_ids(const struct sandbox *sb)
 {
     struct fs_ids ids;
-    sandbox_host_ids(sb->svc, &ids.uid, &ids.gid);
+    sandbox_host_ids(sb, &ids.uid, &ids.gid);
     return ids;
 }
 

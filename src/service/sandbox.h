@@ -354,7 +354,7 @@ void sandbox_count_rejection(const char *reason);
 /* Whether the service can take work now: the warm pool, if configured, has a ready sandbox. */
 bool sandbox_service_ready(const struct sandbox_service *svc, json_t **detail);
 /* The host uid and gid that the sandbox user maps to: files the server writes get them. */
-void sandbox_host_ids(const struct sandbox_service *svc, uid_t *uid, gid_t *gid);
+void sandbox_host_ids(const struct sandbox *sb, uid_t *uid, gid_t *gid);
 /* Reads whatever the pipes hold into the running execution (after its result frame). */
 void sandbox_drain_output(struct sandbox *sb);
 /* A run starts: output held back while none ran is dropped, and reading goes on at once. */

@@ -737,7 +737,7 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
     }
     uid_t uid;
     gid_t gid;
-    sandbox_host_ids(svc, &uid, &gid);
+    sandbox_host_ids(sb, &uid, &gid);
     if (clear && files_clear_workspace(sandbox_root_fd(sb), uid, gid, &err) < 0) {
         mcp_call_fail(call, "reset: clearing files: %s", err.msg);
         return;

@@ -18,6 +18,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,11 +46,16 @@ static int write_str(const char *path, const char *s)
 }
 
 /* The parent writes the child's maps: only a process outside the new namespace may map more
- * than its own id. Root maps 0 and 65534 to themselves (so the sandbox's 65534 keeps meaning
- * host 65534); anyone else maps just its own uid and gid. */
+ * than its own id. Root maps 0, 65534 and the default host uids of sandboxes to themselves,
+ * unless narrow (then a root there cannot give its sandboxes their own host uids); anyone else
+ * maps just its own uid and gid. */
+static bool narrow_map;
+
 static int map_ids(pid_t child)
 {
-    char path[64], line[64];
+    char path[64], line[96];
+    const char *ranges = narrow_map ? "0 0 1\n65534 65534 1\n"
+                                    : "0 0 1\n65534 65534 1\n1879048192 1879048192 65536\n";
     uid_t uid = geteuid();
     gid_t gid = getegid();
     int e;
@@ -60,14 +66,14 @@ static int map_ids(pid_t child)
     }
     snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)child);
     if (gid == 0)
-        snprintf(line, sizeof(line), "0 0 1\n65534 65534 1\n");
+        snprintf(line, sizeof(line), "%s", ranges);
     else
         snprintf(line, sizeof(line), "%u %u 1\n", gid, gid);
     if ((e = write_str(path, line)) != 0)
         return e;
     snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)child);
     if (uid == 0)
-        snprintf(line, sizeof(line), "0 0 1\n65534 65534 1\n");
+        snprintf(line, sizeof(line), "%s", ranges);
     else
         snprintf(line, sizeof(line), "%u %u 1\n", uid, uid);
     return write_str(path, line);
@@ -113,6 +119,12 @@ static int op_userns(int argc, char **argv)
         return e;
     /* The wrapped command's status is the probe's: exit as it did. */
     exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static int op_userns_narrow(int argc, char **argv)
+{
+    narrow_map = true;
+    return op_userns(argc, argv);
 }
 
 #define LOAD(off)    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
@@ -183,6 +195,8 @@ static int op_ignoring(int argc, char **argv)
 const struct probe_op probe_ops_layers[] = {
     {"userns", "MAX CMD...: run CMD in a new user namespace with max_user_namespaces MAX",
      op_userns},
+    {"userns-narrow", "MAX CMD...: the same, root's map without the default host uid range",
+     op_userns_narrow},
     {"without", "LAYER CMD...: run CMD with landlock or seccomp made to look absent", op_without},
     {"ignoring", "SIGS CMD...: run CMD with the signals SIGS (e.g. 1,33) ignored", op_ignoring},
     {NULL, NULL, NULL},

@@ -40,7 +40,7 @@ cat > "$root/init" <<'EOF'
 #!/bin/sh
 mount -t tmpfs -o mode=0755 root /newroot
 cp -a /usr /bin /sbin /lib /etc /root /init2 /guest-lib.sh /newroot/
-mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/tmp
+mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/tmp /newroot/run
 exec switch_root /newroot /init2
 EOF
 chmod 755 "$root/init" "$root/init2"

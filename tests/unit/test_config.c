@@ -293,6 +293,20 @@ static void no_value_is_misread_or_rewritten(void **state)
     assert_non_null(strstr(err.msg, "raise max_timeout_s too"));
     config_free(&cfg);
 
+    /* A host uid range past the last uid is refused; its last uid may be 4294967294. */
+    assert_int_equal(
+        load_text(&cfg, "[isolation]\nhost_uid = 4294967200\nhost_uid_count = 96\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "isolation.host_uid = 4294967200 with host_uid_count = 96 "
+                                    "runs past the last uid"));
+    config_free(&cfg);
+    assert_int_equal(
+        load_text(&cfg, "[isolation]\nhost_uid = 4294967200\nhost_uid_count = 95\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), 0);
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid_count = 0\n", &err), -1);
+    config_free(&cfg);
+
     /* A quoted key is one name: "limits.max_sandboxes" is no key (and no way past the
      * duplicate check). */
     assert_int_equal(

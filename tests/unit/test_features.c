@@ -30,7 +30,7 @@ static int mount_row_in_child(bool cover)
             (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
              mount("tmpfs", "/proc/sys", "tmpfs", 0, "size=4k") < 0))
             _exit(77);
-        const struct feature_status *f = features_probe(65534);
+        const struct feature_status *f = features_probe(65534, 1);
         const struct feature_status *m = &f[FEAT_NS_MNT];
         fprintf(stderr, "cover %d: %s %s -- %s\n", cover, m->available ? "ok" : "missing",
                 m->detail, m->hint);
@@ -80,7 +80,7 @@ static void a_cgroup_hint_is_whole(void **state)
         const char *why = NULL;
         if (cgroup_backend(&why) != CGROUP_BACKEND_NONE || !why)
             _exit(77); /* the controllers are there: nothing is missing */
-        const struct feature_status *f = features_probe(65534);
+        const struct feature_status *f = features_probe(65534, 1);
         fprintf(stderr, "hint: %s\nwhy:  %s\n", f[FEAT_CGROUP].hint, why);
         _exit(strcmp(f[FEAT_CGROUP].hint, why) == 0 ? 0 : 1);
     }

@@ -69,7 +69,7 @@ static int charged_write(struct jail *j, const char *name, const char *data, siz
 {
     char rel[64];
     snprintf(rel, sizeof(rel), "tmp/%s", name);
-    struct fs_ids ids = fs_ids_switch(65534, 65534);
+    struct fs_ids ids = fs_ids_switch(j->host_uid, j->host_gid);
     int fd = openat(j->root_fd, rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int e = errno;
     fs_ids_restore(ids);
@@ -154,7 +154,7 @@ static void streamed_writes(struct jail *j, const char *own, const char *name)
 {
     char path[600];
     snprintf(path, sizeof(path), "%s/mcp-sandbox.%d/%s/memory.current", own, (int)getpid(), name);
-    struct fs_ids ids = fs_ids_switch(65534, 65534);
+    struct fs_ids ids = fs_ids_switch(j->host_uid, j->host_gid);
     int fd = openat(j->root_fd, "tmp/streamed", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     fs_ids_restore(ids);
     struct jail_writer w;
@@ -192,7 +192,7 @@ static void streamed_writes(struct jail *j, const char *own, const char *name)
     bool oom = false;
     r = jail_writer_end(&w, 5000, &oom, &err);
     struct stat st;
-    ids = fs_ids_switch(65534, 65534);
+    ids = fs_ids_switch(j->host_uid, j->host_gid);
     int got = fstatat(j->root_fd, "tmp/streamed", &st, 0);
     fs_ids_restore(ids);
     long long sb = file_number(path) - sb0, srv = file_number(self) - srv0;

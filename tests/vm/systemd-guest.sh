@@ -173,15 +173,17 @@ out=$(LD_LIBRARY_PATH=/usr/local/lib/mcp-test /usr/local/lib/mcp-test/test_jail_
 expect "systemd: test_jail_cgroup passes from a plain service" '^rc=0$' "$(printf '%s\n' "$out" | tail -1)"
 printf '%s\n' "$out" | grep -E 'FAIL|fail|error' | head -5 | sed 's/^/#   /'
 
-# Root makes its sandboxes' user namespaces as the unprivileged host uid, so that what a sandbox
+# Root makes its sandboxes' user namespaces as their unprivileged host uids, so that what a sandbox
 # holds (pending signals, inotify instances) counts against that uid and not root. Where an
 # unprivileged user cannot make one (Debian's kernel.unprivileged_userns_clone=0), root makes
 # them, as before, and doctor says so.
 userns_sysctl=/proc/sys/kernel/unprivileged_userns_clone
 expect "systemd: (control) Debian's kernel has $userns_sysctl" '^[01]$' "$(cat $userns_sysctl 2>&1)"
 out=$($SBX doctor 2>&1)
-expect "systemd: (control) doctor: root's sandboxes' user namespaces are made as host uid 65534" \
-    'userns owner +ok +made as host uid 65534' "$out"
+expect "systemd: (control) doctor: root's sandboxes' user namespaces are made as their host uids" \
+    "userns owner +ok +made as the sandbox's host uid" "$out"
+expect "systemd: doctor: each sandbox claims a host uid of its own (the lock file in /run works)" \
+    'host uids +ok +1879048192-1879113727, one per live sandbox' "$out"
 userns_old=$(cat $userns_sysctl)
 echo 0 > $userns_sysctl
 out=$($SBX doctor 2>&1; echo "rc=$?")

@@ -1,0 +1,148 @@
+/* One host uid per sandbox (see host_uid.h). Each claim opens the lock file anew and takes a
+ * write lock on the uid's byte: open file description locks conflict between two opens even in
+ * one process, so the kernel alone keeps the claims of this process's threads and of every
+ * other process apart, and frees them with the fd, whatever way the holder ends. */
+#include "host_uid.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Where this process tries next. Claims go round the range rather than back to the lowest free
+ * uid, so a uid is used again as late as possible: whatever a sandbox's end leaves counted for
+ * a moment (a user namespace freed after an RCU grace period) is long gone by then. Processes
+ * start at random points, so that two rarely contend for the same uids. */
+static _Atomic uint64_t next_index;
+static atomic_bool next_seeded;
+
+static uint32_t start_index(uint32_t count)
+{
+    if (!atomic_exchange(&next_seeded, true))
+        atomic_store(&next_index, unguessable_u64() % count);
+    return (uint32_t)(atomic_fetch_add(&next_index, 1) % count);
+}
+
+static int open_lock_file(struct sbx_err *err)
+{
+    int fd = open(HOST_UID_LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return sbx_fail_errno(err, errno,
+                              "sandbox refused: cannot open " HOST_UID_LOCK_PATH
+                              ", where sandboxes claim their host uids (/run must exist and be "
+                              "root's; or set isolation.host_uid_count = 1 to share one uid)");
+    /* Only root may make files in /run: one that is not root's alone was planted. */
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+        close(fd);
+        return sbx_fail(err, EPERM,
+                        "sandbox refused: " HOST_UID_LOCK_PATH
+                        " is not a regular file that only root can write; remove it");
+    }
+    return fd;
+}
+
+/* Whether [first, first + count) lies within the ids map_path (this process's uid_map or
+ * gid_map) maps: a root that is root only in a user namespace of its own (a container) can give
+ * a sandbox only ids that namespace has, and the id map write would fail with a bare EINVAL. */
+static bool range_mapped(const char *map_path, uint64_t first, uint64_t count)
+{
+    FILE *f = fopen(map_path, "re");
+    if (!f)
+        return false;
+    uint64_t inside[340], length[340]; /* the kernel's limit on extents */
+    size_t n = 0;
+    unsigned long long in, out, len;
+    while (n < 340 && fscanf(f, "%llu %llu %llu", &in, &out, &len) == 3) {
+        inside[n] = in;
+        length[n++] = len;
+    }
+    fclose(f);
+    /* Walk from first, one extent at a time (extents never overlap). */
+    uint64_t at = first, end = first + count;
+    for (size_t step = 0; at < end && step <= n; step++)
+        for (size_t i = 0; i < n; i++)
+            if (at >= inside[i] && at < inside[i] + length[i]) {
+                at = inside[i] + length[i];
+                break;
+            }
+    return at >= end;
+}
+
+/* Read once per process: its maps cannot change, and the first read of a /proc file costs
+ * tens of microseconds. The range is the configuration's, the same at every call. */
+static bool range_mapped_here(uint32_t first, uint32_t count)
+{
+    static _Atomic int known; /* 0: not yet; 1: mapped; 2: not */
+    int k = atomic_load(&known);
+    if (k == 0) {
+        k = range_mapped("/proc/self/uid_map", first, count) &&
+                    range_mapped("/proc/self/gid_map", first, count)
+                ? 1
+                : 2;
+        atomic_store(&known, k);
+    }
+    return k == 1;
+}
+
+int host_uid_claim(uint32_t first, uint32_t count, struct host_uid_claim *out, struct sbx_err *err)
+{
+    out->uid = first;
+    out->lock_fd = -1;
+    if (!range_mapped_here(first, count))
+        return sbx_fail(err, EINVAL,
+                        "sandbox refused: host uids %u-%u (isolation.host_uid, "
+                        "isolation.host_uid_count) are not all mapped in this process's user "
+                        "namespace (/proc/self/uid_map): set them to a range it maps; "
+                        "host_uid_count = 1 shares one uid (e.g. host_uid = 65534)",
+                        first, (uint32_t)(first + count - 1));
+    if (count <= 1)
+        return 0;
+    int fd = open_lock_file(err);
+    if (fd < 0)
+        return -1;
+    uint32_t start = start_index(count);
+    for (uint32_t tried = 0; tried < count; tried++) {
+        uint32_t idx = (start + tried) % count;
+        struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = idx, .l_len = 1};
+        if (fcntl(fd, F_OFD_SETLK, &lk) == 0) {
+            if (tried)
+                atomic_store(&next_index, (uint64_t)idx + 1);
+            out->uid = first + idx;
+            out->lock_fd = fd;
+            return 0;
+        }
+        if (errno != EAGAIN && errno != EACCES && errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return sbx_fail_errno(err, e, "sandbox refused: claiming a host uid");
+        }
+    }
+    close(fd);
+    return sbx_fail(err, EUSERS,
+                    "sandbox refused: all %u host uids from %u (isolation.host_uid, "
+                    "isolation.host_uid_count) are in use by live sandboxes",
+                    count, first);
+}
+
+void host_uid_release(struct host_uid_claim *c)
+{
+    if (c->lock_fd >= 0)
+        close(c->lock_fd);
+    c->lock_fd = -1;
+}
+
+int host_uid_claims_usable(uint32_t first, uint32_t count, struct sbx_err *err)
+{
+    struct host_uid_claim c;
+    if (host_uid_claim(first, count, &c, err) < 0)
+        return -1;
+    host_uid_release(&c);
+    return 0;
+}
