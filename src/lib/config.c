@@ -705,6 +705,13 @@ int config_check(struct sbx_config *cfg, struct sbx_err *err)
                         "isolation.host_uid = %u with host_uid_count = %u runs past the last "
                         "uid, 4294967294",
                         cfg->host_uid, cfg->host_uid_count);
+    /* 65535 is (uint16_t)-1, which 16-bit interfaces and some programs read as no uid at all. */
+    if (cfg->host_uid <= 65535 && (uint64_t)cfg->host_uid + cfg->host_uid_count > 65535)
+        return sbx_fail(err, EINVAL,
+                        "isolation.host_uid = %u with host_uid_count = %u includes 65535, the "
+                        "16-bit -1: start the range above it, or share one uid with "
+                        "host_uid_count = 1",
+                        cfg->host_uid, cfg->host_uid_count);
     if (!config_profile(cfg, cfg->default_profile))
         return sbx_fail(err, EINVAL, "isolation.default_profile = \"%s\" names no profile",
                         cfg->default_profile);

@@ -306,6 +306,19 @@ static void no_value_is_misread_or_rewritten(void **state)
     config_free(&cfg);
     assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid_count = 0\n", &err), -1);
     config_free(&cfg);
+    /* Nor one holding 65535, the 16-bit -1 (a configuration that set host_uid = 65534 when it
+     * was one uid for all): 65534 alone, or a range above 65535, is taken. */
+    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid = 65534\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "includes 65535, the 16-bit -1"));
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid = 65534\nhost_uid_count = 1\n", &err),
+                     0);
+    assert_int_equal(config_check(&cfg, &err), 0);
+    config_free(&cfg);
+    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid = 65536\n", &err), 0);
+    assert_int_equal(config_check(&cfg, &err), 0);
+    config_free(&cfg);
 
     /* A quoted key is one name: "limits.max_sandboxes" is no key (and no way past the
      * duplicate check). */
