@@ -1297,6 +1297,31 @@ test('write_file, read_file and list_files: text, base64, parents, offsets and e
   await c.close();
 });
 
+test('each sandbox of a root server maps to a host uid of its own; rootless, to the caller\'s', async () => {
+  const c = await server();
+  const hostUid = async (args) => {
+    const { sc } = await call(c, 'execute_command', { command: 'cat /proc/self/uid_map', ...args });
+    const [inside, outside] = sc.stdout.trim().split(/\s+/).map(Number);
+    assert.equal(inside, 65534);
+    return outside;
+  };
+  const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const a = await hostUid({});
+  const b = await hostUid({ sandbox_id: other });
+  if (process.getuid() === 0) {
+    assert.notEqual(a, b, 'two live sandboxes share no host uid');
+    for (const u of [a, b]) assert.ok(u >= 1879048192 && u < 1879048192 + 65536, `${u} is in the range`);
+    // The server's file tools act as that sandbox's own uid: what it writes, the sandbox owns.
+    await call(c, 'write_file', { sandbox_id: other, path: 'mine.txt', content: 'x' });
+    const { sc } = await call(c, 'execute_command', { sandbox_id: other, command: 'stat -c %u mine.txt && echo y >> mine.txt && cat mine.txt' });
+    assert.equal(sc.stdout, '65534\nxy\n');
+  } else {
+    assert.equal(a, process.getuid());
+    assert.equal(b, process.getuid());
+  }
+  await c.close();
+});
+
 test('upload_file is disabled by default, and copies only from files.upload_roots', async () => {
   let c = await server();
   const t = await refused(c, 'upload_file', { local_path: '/etc/passwd' });
