@@ -1,7 +1,7 @@
 /* One host uid per sandbox (see host_uid.h). Each claim opens the lock file anew and takes a
- * write lock on the uid's byte: open file description locks conflict between two opens even in
- * one process, so the kernel alone keeps the claims of this process's threads and of every
- * other process apart, and frees them with the fd, whatever way the holder ends. */
+ * write lock on the uid's byte (at offset uid): open file description locks conflict between two
+ * opens even in one process, so the kernel alone keeps the claims of this process's threads and of
+ * every other process apart, and frees them with the fd, whatever way the holder ends. */
 #include "host_uid.h"
 
 #include "util.h"
@@ -110,7 +110,10 @@ int host_uid_claim(uint32_t first, uint32_t count, struct host_uid_claim *out, s
     uint32_t start = start_index(count);
     for (uint32_t tried = 0; tried < count; tried++) {
         uint32_t idx = (start + tried) % count;
-        struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = idx, .l_len = 1};
+        /* The uid's own byte, not its place in this range: processes configured with ranges
+         * that overlap must still conflict over a uid both could give. */
+        struct flock lk = {
+            .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)first + idx, .l_len = 1};
         if (fcntl(fd, F_OFD_SETLK, &lk) == 0) {
             if (tried)
                 atomic_store(&next_index, (uint64_t)idx + 1);

@@ -11,8 +11,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Where the claims are kept: a byte-range lock per uid on this root-only file. Another
- * process's live claims hold there, and a claim ends with the process that made it. */
+/* Where the claims are kept: a byte-range lock per uid (the byte at offset uid) on this
+ * root-only file. Another process's live claims hold there, and a claim ends with the process
+ * that made it. */
 #define HOST_UID_LOCK_PATH "/run/mcp-sandbox.host-uids.lock"
 
 struct host_uid_claim {

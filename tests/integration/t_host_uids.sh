@@ -74,6 +74,19 @@ if is_root; then
     expect "host uids: (control) once those sandboxes end, their uids are claimed again" \
         "^ *65534 +($first|$((first + 1))) +1 rc=0$" "$(echo $out)"
     unset MCP_SANDBOX_ISOLATION_HOST_UID_COUNT
+    # A claim is of the host uid itself, whatever range it was made from: processes configured
+    # with ranges that overlap (a server, a run with its own setting) never share a uid. Here
+    # first+1 and first+2 are held from the range that starts at first+1; the range from first
+    # has only first left.
+    export MCP_SANDBOX_ISOLATION_HOST_UID=$((first + 1)) MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=2
+    start_holder "$hu_dir/a" "$SBX" run --timeout 20 -- /bin/sh -c 'echo up; sleep 4'
+    start_holder "$hu_dir/b" "$SBX" run --timeout 20 -- /bin/sh -c 'echo up; sleep 4'
+    export MCP_SANDBOX_ISOLATION_HOST_UID=$first MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=3
+    out=$("$SBX" run -- /bin/cat /proc/self/uid_map 2>&1; echo "rc=$?")
+    expect "host uids: a range that overlaps another process's claims gets a uid none of them holds" \
+        "^ *65534 +$first +1 rc=0$" "$(echo $out)"
+    stop_holders
+    unset MCP_SANDBOX_ISOLATION_HOST_UID MCP_SANDBOX_ISOLATION_HOST_UID_COUNT
 
     out=$("$SBX" doctor 2>&1; echo "rc=$?")
     expect "host uids: (control) doctor names the range" \
