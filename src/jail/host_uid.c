@@ -37,13 +37,14 @@ static int open_lock_file(struct sbx_err *err)
                               "sandbox refused: cannot open " HOST_UID_LOCK_PATH
                               ", where sandboxes claim their host uids (/run must exist and be "
                               "root's; or set isolation.host_uid_count = 1 to share one uid)");
-    /* Only root may make files in /run: one that is not root's alone was planted. */
+    /* Only root may make files in /run: one that is not root's alone was planted. Nobody else
+     * may even read it: a reader can hold read locks on every byte, and refuse every claim. */
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022)) {
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077)) {
         close(fd);
         return sbx_fail(err, EPERM,
                         "sandbox refused: " HOST_UID_LOCK_PATH
-                        " is not a regular file that only root can write; remove it");
+                        " is not a regular file that only root can read and write; remove it");
     }
     return fd;
 }
@@ -75,20 +76,20 @@ static bool range_mapped(const char *map_path, uint64_t first, uint64_t count)
     return at >= end;
 }
 
-/* Read once per process: its maps cannot change, and the first read of a /proc file costs
- * tens of microseconds. The range is the configuration's, the same at every call. */
+/* Read once per range: a process's maps cannot change, and the first read of a /proc file
+ * costs tens of microseconds. The range is the configuration's, the same at nearly every call. */
 static bool range_mapped_here(uint32_t first, uint32_t count)
 {
-    static _Atomic int known; /* 0: not yet; 1: mapped; 2: not */
-    int k = atomic_load(&known);
-    if (k == 0) {
-        k = range_mapped("/proc/self/uid_map", first, count) &&
-                    range_mapped("/proc/self/gid_map", first, count)
-                ? 1
-                : 2;
-        atomic_store(&known, k);
-    }
-    return k == 1;
+    /* The answer and the range it is for, in one word, so that threads never mix two. */
+    static _Atomic uint64_t known; /* 0: none; else first, count, bit 1 set, the answer in bit 0 */
+    uint64_t key = (uint64_t)first << 32 | (uint64_t)count << 2 | 2; /* count <= 2^24 (config) */
+    uint64_t k = atomic_load(&known);
+    if ((k & ~1ull) == key)
+        return k & 1;
+    bool mapped = range_mapped("/proc/self/uid_map", first, count) &&
+                  range_mapped("/proc/self/gid_map", first, count);
+    atomic_store(&known, key | mapped);
+    return mapped;
 }
 
 int host_uid_claim(uint32_t first, uint32_t count, struct host_uid_claim *out, struct sbx_err *err)

@@ -104,7 +104,13 @@ if is_root; then
         : > /run/mcp-sandbox.host-uids.lock && chown 65534 /run/mcp-sandbox.host-uids.lock &&
         "$0" run -- /bin/true 2>&1; echo "rc=$?"' "$SBX")
     expect "host uids: a lock file that is not root's alone is refused" \
-        "host-uids.lock is not a regular file that only root can write.*rc=125" "$(echo $out)"
+        "host-uids.lock is not a regular file that only root can read and write.*rc=125" "$(echo $out)"
+    # Root's, but readable by others: anyone could hold read locks on every uid.
+    out=$(unshare -m --propagation private sh -c 'mount -t tmpfs sbx-hu /run &&
+        : > /run/mcp-sandbox.host-uids.lock && chmod 644 /run/mcp-sandbox.host-uids.lock &&
+        "$0" run -- /bin/true 2>&1; echo "rc=$?"' "$SBX")
+    expect "host uids: a lock file that others may read is refused" \
+        "host-uids.lock is not a regular file that only root can read and write.*rc=125" "$(echo $out)"
     out=$(unshare -m --propagation private sh -c 'mount -t tmpfs sbx-hu /run &&
         "$0" run -- /bin/true 2>&1; echo "rc=$?"; stat -c "%U %a" /run/mcp-sandbox.host-uids.lock' "$SBX")
     expect "host uids: (control) in an empty /run the lock file is made, root's alone" \
