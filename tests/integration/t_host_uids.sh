@@ -12,12 +12,13 @@ while n < 100000 and libc.inotify_init1(0) >= 0:
     n += 1
 print("held", n, "errno", ctypes.get_errno(), flush=True)
 time.sleep(float(sys.argv[1]))'
-# Starts a sandbox in the background that runs argv and keeps it alive: its output goes to the
-# file named first, and the function returns once the output has a line.
+# Starts a sandbox in the background that runs argv and keeps it alive: its stdout goes to the
+# file named first (stderr beside it, where a sanitizer build's own warnings go), and the
+# function returns once the output has a line.
 start_holder() {
     local out=$1
     shift
-    "$@" > "$out" 2>&1 &
+    "$@" > "$out" 2> "$out.err" &
     holders="$holders $!"
     for _ in $(seq 1 200); do [ -s "$out" ] && return; sleep 0.05; done
 }
@@ -32,7 +33,7 @@ if is_root; then
     first=$("$SBX" config --print 2>/dev/null | sed -n 's/^host_uid = \([0-9]*\).*/\1/p')
     count=$("$SBX" config --print 2>/dev/null | sed -n 's/^host_uid_count = \([0-9]*\).*/\1/p')
     start_holder "$hu_dir/a" "$SBX" run --timeout 20 -- /bin/sh -c 'cat /proc/self/uid_map; sleep 3'
-    "$SBX" run -- /bin/cat /proc/self/uid_map > "$hu_dir/b" 2>&1
+    "$SBX" run -- /bin/cat /proc/self/uid_map > "$hu_dir/b" 2> "$hu_dir/b.err"
     a=$(host_uid_of "$hu_dir/a"); b=$(host_uid_of "$hu_dir/b")
     [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] &&
         [ "$a" -ge "$first" ] && [ "$a" -lt $((first + count)) ] &&
@@ -70,7 +71,7 @@ if is_root; then
     expect "host uids: with every host uid claimed by live sandboxes, another is refused" \
         "all 2 host uids from $first .*in use.*rc=125" "$(echo $out)"
     stop_holders
-    out=$("$SBX" run -- /bin/cat /proc/self/uid_map 2>&1; echo "rc=$?")
+    out=$("$SBX" run -- /bin/cat /proc/self/uid_map 2>/dev/null; echo "rc=$?")
     expect "host uids: (control) once those sandboxes end, their uids are claimed again" \
         "^ *65534 +($first|$((first + 1))) +1 rc=0$" "$(echo $out)"
     unset MCP_SANDBOX_ISOLATION_HOST_UID_COUNT
@@ -82,7 +83,7 @@ if is_root; then
     start_holder "$hu_dir/a" "$SBX" run --timeout 20 -- /bin/sh -c 'echo up; sleep 4'
     start_holder "$hu_dir/b" "$SBX" run --timeout 20 -- /bin/sh -c 'echo up; sleep 4'
     export MCP_SANDBOX_ISOLATION_HOST_UID=$first MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=3
-    out=$("$SBX" run -- /bin/cat /proc/self/uid_map 2>&1; echo "rc=$?")
+    out=$("$SBX" run -- /bin/cat /proc/self/uid_map 2>/dev/null; echo "rc=$?")
     expect "host uids: a range that overlaps another process's claims gets a uid none of them holds" \
         "^ *65534 +$first +1 rc=0$" "$(echo $out)"
     stop_holders
@@ -112,7 +113,7 @@ if is_root; then
     expect "host uids: a lock file that others may read is refused" \
         "host-uids.lock is not a regular file that only root can read and write.*rc=125" "$(echo $out)"
     out=$(unshare -m --propagation private sh -c 'mount -t tmpfs sbx-hu /run &&
-        "$0" run -- /bin/true 2>&1; echo "rc=$?"; stat -c "%U %a" /run/mcp-sandbox.host-uids.lock' "$SBX")
+        "$0" run -- /bin/true 2>/dev/null; echo "rc=$?"; stat -c "%U %a" /run/mcp-sandbox.host-uids.lock' "$SBX")
     expect "host uids: (control) in an empty /run the lock file is made, root's alone" \
         "^rc=0 root 600$" "$(echo $out)"
     # Root only in a user namespace of its own (a container) that does not map the range: the
@@ -124,11 +125,11 @@ if is_root; then
     expect "host uids: root in a user namespace without the range: doctor says so and fails" \
         "host uids +missing +cannot claim one.*not all mapped.*rc=1$" "$(echo $out)"
     out=$(MCP_SANDBOX_ISOLATION_HOST_UID=65534 MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=1 \
-        "$PROBE" userns-narrow - "$SBX" run -- /bin/cat /proc/self/uid_map 2>&1; echo "rc=$?")
+        "$PROBE" userns-narrow - "$SBX" run -- /bin/cat /proc/self/uid_map 2>/dev/null; echo "rc=$?")
     expect "host uids: (control) there, one host uid it maps, shared, runs the sandbox" \
         "^ *65534 +65534 +1 rc=0$" "$(echo $out)"
 else
-    "$SBX" run -- /bin/cat /proc/self/uid_map > "$hu_dir/a" 2>&1
+    "$SBX" run -- /bin/cat /proc/self/uid_map > "$hu_dir/a" 2> "$hu_dir/a.err"
     expect "host uids: rootless, the sandbox maps to the caller's own uid" \
         "^$(id -u)$" "$(host_uid_of "$hu_dir/a")"
     out=$("$SBX" doctor 2>&1)
