@@ -36,6 +36,17 @@ static int load_text(struct sbx_config *cfg, const char *text, struct sbx_err *e
     return r;
 }
 
+/* config_check's verdict on text loaded over the defaults (the load itself must succeed); the
+ * reason stays in err. */
+static int check_text(const char *text, struct sbx_err *err)
+{
+    struct sbx_config cfg;
+    assert_int_equal(load_text(&cfg, text, err), 0);
+    int r = config_check(&cfg, err);
+    config_free(&cfg);
+    return r;
+}
+
 /* The two value parsers the config file and `run`'s flags share. */
 static void sizes_and_cpu_counts(void **state)
 {
@@ -282,43 +293,28 @@ static void no_value_is_misread_or_rewritten(void **state)
     config_free(&cfg);
 
     /* A default over the maximum is refused, not one of them rewritten. */
-    assert_int_equal(
-        load_text(&cfg, "[profiles.standard]\ntimeout_s = 100\nmax_timeout_s = 50\n", &err), 0);
-    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_int_equal(check_text("[profiles.standard]\ntimeout_s = 100\nmax_timeout_s = 50\n", &err),
+                     -1);
     assert_non_null(strstr(err.msg, "profiles.standard.timeout_s = 100 is more than its "
                                     "max_timeout_s = 50"));
-    config_free(&cfg);
-    assert_int_equal(load_text(&cfg, "[profiles.tight]\ntimeout_s = 60\n", &err), 0);
-    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_int_equal(check_text("[profiles.tight]\ntimeout_s = 60\n", &err), -1);
     assert_non_null(strstr(err.msg, "raise max_timeout_s too"));
-    config_free(&cfg);
 
     /* A host uid range past the last uid is refused; its last uid may be 4294967294. */
-    assert_int_equal(
-        load_text(&cfg, "[isolation]\nhost_uid = 4294967200\nhost_uid_count = 96\n", &err), 0);
-    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_int_equal(check_text("[isolation]\nhost_uid = 4294967200\nhost_uid_count = 96\n", &err),
+                     -1);
     assert_non_null(strstr(err.msg, "isolation.host_uid = 4294967200 with host_uid_count = 96 "
                                     "runs past the last uid"));
-    config_free(&cfg);
-    assert_int_equal(
-        load_text(&cfg, "[isolation]\nhost_uid = 4294967200\nhost_uid_count = 95\n", &err), 0);
-    assert_int_equal(config_check(&cfg, &err), 0);
-    config_free(&cfg);
+    assert_int_equal(check_text("[isolation]\nhost_uid = 4294967200\nhost_uid_count = 95\n", &err),
+                     0);
     assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid_count = 0\n", &err), -1);
     config_free(&cfg);
     /* Nor one holding 65535, the 16-bit -1 (a configuration that set host_uid = 65534 when it
      * was one uid for all): 65534 alone, or a range above 65535, is taken. */
-    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid = 65534\n", &err), 0);
-    assert_int_equal(config_check(&cfg, &err), -1);
+    assert_int_equal(check_text("[isolation]\nhost_uid = 65534\n", &err), -1);
     assert_non_null(strstr(err.msg, "includes 65535, the 16-bit -1"));
-    config_free(&cfg);
-    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid = 65534\nhost_uid_count = 1\n", &err),
-                     0);
-    assert_int_equal(config_check(&cfg, &err), 0);
-    config_free(&cfg);
-    assert_int_equal(load_text(&cfg, "[isolation]\nhost_uid = 65536\n", &err), 0);
-    assert_int_equal(config_check(&cfg, &err), 0);
-    config_free(&cfg);
+    assert_int_equal(check_text("[isolation]\nhost_uid = 65534\nhost_uid_count = 1\n", &err), 0);
+    assert_int_equal(check_text("[isolation]\nhost_uid = 65536\n", &err), 0);
 
     /* A quoted key is one name: "limits.max_sandboxes" is no key (and no way past the
      * duplicate check). */
