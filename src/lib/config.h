@@ -94,7 +94,7 @@ struct sbx_config {
     uint32_t proxy_max_connections;   /* per sandbox, open at once */
     uint64_t proxy_max_bytes;         /* per sandbox, relayed over its life */
     uint32_t proxy_idle_timeout_s;
-    uint32_t proxy_connect_timeout_s; /* a lookup, and each address dialled */
+    uint32_t proxy_connect_timeout_s; /* a lookup, and then the dial of all its addresses */
 
     /* [http] */
     char *http_listen; /* "127.0.0.1:8080" */

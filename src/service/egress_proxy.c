@@ -41,7 +41,9 @@ struct conn {
     char target[EGRESS_HOST_MAX + 16];
     struct resolver_job *job;
     struct addrinfo *addrs, *next_addr;
-    char refusal[400]; /* why the last address was skipped or failed */
+    uint64_t dial_deadline_ms; /* the whole dial, every address, ends by then (0: not begun) */
+    uint32_t attempt_ms;       /* the limit of the address being dialled */
+    char refusal[400];         /* why the last address was skipped or failed */
     bool policy_refusal;
     struct relay_buf up, down;       /* client -> upstream, upstream -> client */
     bool client_eof, upstream_eof;   /* read side ended */
@@ -432,17 +434,30 @@ static void on_upstream(struct ev_loop *loop, int fd, uint32_t events, void *dat
     relay(c, false, events);
 }
 
+/* Whether the policy lets the proxy dial address a for this connection's rule. */
+static bool dialable(const struct conn *c, const struct addrinfo *a)
+{
+    return c->rule->ip_literal || c->rule->private_ok || !egress_address_class(a->ai_addr);
+}
+
+static size_t count_dialable(const struct conn *c, const struct addrinfo *a)
+{
+    size_t n = 0;
+    for (; a; a = a->ai_next)
+        n += dialable(c, a);
+    return n;
+}
+
 /* Dials the next allowed address, or refuses when none is left. */
 static void try_connect(struct conn *c)
 {
     struct egress_proxy *px = c->px;
-    bool may_be_private = c->rule->ip_literal || c->rule->private_ok;
     /* Whether the last word is the policy's (an address class) or the network's. */
     bool policy_refusal = c->policy_refusal;
     for (; c->next_addr; c->next_addr = c->next_addr->ai_next) {
         struct addrinfo *a = c->next_addr;
-        const char *cls = egress_address_class(a->ai_addr);
-        if (cls && !may_be_private) {
+        if (!dialable(c, a)) {
+            const char *cls = egress_address_class(a->ai_addr);
             char addr[INET6_ADDRSTRLEN] = "?";
             const void *raw = a->ai_family == AF_INET
                                   ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
@@ -455,6 +470,23 @@ static void try_connect(struct conn *c)
             policy_refusal = true;
             continue;
         }
+        /* One limit for the whole dial, as curl has: a name with many black-holed addresses
+         * would otherwise hold the client (and a connection slot) that many times as long. An
+         * address with others after it gets half the time left, the last one all of it. */
+        uint64_t now = now_ms();
+        if (!c->dial_deadline_ms)
+            c->dial_deadline_ms = now + px->limits.connect_ms;
+        if (now >= c->dial_deadline_ms) {
+            size_t untried = count_dialable(c, a), used = strlen(c->refusal);
+            snprintf(c->refusal + used, sizeof(c->refusal) - used,
+                     "; the dial's %u s (packages.proxy_connect_timeout_s) ran out with %zu "
+                     "address%s untried",
+                     px->limits.connect_ms / 1000, untried, untried == 1 ? "" : "es");
+            policy_refusal = false;
+            break;
+        }
+        uint64_t left = c->dial_deadline_ms - now;
+        c->attempt_ms = (uint32_t)(count_dialable(c, a->ai_next) ? (left + 1) / 2 : left);
         int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0 || (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS)) {
             snprintf(c->refusal, sizeof(c->refusal), "connecting to %s: %s", c->target,
@@ -474,7 +506,7 @@ static void try_connect(struct conn *c)
             refuse(c, 502, "Bad Gateway", err.msg);
             return;
         }
-        touch(c); /* each address gets the whole connect timeout */
+        touch(c); /* the attempt's limit, from now */
         rearm(c);
         return;
     }
@@ -599,11 +631,12 @@ static uint32_t timer_ms(const struct conn *c)
     switch (c->st) {
     case ST_REFUSING:
         return REFUSE_LINGER;
-    case ST_RESOLVING:
-    case ST_CONNECTING: {
-        uint32_t dial = c->px->limits.connect_ms;
-        return idle < dial ? idle : dial;
+    case ST_RESOLVING: {
+        uint32_t lookup = c->px->limits.connect_ms;
+        return idle < lookup ? idle : lookup;
     }
+    case ST_CONNECTING:
+        return idle < c->attempt_ms ? idle : c->attempt_ms;
     default:
         return idle;
     }

@@ -22,7 +22,7 @@ struct egress_limits {
     uint32_t max_connections; /* open at once per sandbox */
     uint64_t max_bytes;       /* relayed in both directions over the sandbox's life */
     uint32_t idle_ms;         /* a connection with no traffic this long is closed */
-    uint32_t connect_ms;      /* a lookup, and each address dialled, at most (and idle_ms) */
+    uint32_t connect_ms;      /* a lookup, and then the dial of all its addresses, at most */
 };
 
 struct egress_stats {

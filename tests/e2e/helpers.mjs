@@ -32,10 +32,12 @@ export async function cleanup() {
   }
 }
 
-export async function connect(extraArgs = ['--test-fixtures'], clientOpts = {}) {
+// prefix: a command that runs the server, such as unshare with its options.
+export async function connect(extraArgs = ['--test-fixtures'], clientOpts = {}, prefix = []) {
+  const [command, ...before] = [...prefix, BIN];
   const transport = new StdioClientTransport({
-    command: BIN,
-    args: ['serve', '--stdio', '--log-level', 'warning', ...extraArgs],
+    command,
+    args: [...before, 'serve', '--stdio', '--log-level', 'warning', ...extraArgs],
     stderr: 'pipe',
   });
   const client = new Client({ name: 'mcp-sandbox-e2e', version: '1.0.0' }, clientOpts);

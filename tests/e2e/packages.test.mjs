@@ -563,6 +563,65 @@ print(json.dumps({"answer": answer, "took": time.time() - t}))
   await c.close();
 });
 
+// The dial of all a name's addresses has the one limit: each of three black-holed addresses
+// used to get proxy_connect_timeout_s of its own (6 s here), and a name of many such addresses
+// held the client that many times as long. The name comes from a hosts file that only this
+// server sees (its own mount namespace), so the test needs root: the rootless tier leaves it out.
+const BLACKHOLES = `
+import socket, sys, time
+held, port = [], 0
+for ip in sys.argv[1:]:
+    s = socket.socket()
+    s.bind((ip, port))
+    port = s.getsockname()[1]
+    s.listen(0)
+    held.append(s)
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect((ip, port))
+        except BlockingIOError:
+            pass
+        held.append(c)
+print(port, flush=True)
+time.sleep(3600)
+`;
+if (process.getuid() === 0) test('the dial of all a name\'s addresses is given up after proxy_connect_timeout_s in all', async () => {
+  const ips = ['127.0.0.2', '127.0.0.3', '127.0.0.4'];
+  const holes = spawn('/usr/bin/python3', ['-c', BLACKHOLES, ...ips], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const port = await new Promise((res) => holes.stdout.once('data', (d) => res(Number(String(d).trim()))));
+    const hosts = join(dir, 'hosts-blackholes');
+    writeFileSync(hosts, ips.map((ip) => `${ip} sbx-blackholes.test\n`).join(''));
+    const cfg = join(dir, 'config-blackholes.toml');
+    writeFileSync(cfg, `[packages]
+index_url = "http://127.0.0.1:${indexPort}/simple"
+proxy_allow = ["sbx-blackholes.test:${port}"]
+private_hosts = ["sbx-blackholes.test"]
+proxy_connect_timeout_s = 2
+`);
+    const prefix = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c',
+      'mount --bind "$0" /etc/hosts && exec "$@"', hosts];
+    // The control: this namespace's lookup gives all three addresses.
+    const seen = execFileSync(prefix[0], [...prefix.slice(1), 'getent', 'ahostsv4', 'sbx-blackholes.test'], { encoding: 'utf8' });
+    for (const ip of ips) assert.match(seen, new RegExp(`^${ip.replaceAll('.', '\\.')}\\s+STREAM`, 'm'));
+    const { client: c } = await connect(['--config', cfg, '--state-dir', join(dir, 'state')], {}, prefix);
+    const a = await sandbox(c, 'packages');
+    const got = JSON.parse(await py(c, a, ASK + `
+import json, time
+t = time.time()
+answer = ask("CONNECT sbx-blackholes.test:${port} HTTP/1.1\\r\\n\\r\\n")
+print(json.dumps({"answer": answer, "took": time.time() - t}))
+`));
+    assert.match(got.answer, /^HTTP\/1\.1 502 Bad Gateway.*connecting to sbx-blackholes\.test:\d+ timed out/s);
+    assert.ok(got.took > 1.8 && got.took < 4, `gave up after ${got.took} s`);
+    await c.close();
+  } finally {
+    holes.kill();
+  }
+});
+
 // pip that the memory limit kills is said to be, as a run is: not just "exit code 137".
 test('an install that pip loses to the memory limit says so, and the sandbox serves on', async () => {
   const { client: c } = await server('[profiles.standard]\nmemory = "128M"\n');
