@@ -934,6 +934,14 @@ static void h_subscribe(struct mcp_session *s, const json_t *id, json_t *params)
                    "resources/subscribe: params.uri (string) is required");
         return;
     }
+    /* Kept for the session's life: no resource has a longer uri, and without a bound 1024 of
+     * them could hold a message's worth each. */
+    if (strlen(uri) > MCP_URI_MAX) {
+        send_error(s, id, RPC_INVALID_PARAMS,
+                   "resources/subscribe: a uri of at most %d bytes (no resource has a longer one)",
+                   MCP_URI_MAX);
+        return;
+    }
     if (!s->subscriptions) {
         s->subscriptions = json_object();
         s->srv->n_subscribed++;

@@ -95,6 +95,9 @@ json_t *mcp_id_from_text(const char *buf, size_t len);
  * through, for the schema to refuse under the request's own id). NULL on failure, with why
  * it failed in words in why[size]. */
 json_t *mcp_parse(const char *buf, size_t len, char *why, size_t size);
+/* The longest uri resources/subscribe keeps: a sandbox file's, its 1024-byte path
+ * percent-encoded, is a little over 3 KiB. */
+#define MCP_URI_MAX 8192
 
 /* Tools are data: a definition table plus a handler. Handlers are asynchronous: they get a
  * call and finish it later (from a timer or fd callback on the same loop), or right away. */

@@ -378,6 +378,40 @@ static void client_responses_reach_the_callback_as_result_or_error(void **state)
     }
 }
 
+/* A session keeps the uris it subscribed to: each is held to what a resource uri can be, or a
+ * client could park 1024 messages' worth (16 GiB at the default cap) in the server. */
+static void subscriptions_hold_uris_of_bounded_length(void **state)
+{
+    struct fixture *f = *state;
+    f->cfg.max_message_bytes = 1 << 20;
+    init(f);
+    static const struct {
+        size_t uri_len;
+        int code; /* 0: accepted */
+    } cases[] = {{3200, 0}, {MCP_URI_MAX, 0}, {MCP_URI_MAX + 1, -32602}, {512 << 10, -32602}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int unsub = 0; unsub < 2; unsub++) {
+            size_t n = cases[i].uri_len;
+            char *uri = malloc(n + 1);
+            memcpy(uri, "test://", 7);
+            memset(uri + 7, 'x', n - 7);
+            uri[n] = '\0';
+            json_t *req = json_pack(
+                "{s:s, s:i, s:s, s:{s:s}}", "jsonrpc", "2.0", "id", 10, "method",
+                unsub ? "resources/unsubscribe" : "resources/subscribe", "params", "uri", uri);
+            char *text = json_dumps(req, JSON_COMPACT);
+            assert_int_equal(recv_str(f, text), MCP_MSG_REQUEST);
+            if (unsub)
+                assert_non_null(json_object_get(last, "result")); /* nothing kept: no limit */
+            else if (error_code() != cases[i].code)
+                fail_msg("a uri of %zu bytes: code %d", n, error_code());
+            free(text);
+            json_decref(req);
+            free(uri);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +424,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(structured_content_must_match_the_output_schema, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(subscriptions_hold_uris_of_bounded_length, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
