@@ -1132,13 +1132,15 @@ static bool too_big(struct mcp_session *s, size_t len, const json_t *id)
 }
 
 /* The id of a request that is valid JSON but that the strict parse refuses (an integer past
- * 64 bits, a key given twice), read by a lenient parse: its client waits for an answer under
- * that id, not under null. NULL when there is none, or none that survives a double exactly;
- * *valid says whether the lenient parse took the text. */
+ * 64 bits, a key given twice, a key holding \u0000), read by a lenient parse: its client waits for
+ * an answer under that id, not under null. NULL when there is none, or none that survives a double
+ * exactly; *valid says whether the lenient parse took the text. */
 static json_t *refused_request_id(const char *buf, size_t len, bool *valid)
 {
-    json_t *loose = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, NULL);
-    *valid = loose != NULL;
+    json_error_t je;
+    json_t *loose = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
+    /* A key holding \u0000 is valid JSON that no parse here takes. */
+    *valid = loose != NULL || json_error_code(&je) == json_error_null_byte_in_key;
     const json_t *id = json_object_get(loose, "id");
     json_t *out = NULL;
     if (json_is_string(json_object_get(loose, "method"))) {

@@ -116,6 +116,9 @@ static void classifies_and_answers_errors(void **state)
         {"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
          "\"x\"}}",
          MCP_MSG_REQUEST, -32600},
+        /* valid JSON, which jansson cannot hold (a NUL in a key): no parse error */
+        {"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\",\"params\":{\"\\u0000\":1}}",
+         MCP_MSG_INVALID, -32600},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         assert_int_equal(recv_str(f, cases[i].text), cases[i].kind);
