@@ -1308,12 +1308,21 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
         send_error(s, NULL, RPC_INVALID_REQUEST, NOT_AN_OBJECT);
         goto out;
     }
+    json_t *method_v = json_object_get(msg, "method");
+    bool response = !method_v && (json_object_get(msg, "result") || json_object_get(msg, "error"));
     const char *ver = json_string_value(json_object_get(msg, "jsonrpc"));
     if (!ver || strcmp(ver, "2.0") != 0) {
-        send_error(s, reply_id, RPC_INVALID_REQUEST, "\"jsonrpc\": \"2.0\" is required");
+        /* Not even a malformed response is answered: its id is the client's own, and the error
+         * would go to the client's request of that id, if one is open. */
+        if (response) {
+            log_emit(LOG_LVL_DEBUG, "response without \"jsonrpc\": \"2.0\" ignored", "owner",
+                     s->owner, NULL);
+            kind = MCP_MSG_RESPONSE;
+        } else {
+            send_error(s, reply_id, RPC_INVALID_REQUEST, "\"jsonrpc\": \"2.0\" is required");
+        }
         goto out;
     }
-    json_t *method_v = json_object_get(msg, "method");
     if (holds_nul(msg)) {
         /* A request is refused with its id; anything else is dropped. */
         if (method_v && id_ok)
@@ -1325,7 +1334,7 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
     if (!method_v) {
         /* A response is never answered, not even one whose id is null or missing (a client's
          * error about a message it could not read): one that matches nothing is dropped. */
-        if (json_object_get(msg, "result") || json_object_get(msg, "error")) {
+        if (response) {
             kind = MCP_MSG_RESPONSE;
             if (id_ok)
                 on_response(s, msg);

@@ -296,6 +296,22 @@ test('raw: a client\'s error response is never answered, even with id null or no
   await s.exited;
 });
 
+test('raw: a response without "jsonrpc" is dropped, not answered under an id the client\'s own request has', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(INIT(1));
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"test_slow","arguments":{"ms":300}}}\n');
+  s.send('{"id":5,"result":{}}\n');
+  s.send('{"jsonrpc":"1.0","id":5,"error":{"code":1,"message":"x"}}\n');
+  await s.waitFor((m) => m.id === 5 && m.result);
+  s.send('{"jsonrpc":"2.0","id":6,"method":"ping"}\n');
+  await s.waitFor((m) => m.id === 6);
+  assert.deepEqual(s.replies.filter((m) => m.id === 5), [{ jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'done' }] } }],
+    'the tool call is answered once, by its result');
+  s.child.stdin.end();
+  await s.exited;
+});
+
 test('raw: a whole number written as 5.0 is the integer 5 to a tool', async () => {
   const s = rawServer(['--state-dir', mkdtempSync(join(tmpdir(), 'sbx-e2e-real-'))]);
   s.send(INIT(1));

@@ -131,6 +131,14 @@ static void classifies_and_answers_errors(void **state)
     assert_int_equal(recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"result\":{}}"),
                      MCP_MSG_RESPONSE);
     assert_null(last);
+    /* Nor one without "jsonrpc": 2.0: its error, under the client's own id, would answer
+     * whichever request of the client's has that id. */
+    assert_int_equal(recv_str(f, "{\"id\":5,\"result\":{}}"), MCP_MSG_RESPONSE);
+    assert_null(last);
+    assert_int_equal(
+        recv_str(f, "{\"jsonrpc\":\"1.0\",\"id\":\"r\",\"error\":{\"code\":1,\"message\":\"x\"}}"),
+        MCP_MSG_RESPONSE);
+    assert_null(last);
     char big[5000];
     memset(big, ' ', sizeof(big));
     big[sizeof(big) - 1] = '\0';
