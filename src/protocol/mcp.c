@@ -609,33 +609,57 @@ static const char *response_defect(const json_t *result, const json_t *error, ch
     return NULL;
 }
 
-static void on_response(struct mcp_session *s, const json_t *msg)
+/* The request of ours that id answers, taken off the list; NULL if none is waiting. */
+static struct pending_request *take_pending(struct mcp_session *s, const char *id)
 {
-    const char *id = json_string_value(json_object_get(msg, "id"));
     for (struct pending_request **pp = &s->pending; id && *pp; pp = &(*pp)->next) {
         struct pending_request *r = *pp;
-        if (strcmp(r->id, id) != 0)
-            continue;
-        *pp = r->next;
-        const json_t *result = json_object_get(msg, "result");
-        const json_t *error = json_object_get(msg, "error");
-        char buf[96];
-        const char *defect = response_defect(result, error, buf, sizeof(buf));
-        if (defect) {
-            char *text = xasprintf("the client's response to %s %s", r->method, defect);
-            log_emit(LOG_LVL_WARNING, "malformed response from the client", "owner", s->owner,
-                     "why", text, NULL);
-            json_t *e = json_pack("{s:i, s:s}", "code", RPC_INVALID_REQUEST, "message", text);
-            r->reply(r->call, NULL, e, r->data);
-            json_decref(e);
-            free(text);
-        } else {
-            r->reply(r->call, result, error, r->data);
+        if (strcmp(r->id, id) == 0) {
+            *pp = r->next;
+            return r;
         }
-        free(r);
+    }
+    return NULL;
+}
+
+/* The reply callback hears why the client's response could not be taken. */
+static void fail_pending(struct mcp_session *s, struct pending_request *r, const char *defect)
+{
+    char *text = xasprintf("the client's response to %s %s", r->method, defect);
+    log_emit(LOG_LVL_WARNING, "malformed response from the client", "owner", s->owner, "why", text,
+             NULL);
+    json_t *e = json_pack("{s:i, s:s}", "code", RPC_INVALID_REQUEST, "message", text);
+    r->reply(r->call, NULL, e, r->data);
+    json_decref(e);
+    free(text);
+    free(r);
+}
+
+bool mcp_session_refuse_response(struct mcp_session *s, const json_t *id, const char *why)
+{
+    struct pending_request *r = take_pending(s, json_string_value(id));
+    if (r)
+        fail_pending(s, r, why);
+    return r != NULL;
+}
+
+static void on_response(struct mcp_session *s, const json_t *msg)
+{
+    struct pending_request *r = take_pending(s, json_string_value(json_object_get(msg, "id")));
+    if (!r) {
+        log_emit(LOG_LVL_DEBUG, "response to no pending request ignored", "owner", s->owner, NULL);
         return;
     }
-    log_emit(LOG_LVL_DEBUG, "response to no pending request ignored", "owner", s->owner, NULL);
+    const json_t *result = json_object_get(msg, "result");
+    const json_t *error = json_object_get(msg, "error");
+    char buf[96];
+    const char *defect = response_defect(result, error, buf, sizeof(buf));
+    if (defect) {
+        fail_pending(s, r, defect);
+        return;
+    }
+    r->reply(r->call, result, error, r->data);
+    free(r);
 }
 
 /* ---- method handlers: each answers through send_result/send_error ---- */
@@ -1172,9 +1196,14 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
 {
     if (len > s->srv->cfg->max_message_bytes) {
         json_t *id = mcp_id_from_text(buf, len);
-        too_big(s, len, id);
+        char why[96];
+        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", len,
+                 (unsigned long long)s->srv->cfg->max_message_bytes);
+        bool response = mcp_session_refuse_response(s, id, why);
+        if (!response)
+            too_big(s, len, id);
         json_decref(id);
-        return MCP_MSG_INVALID;
+        return response ? MCP_MSG_RESPONSE : MCP_MSG_INVALID;
     }
     char why[JSON_ERROR_TEXT_LENGTH + 64];
     json_t *msg = mcp_parse(buf, len, why, sizeof(why));

@@ -91,6 +91,10 @@ json_t *mcp_id_from_ends(const char *head, const char *tail);
 /* The same from a whole text: its first and last MCP_ID_END_BYTES. */
 #define MCP_ID_END_BYTES 256
 json_t *mcp_id_from_text(const char *buf, size_t len);
+/* A message that could not be read whole (too large) whose id is that of a request the server
+ * is waiting on is the client's response to it: the request fails with why, and nothing is
+ * sent back (a response is never answered). False, and nothing done, for any other id. */
+bool mcp_session_refuse_response(struct mcp_session *s, const json_t *id, const char *why);
 /* Parses a message as the protocol does (a key given twice refused; NUL inside strings let
  * through, for the schema to refuse under the request's own id). NULL on failure, with why
  * it failed in words in why[size]. */

@@ -235,6 +235,15 @@ static void refuse_oversized(struct stdio_transport *t)
     t->head[t->head_len] = '\0';
     t->tail[t->tail_len] = '\0';
     json_t *id = mcp_id_from_ends(t->head, t->tail);
+    char why[96];
+    snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %zu)", t->discarded,
+             t->max);
+    if (mcp_session_refuse_response(t->session, id, why)) {
+        json_decref(id);
+        t->discarding = false;
+        t->discarded = 0;
+        return;
+    }
     json_t *m = json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                           "error", "code", -32600, "message", "message exceeds the size limit");
     json_object_set_new(

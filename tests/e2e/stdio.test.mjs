@@ -601,6 +601,22 @@ test('raw: a client error answer to sampling, or a result that is no object, bec
   assert.equal((await s.exited).code, 0);
 });
 
+test('raw: a response over the size cap fails the request it answers, rather than leaving its tool waiting', async () => {
+  const s = rawServer(['--test-fixtures', '--max-message-bytes', '1024']);
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) + '\n');
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"}}}\n');
+  const req = await s.waitFor((m) => m.method === 'sampling/createMessage');
+  const text = 'x'.repeat(2000);
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: req.id, result: { role: 'assistant', content: { type: 'text', text }, model: 'm' } }) + '\n');
+  const r = await s.waitFor((m) => m.id === 2, 3000);
+  assert.equal(r.result.isError, true);
+  assert.match(r.result.content[0].text, /exceeds the size limit/);
+  assert.equal(s.replies.filter((m) => m.id === req.id && !m.method).length, 0, 'a response is never answered');
+  s.child.stdin.end();
+  await s.exited;
+});
+
 test('SDK: conformance fixtures test_simple_text and test_error_handling answer like the reference', async () => {
   const { client } = await connect();
   const ok = await client.callTool({ name: 'test_simple_text', arguments: {} });

@@ -387,6 +387,24 @@ static void client_responses_reach_the_callback_as_result_or_error(void **state)
         /* the tool answered once the callback finished it */
         assert_int_equal(json_integer_value(json_object_get(last, "id")), 2);
     }
+    /* An answer too large to read is still the answer: the callback hears why (the tool would
+     * otherwise wait for ever), and the client hears nothing back for its response. */
+    recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+                "\"asks\",\"arguments\":{}}}");
+    char big[8192];
+    int n = snprintf(big, sizeof(big), "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"pad\":\"",
+                     json_string_value(json_object_get(last, "id")));
+    memset(big + n, 'x', 6000);
+    strcpy(big + n + 6000, "\"}}");
+    replies = 0;
+    assert_int_equal(recv_str(f, big), MCP_MSG_RESPONSE);
+    assert_int_equal(replies, 1);
+    assert_null(got_result);
+    assert_non_null(strstr(json_string_value(json_object_get(got_error, "message")) ?: "",
+                           "roots/list exceeds the size limit"));
+    json_decref(got_error);
+    got_error = NULL;
+    assert_int_equal(json_integer_value(json_object_get(last, "id")), 3);
 }
 
 /* A session keeps the uris it subscribed to: each is held to what a resource uri can be, or a
