@@ -1214,11 +1214,18 @@ enum mcp_msg_kind mcp_session_receive(struct mcp_session *s, const char *buf, si
         bool valid;
         json_t *id = refused_request_id(buf, len, &valid);
         int code = valid ? RPC_INVALID_REQUEST : RPC_PARSE_ERROR;
-        if (!id)
+        /* Not a request: under the id of one of ours, it is the client's answer to it. */
+        bool response = false;
+        if (!id) {
             id = mcp_id_from_text(buf, len);
-        send_error(s, id, code, "%s", why);
+            char refused[sizeof(why) + 32];
+            snprintf(refused, sizeof(refused), "could not be read: %s", why);
+            response = mcp_session_refuse_response(s, id, refused);
+        }
+        if (!response)
+            send_error(s, id, code, "%s", why);
         json_decref(id);
-        return MCP_MSG_INVALID;
+        return response ? MCP_MSG_RESPONSE : MCP_MSG_INVALID;
     }
     enum mcp_msg_kind kind = mcp_session_receive_json(s, msg, len);
     json_decref(msg);

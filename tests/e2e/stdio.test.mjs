@@ -601,7 +601,7 @@ test('raw: a client error answer to sampling, or a result that is no object, bec
   assert.equal((await s.exited).code, 0);
 });
 
-test('raw: a response over the size cap fails the request it answers, rather than leaving its tool waiting', async () => {
+test('raw: a response over the size cap, or unparsable, fails the request it answers, rather than leaving its tool waiting', async () => {
   const s = rawServer(['--test-fixtures', '--max-message-bytes', '1024']);
   s.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) + '\n');
   await s.waitFor((m) => m.id === 1);
@@ -613,6 +613,14 @@ test('raw: a response over the size cap fails the request it answers, rather tha
   assert.equal(r.result.isError, true);
   assert.match(r.result.content[0].text, /exceeds the size limit/);
   assert.equal(s.replies.filter((m) => m.id === req.id && !m.method).length, 0, 'a response is never answered');
+  // So does one that cannot be parsed (bytes that are not UTF-8).
+  s.send('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"}}}\n');
+  const req2 = await s.waitFor((m) => m.method === 'sampling/createMessage' && m.id !== req.id);
+  s.child.stdin.write(Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":"${req2.id}","result":{"model":"`), Buffer.from([0xff]), Buffer.from('"}}\n')]));
+  const r2 = await s.waitFor((m) => m.id === 3, 3000);
+  assert.equal(r2.result.isError, true);
+  assert.match(r2.result.content[0].text, /could not be read: parse error: invalid UTF-8/);
+  assert.equal(s.replies.filter((m) => m.id === req2.id && !m.method).length, 0, 'a response is never answered');
   s.child.stdin.end();
   await s.exited;
 });

@@ -405,6 +405,30 @@ static void client_responses_reach_the_callback_as_result_or_error(void **state)
     json_decref(got_error);
     got_error = NULL;
     assert_int_equal(json_integer_value(json_object_get(last, "id")), 3);
+    /* So is one the parser refuses, for bad bytes or for a key given twice. */
+    static const struct {
+        const char *members;
+        const char *says;
+    } unreadable[] = {
+        {"\"result\":{\"t\":\"\xff\"}", "invalid UTF-8"},
+        {"\"result\":{},\"result\":{}", "duplicate object key"},
+    };
+    for (size_t i = 0; i < sizeof(unreadable) / sizeof(unreadable[0]); i++) {
+        recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
+                    "\"name\":\"asks\",\"arguments\":{}}}");
+        snprintf(big, sizeof(big), "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",%s}",
+                 json_string_value(json_object_get(last, "id")), unreadable[i].members);
+        replies = 0;
+        assert_int_equal(recv_str(f, big), MCP_MSG_RESPONSE);
+        assert_int_equal(replies, 1);
+        const char *m = json_string_value(json_object_get(got_error, "message"));
+        if (!m || !strstr(m, unreadable[i].says))
+            fail_msg("case %zu: error message '%s' lacks '%s'", i, m ? m : "(none)",
+                     unreadable[i].says);
+        json_decref(got_error);
+        got_error = NULL;
+        assert_int_equal(json_integer_value(json_object_get(last, "id")), 4);
+    }
 }
 
 /* A session keeps the uris it subscribed to: each is held to what a resource uri can be, or a
