@@ -1360,11 +1360,15 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
         goto out;
     }
     if (holds_nul(msg)) {
-        /* A request is refused with its id; anything else is dropped. */
+        /* A request is refused with its id, a response fails the request it answers (which
+         * would wait for ever otherwise); anything else is dropped. */
         if (method_v && id_ok)
             send_error(s, id, RPC_INVALID_PARAMS,
                        "a string holds a NUL character (\\u0000); send binary file content "
                        "base64-encoded");
+        else if (response &&
+                 mcp_session_refuse_response(s, id, "holds a NUL character (\\u0000) in a string"))
+            kind = MCP_MSG_RESPONSE;
         goto out;
     }
     if (!method_v) {

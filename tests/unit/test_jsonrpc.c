@@ -405,13 +405,15 @@ static void client_responses_reach_the_callback_as_result_or_error(void **state)
     json_decref(got_error);
     got_error = NULL;
     assert_int_equal(json_integer_value(json_object_get(last, "id")), 3);
-    /* So is one the parser refuses, for bad bytes or for a key given twice. */
+    /* So is one the parser refuses (bad bytes, a key given twice), or one holding a NUL. */
     static const struct {
         const char *members;
         const char *says;
     } unreadable[] = {
         {"\"result\":{\"t\":\"\xff\"}", "invalid UTF-8"},
         {"\"result\":{},\"result\":{}", "duplicate object key"},
+        /* parsed, but a NUL in a string is refused everywhere */
+        {"\"result\":{\"t\":\"a\\u0000b\"}", "NUL"},
     };
     for (size_t i = 0; i < sizeof(unreadable) / sizeof(unreadable[0]); i++) {
         recv_str(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
