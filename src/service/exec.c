@@ -316,6 +316,13 @@ static void on_cancel(struct mcp_call *call, void *data)
     e->outcome.cancelled = true;
     if (e->settling)
         return; /* it has run: only its files are being finished */
+    /* create_run_close's sandbox lives for the call alone: it goes now, with its processes,
+     * rather than after an interrupt the code may ignore for the whole grace period, holding
+     * one of its owner's sandboxes meanwhile. */
+    if (sb->oneshot) {
+        sandbox_close(sb, NULL); /* frees e (exec_fail_all) */
+        return;
+    }
     if (sb->state == SBX_BUSY && sb->queue == e) {
         interrupt(e); /* it finishes (and is recorded) without a response */
         return;

@@ -149,6 +149,9 @@ static json_t *failure_error(const struct exec *e)
         describe_death(death, sizeof(death), e->sb, o->exit_code, o->term_signal, o->oom_killed,
                        o->bad_frame);
         snprintf(msg, sizeof(msg), "%s; %s", death, state_after(e->sb, o));
+    } else if (o->cancelled && e->sb->oneshot) { /* closed at the cancel (exec.c) */
+        type = "Cancelled";
+        snprintf(msg, sizeof(msg), "cancelled by the client; %s", oneshot_closed);
     } else {
         snprintf(msg, sizeof(msg), "%s", o->reason[0] ? o->reason : "the execution did not finish");
     }

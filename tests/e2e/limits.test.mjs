@@ -49,6 +49,20 @@ test('limits.max_sandboxes_per_owner and limits.max_sandboxes are enforced and n
   await c.close();
 });
 
+test('a cancelled create_run_close gives its sandbox back at once, even if its code ignores the interrupt', async () => {
+  const c = await server('[limits]\nmax_sandboxes_per_owner = 1\n');
+  const ac = new AbortController();
+  const p = c.callTool({ name: 'create_run_close', arguments: {
+    code: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('go', flush=True)\ntime.sleep(60)" } },
+  undefined, { signal: ac.signal, timeout: 120000, onprogress: () => ac.abort() });
+  await assert.rejects(p);
+  // The client gave up on the call, which nothing outlives: its sandbox no longer counts.
+  const { r, text } = await call(c, 'create_sandbox');
+  assert.notEqual(r.isError, true, text);
+  assert.equal((await call(c, 'list_sandboxes')).sc.sandboxes.length, 1);
+  await c.close();
+});
+
 test('limits.max_queue_depth refuses calls beyond the queue, naming the limit', async () => {
   const c = await server('[limits]\nmax_queue_depth = 2\n');
   const id = (await call(c, 'create_sandbox')).sc.sandbox_id;
