@@ -44,6 +44,7 @@ static const struct key_def global_keys[] = {
     G("server.max_message_bytes", KT_SIZE, max_message_bytes, 1024, 1ull << 30),
     G("server.page_size", KT_U32, page_size, 1, 1000),
     G("server.history_retention_days", KT_U32, history_retention_days, 1, 36500),
+    G("server.history_max_bytes", KT_SIZE, history_max_bytes, 1ull << 20, 1ull << 40),
     G("log.file", KT_STRING, log_file, 0, 0),
     G("log.level", KT_LOG_LEVEL, log_level, 0, 0),
     G("isolation.allow_degraded", KT_BOOL, allow_degraded, 0, 0),
@@ -226,6 +227,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->max_message_bytes = 16ull << 20;
     cfg->page_size = 50;
     cfg->history_retention_days = 30;
+    cfg->history_max_bytes = 1ull << 30;
     cfg->log_level = xstrdup("info");
     cfg->sandbox_uid = 65534;
     /* 65,536 uids where systemd's table has none in use (after its container ranges, below

@@ -51,6 +51,7 @@ struct sbx_config {
     uint64_t max_message_bytes;      /* JSON-RPC message cap, 16 MiB */
     uint32_t page_size;              /* items per page in list results */
     uint32_t history_retention_days; /* a closed sandbox's history is kept this long */
+    uint64_t history_max_bytes;      /* past this, closed sandboxes' histories go, oldest first */
 
     /* [log] */
     char *log_file; /* NULL or "-" = stderr */

@@ -43,6 +43,8 @@ enum stmt_id {
     ST_GET,
     ST_EXPIRED,
     ST_FORGET,
+    ST_OLDEST_CLOSED,
+    ST_USED_BYTES,
 };
 
 static const char *const stmt_sql[] = {
@@ -68,6 +70,10 @@ static const char *const stmt_sql[] = {
                    "UNION ALL SELECT id FROM sandboxes WHERE closed_ms IS NULL AND created_ms < ?2 "
                    "LIMIT ?3",
     [ST_FORGET] = "DELETE FROM sandboxes WHERE id = ?1",
+    [ST_OLDEST_CLOSED] = "SELECT id FROM sandboxes WHERE closed_ms IS NOT NULL "
+                         "ORDER BY closed_ms LIMIT ?1",
+    [ST_USED_BYTES] = "SELECT (p.page_count - f.freelist_count) * s.page_size "
+                      "FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
 };
 
 /* A record waiting for the next batched write. */
@@ -674,17 +680,11 @@ int history_get_sandbox(struct history *h, const char *sandbox_id, json_t **info
     return 0;
 }
 
-int history_purge(struct history *h, int64_t closed_before_ms, int64_t created_before_ms,
-                  unsigned max, size_t *purged, struct sbx_err *err)
+/* Deletes, with their executions, the sandboxes that s (bound, its limit max) selects. */
+static int forget_selected(struct history *h, sqlite3_stmt *s, unsigned max, size_t *purged,
+                           struct sbx_err *err)
 {
     *purged = 0;
-    /* A close still queued must count, and no record may arrive for a row deleted here. */
-    if (history_flush(h, err) < 0)
-        return -1;
-    sqlite3_stmt *s = stmt(h, ST_EXPIRED);
-    sqlite3_bind_int64(s, 1, closed_before_ms);
-    sqlite3_bind_int64(s, 2, created_before_ms);
-    sqlite3_bind_int(s, 3, (int)max);
     char **ids = xcalloc(max ? max : 1, sizeof(*ids));
     size_t n = 0;
     int step;
@@ -718,4 +718,39 @@ int history_purge(struct history *h, int64_t closed_before_ms, int64_t created_b
         free(ids[i]);
     free(ids);
     return rc;
+}
+
+int history_purge(struct history *h, int64_t closed_before_ms, int64_t created_before_ms,
+                  unsigned max, size_t *purged, struct sbx_err *err)
+{
+    *purged = 0;
+    /* A close still queued must count, and no record may arrive for a row deleted here. */
+    if (history_flush(h, err) < 0)
+        return -1;
+    sqlite3_stmt *s = stmt(h, ST_EXPIRED);
+    sqlite3_bind_int64(s, 1, closed_before_ms);
+    sqlite3_bind_int64(s, 2, created_before_ms);
+    sqlite3_bind_int(s, 3, (int)max);
+    return forget_selected(h, s, max, purged, err);
+}
+
+int history_purge_oldest_closed(struct history *h, unsigned max, size_t *purged,
+                                struct sbx_err *err)
+{
+    *purged = 0;
+    if (history_flush(h, err) < 0)
+        return -1;
+    sqlite3_stmt *s = stmt(h, ST_OLDEST_CLOSED);
+    sqlite3_bind_int(s, 1, (int)max);
+    return forget_selected(h, s, max, purged, err);
+}
+
+int history_used_bytes(struct history *h, uint64_t *bytes, struct sbx_err *err)
+{
+    sqlite3_stmt *s = stmt(h, ST_USED_BYTES);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        *bytes = (uint64_t)sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return step == SQLITE_ROW ? 0 : db_fail(h, err, "measuring the database");
 }

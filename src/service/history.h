@@ -71,6 +71,11 @@ int history_set_packages(struct history *h, const char *sandbox_id, const json_t
  * how many (max: call again). */
 int history_purge(struct history *h, int64_t closed_before_ms, int64_t created_before_ms,
                   unsigned max, size_t *purged, struct sbx_err *err);
+/* The same for the max sandboxes that closed first, whenever that was (the size cap). */
+int history_purge_oldest_closed(struct history *h, unsigned max, size_t *purged,
+                                struct sbx_err *err);
+/* The bytes the database's pages hold (free pages, which new rows reuse, not counted). */
+int history_used_bytes(struct history *h, uint64_t *bytes, struct sbx_err *err);
 /* {owner, name, profile, created_at, closed_at, session_start, packages}; ENOENT if unknown. */
 int history_get_sandbox(struct history *h, const char *sandbox_id, json_t **info,
                         struct sbx_err *err);

@@ -1717,12 +1717,43 @@ static void on_sweep(struct ev_loop *loop, void *data)
 
 /* A write that failed (history.c says why in the log) keeps what was queued: it is tried
  * again a while later, even if nothing new comes. */
+/* Closed sandboxes' histories go server.history_retention_days after they closed (kept, the
+ * database grew with every sandbox ever made), a batch at a time so that the loop never waits
+ * long. One never closed (its server was killed) goes once even the longest lifetime a
+ * configuration allows would have ended. Past server.history_max_bytes, the sandboxes that
+ * closed first go too, whenever that was: a client making sandboxes without end would
+ * otherwise fill the disk within the retention (about 5 KiB a run). */
+#define HISTORY_PURGE_EVERY_MS (3600 * 1000)
+#define HISTORY_PURGE_SOON_MS  200
+#define HISTORY_PURGE_BATCH    64
+#define LONGEST_LIFETIME_MS    (31536000ll * 1000)
+
+static void on_history_purge(struct ev_loop *loop, void *data);
+
+/* Whether the database holds more than server.history_max_bytes. */
+static bool history_over_cap(struct sandbox_service *svc, uint64_t *used)
+{
+    *used = 0;
+    return history_used_bytes(svc->history, used, NULL) == 0 && *used > svc->cfg->history_max_bytes;
+}
+
 static void on_history_flush(struct ev_loop *loop, void *data)
 {
     struct sandbox_service *svc = data;
     svc->history_timer = NULL;
-    if (history_flush(svc->history, NULL) < 0 && !svc->stopping)
-        svc->history_timer = ev_timer_add(loop, HISTORY_RETRY_MS, on_history_flush, svc);
+    if (history_flush(svc->history, NULL) < 0) {
+        if (!svc->stopping)
+            svc->history_timer = ev_timer_add(loop, HISTORY_RETRY_MS, on_history_flush, svc);
+        return;
+    }
+    /* Runs without end (create_run_close in a loop) must not wait for the hourly purge to
+     * find the database past its cap. */
+    uint64_t used;
+    if (!svc->stopping && svc->purge_timer && history_over_cap(svc, &used) &&
+        ev_timer_due(svc->purge_timer) > now_ns() + HISTORY_PURGE_SOON_MS * 1000000ull) {
+        ev_timer_clear(&svc->purge_timer);
+        svc->purge_timer = ev_timer_add(loop, HISTORY_PURGE_SOON_MS, on_history_purge, svc);
+    }
 }
 
 /* What is queued reaches the database within HISTORY_FLUSH_MS, in one transaction. */
@@ -1731,14 +1762,6 @@ static void history_soon(struct sandbox_service *svc)
     if (history_pending(svc->history) && !svc->history_timer && !svc->stopping)
         svc->history_timer = ev_timer_add(svc->loop, HISTORY_FLUSH_MS, on_history_flush, svc);
 }
-
-/* Closed sandboxes' histories go server.history_retention_days after they closed (kept, the
- * database grew with every sandbox ever made), a batch at a time so that the loop never waits
- * long. One never closed (its server was killed) goes once even the longest lifetime a
- * configuration allows would have ended. */
-#define HISTORY_PURGE_EVERY_MS (3600 * 1000)
-#define HISTORY_PURGE_BATCH    64
-#define LONGEST_LIFETIME_MS    (31536000ll * 1000)
 
 static void on_history_purge(struct ev_loop *loop, void *data)
 {
@@ -1754,9 +1777,32 @@ static void on_history_purge(struct ev_loop *loop, void *data)
     else if (purged)
         log_msgf(LOG_LVL_INFO, "history: deleted %zu closed sandboxes past their retention",
                  purged);
-    /* A full batch: the rest after a pause in which the loop serves everyone else. */
-    svc->purge_timer = ev_timer_add(
-        loop, purged == HISTORY_PURGE_BATCH ? 200 : HISTORY_PURGE_EVERY_MS, on_history_purge, svc);
+    bool more = purged == HISTORY_PURGE_BATCH;
+    /* One at a time, only until the database is under its cap again. With nothing closed left
+     * it stays over: the open sandboxes' records are bounded (1,000 each). */
+    uint64_t used = 0, first_used = 0;
+    size_t capped = 0;
+    while (!more && capped < HISTORY_PURGE_BATCH && history_over_cap(svc, &used)) {
+        if (!capped)
+            first_used = used;
+        if (history_purge_oldest_closed(svc->history, 1, &purged, &err) < 0) {
+            log_emit(LOG_LVL_WARNING, "history purge failed", "error", err.msg, NULL);
+            break;
+        }
+        if (!purged)
+            break;
+        capped++;
+    }
+    if (capped)
+        log_msgf(LOG_LVL_INFO,
+                 "history: %llu bytes, over server.history_max_bytes (%llu): deleted the %zu "
+                 "sandboxes that closed first",
+                 (unsigned long long)first_used, (unsigned long long)svc->cfg->history_max_bytes,
+                 capped);
+    more = more || capped == HISTORY_PURGE_BATCH;
+    /* More to do: the rest after a pause in which the loop serves everyone else. */
+    svc->purge_timer = ev_timer_add(loop, more ? HISTORY_PURGE_SOON_MS : HISTORY_PURGE_EVERY_MS,
+                                    on_history_purge, svc);
 }
 
 void sandbox_history_add(struct sandbox *sb, const struct history_record *rec)

@@ -1160,6 +1160,38 @@ test('a closed sandbox\'s history goes server.history_retention_days after it cl
   rmSync(cfgDir, { recursive: true, force: true });
 });
 
+// Within the retention, a client making sandboxes without end would fill the disk (about 5 KiB
+// a run): past server.history_max_bytes the sandboxes that closed first go, the later ones stay.
+test('past server.history_max_bytes the histories of the sandboxes closed first go', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sbx-e2e-historycap-'));
+  writeFileSync(join(dir, 'config.toml'), '[server]\nhistory_max_bytes = "1M"\n');
+  const { client: c } = await connect(['--state-dir', join(dir, 'state'), '--config', join(dir, 'config.toml')]);
+  const first = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  for (let i = 0; i < 500; i++) {
+    assert.equal((await run(c, 'print("x" * 2500)', { sandbox_id: first })).sc.success, true);
+  }
+  // Open, it stays, over the cap or not (its records are bounded by the count).
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal((await call(c, 'get_execution_history', { sandbox_id: first })).sc.total, 500);
+  assert.ok(!(await call(c, 'close_sandbox', { sandbox_id: first })).r.isError);
+  const second = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  assert.equal((await run(c, 'x = 1', { sandbox_id: second })).sc.success, true);
+  assert.ok(!(await call(c, 'close_sandbox', { sandbox_id: second })).r.isError);
+  let old;
+  for (let i = 0; i < 50; i++) {
+    old = await call(c, 'get_execution_history', { sandbox_id: first });
+    if (old.r.isError) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(old.r.isError, true, 'the first closed is gone');
+  assert.match(old.text, /unknown sandbox_id/);
+  const later = await call(c, 'get_execution_history', { sandbox_id: second });
+  assert.ok(!later.r.isError, later.text);
+  assert.equal(later.sc.total, 1);
+  await c.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test('symlink tricks reveal nothing from the host', async () => {
   const c = await server();
   const { sc } = await run(c, [

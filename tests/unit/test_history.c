@@ -237,6 +237,56 @@ static void closed_sandboxes_go_after_their_retention(void **state)
     history_close(h);
 }
 
+/* Past the size cap the sandboxes that closed first go, however recently that was; open ones
+ * stay (their records are bounded by the retention count). */
+static void past_the_size_cap_the_sandboxes_closed_first_go(void **state)
+{
+    (void)state;
+    struct history *h = open_db("cap.sqlite3");
+    struct sbx_err err = {0};
+    char out[2049];
+    memset(out, 'o', sizeof(out) - 1);
+    out[sizeof(out) - 1] = '\0';
+    static const struct {
+        const char *id;
+        int64_t closed; /* 0: open */
+    } rows[] = {{"third", 3000}, {"first", 1000}, {"open", 0}, {"second", 2000}};
+    uint64_t empty = 0, used = 0, after = 0;
+    assert_int_equal(history_used_bytes(h, &empty, &err), 0);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        history_record_sandbox(h, rows[i].id, "o", NULL, "standard", 100, &err);
+        for (int k = 0; k < 20; k++) {
+            struct history_record r = {.timestamp_ms = 1700000000123,
+                                       .language = "python",
+                                       .success = true,
+                                       .code = "print('o' * 2048)",
+                                       .stdout_text = out};
+            assert_int_equal(history_add(h, rows[i].id, &r, &err), 0);
+        }
+        if (rows[i].closed)
+            history_close_sandbox(h, rows[i].id, rows[i].closed, &err);
+    }
+    assert_int_equal(history_flush(h, &err), 0);
+    assert_int_equal(history_used_bytes(h, &used, &err), 0);
+    assert_true(used > empty + 4 * 20 * 2048); /* the previews are in */
+    size_t purged = 0;
+    assert_int_equal(history_purge_oldest_closed(h, 2, &purged, &err), 0);
+    assert_int_equal(purged, 2);
+    assert_false(known(h, "first"));
+    assert_false(known(h, "second"));
+    assert_true(known(h, "third") && known(h, "open"));
+    assert_int_equal(records_of(h, "third"), 20);
+    assert_int_equal(history_used_bytes(h, &after, &err), 0);
+    assert_true(after < used - 2 * 20 * 2048); /* their pages are free for new rows */
+    assert_int_equal(history_purge_oldest_closed(h, 10, &purged, &err), 0);
+    assert_int_equal(purged, 1);
+    assert_int_equal(history_purge_oldest_closed(h, 10, &purged, &err), 0);
+    assert_int_equal(purged, 0);
+    assert_true(known(h, "open"));
+    assert_int_equal(records_of(h, "open"), 20);
+    history_close(h);
+}
+
 /* A database written by the previous schema (version 1) gains the purge's index. */
 static void a_version_1_database_is_upgraded(void **state)
 {
@@ -537,6 +587,7 @@ int main(void)
         cmocka_unit_test(previews_are_capped_on_a_utf8_boundary),
         cmocka_unit_test(retention_and_reset),
         cmocka_unit_test(closed_sandboxes_go_after_their_retention),
+        cmocka_unit_test(past_the_size_cap_the_sandboxes_closed_first_go),
         cmocka_unit_test(a_version_1_database_is_upgraded),
         cmocka_unit_test(a_batch_of_several_sandboxes_keeps_each_order),
         cmocka_unit_test(pending_records_are_bounded_in_count_and_bytes),
