@@ -1,7 +1,7 @@
 # The Python driver that runs inside every sandbox. It keeps one interpreter alive so that
 # variables persist between executions, and talks to the server over a private framed channel,
-# requests in on fd 3 and frames out on fd 4 (see src/service/channel.h); user output goes to
-# fds 1 and 2 untouched.
+# requests in on fd 3 and frames out on fd 4 (see src/service/channel.h), which it moves to the
+# top of its fd table at once; user output goes to fds 1 and 2 untouched.
 #
 # An idle sandbox is mostly this interpreter, so the driver is frugal: it runs under
 # `python3 -I -S` and imports only C modules up front (posix, errno, _json, _signal,
@@ -159,6 +159,19 @@ class Rejected(Exception):
     pass
 
 
+def _to_top(fd, place):
+    # The driver's own fds sit at the top of the fd table (place 1 is the highest), out of the
+    # way of code that closes or reuses the low ones (os.close(3), os.dup2(f, 4)): at 3 and 4
+    # that cut the channel, and the interpreter's state went with it. Code that means to can
+    # still find them in /proc/self/fd, and closerange over the whole table still reaches them.
+    top = posix.sysconf("SC_OPEN_MAX")
+    if top <= 64:
+        return fd
+    posix.dup2(fd, top - place, False)
+    posix.close(fd)
+    return top - place
+
+
 class OutputLost(Exception):
     pass
 
@@ -288,9 +301,10 @@ class Inotify:
         # Compiling this driver left freed heap behind; hand it back to the kernel, since
         # an idle sandbox is mostly this process.
         Func(("malloc_trim", Libc))(0)
-        self.fd = Func(("inotify_init1", Libc))(posix.O_NONBLOCK | posix.O_CLOEXEC)
-        if self.fd < 0:
+        fd = Func(("inotify_init1", Libc))(posix.O_NONBLOCK | posix.O_CLOEXEC)
+        if fd < 0:
             raise OSError("inotify_init1 failed")
+        self.fd = _to_top(fd, 5)
         self.watched = set()
 
     def watch(self, dirs):
@@ -426,7 +440,7 @@ class Driver:
         # The pipes the server reads, kept apart (not inherited: os.dup): code may close or
         # replace fd 1 or 2, and every run starts with them restored (restore_output). And how
         # sys.stdout and sys.stderr were opened, for one that code closed, detached or deleted.
-        self.output_fds = (posix.dup(1), posix.dup(2))
+        self.output_fds = (_to_top(posix.dup(1), 3), _to_top(posix.dup(2), 4))
         self.stream_params = [(s.encoding, s.errors, s.line_buffering)
                               for s in (sys.stdout, sys.stderr)]
 
@@ -1162,7 +1176,7 @@ def main():
     posix.set_inheritable(CHANNEL_IN_FD, False)
     posix.set_inheritable(CHANNEL_OUT_FD, False)
     try:
-        Driver(Channel(CHANNEL_IN_FD, CHANNEL_OUT_FD)).serve()
+        Driver(Channel(_to_top(CHANNEL_IN_FD, 1), _to_top(CHANNEL_OUT_FD, 2))).serve()
     except (EOFError, ValueError) as e:
         print("mcp-sandbox driver: %s; exiting" % e, file=sys.stderr)
         sys.exit(2)

@@ -45,6 +45,15 @@ async function refused(client, name, args) {
   }
 }
 
+// Python that finds the driver's channel out (the one pipe's write end past fd 2 that is not
+// stdout's or stderr's): the driver moves it to the top of its fd table, where code that means to
+// can still reach it.
+const CHANNEL_OUT = "import os, fcntl\n"
+  + "def link(f):\n    try:\n        return os.readlink('/proc/self/fd/%s' % f)\n    except OSError:\n        return ''\n"
+  + "CH = [int(f) for f in os.listdir('/proc/self/fd') if int(f) > 2 and link(f).startswith('pipe:')"
+  + " and link(f) not in (link(1), link(2)) and fcntl.fcntl(int(f), fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY]\n"
+  + "assert len(CH) == 1, CH\nCH = CH[0]\n";
+
 const TOOLS = ['run_code', 'execute_command', 'create_sandbox', 'list_sandboxes', 'get_sandbox_status',
   'close_sandbox', 'create_run_close', 'list_files', 'read_file', 'write_file', 'upload_file',
   'get_execution_history', 'reset_sandbox'];
@@ -138,8 +147,11 @@ test('code that closes, detaches or deletes stdout and stderr: the next run has 
   await run(c, 'del sys.stdout', { sandbox_id: id });
   r = await run(c, "print('again')", { sandbox_id: id });
   assert.deepEqual([r.sc.success, r.sc.stdout], [true, 'again\n']);
-  // Every fd but the control channel's: the driver's own copies go too, and the run says so.
-  await run(c, 'import os\nfor f in range(1, 200):\n    if f not in (3, 4):\n        try: os.close(f)\n        except OSError: pass', { sandbox_id: id });
+  // Every fd but the control channel's (the pipes that are not stdout's or stderr's): the
+  // driver's own copies go too, and the run says so.
+  await run(c, "import os\ndef link(f):\n    try:\n        return os.readlink('/proc/self/fd/%d' % f)\n    except OSError:\n        return ''\n"
+    + "out = (link(1), link(2))\nchan = [f for f in range(3, 256) if link(f).startswith('pipe:') and link(f) not in out]\n"
+    + "assert len(chan) == 2, chan\nfor f in range(1, 256):\n    if f not in chan:\n        try: os.close(f)\n        except OSError: pass", { sandbox_id: id });
   r = await run(c, "print('lost')", { sandbox_id: id });
   assert.equal(r.sc.success, false);
   assert.equal(r.sc.error.type, 'OutputLost');
@@ -1599,14 +1611,34 @@ test('hostile code: an endless background writer and garbage on the control chan
     assert.equal((await run(c, '2 * 21', { sandbox_id: other })).sc.result, '42');
   }
   assert.deepEqual(await c.ping(), {});
-  // The driver's frames leave on fd 4 (its requests come in on fd 3, a pipe's read end).
-  const forged = await run(c, "import os\nos.write(4, b'\\xff\\xff\\xff\\xffnot a frame')\nimport time\ntime.sleep(1)", { sandbox_id: other });
+  // The driver's frames leave on a pipe's write end (its requests come in on a read end).
+  const forged = await run(c, CHANNEL_OUT + "os.write(CH, b'\\xff\\xff\\xff\\xffnot a frame')\nimport time\ntime.sleep(1)", { sandbox_id: other });
   assert.equal(forged.sc.interpreter_restarted, true, 'a corrupt channel replaces the interpreter');
   assert.equal((await run(c, '1 + 1', { sandbox_id: other })).sc.result, '2');
   await call(c, 'close_sandbox', { sandbox_id: id });
   await c.close();
 });
 
+
+// The channel used to be fds 3 and 4, where code that closes or reuses the low fds cut it: the
+// run was reported as an interpreter exit or a timeout, and the state was gone.
+test('code that closes or replaces the low fds keeps the interpreter and its state', async () => {
+  const c = await server();
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  assert.equal((await run(c, 'keep = 41', { sandbox_id: id })).sc.success, true);
+  // (Past the soft limit of fds, 256 here, nothing is out of reach: closerange(3, 256) still
+  // cuts it.)
+  for (const code of ['import os\nos.closerange(3, 128)',
+    "import os\nnull = os.open('/dev/null', os.O_RDWR)\nos.dup2(null, 3)\nos.dup2(null, 4)\nos.dup2(null, 5)"]) {
+    const r = await run(c, code, { sandbox_id: id, timeout_s: 5 });
+    assert.equal(r.sc.success, true, r.text);
+    assert.equal(r.sc.interpreter_restarted, false, r.text);
+  }
+  const r = await run(c, 'keep + 1', { sandbox_id: id });
+  assert.equal(r.sc.result, '42', r.text);
+  assert.equal(r.sc.interpreter_restarted, false);
+  await c.close();
+});
 
 test('hostile code: an endless printer in an idle sandbox costs the server little CPU', async () => {
   const { client: c, transport } = await connect(serverArgs());
@@ -1637,8 +1669,8 @@ test('hostile code: a valid frame of millions of tiny values is refused before i
   const before = rss();
   // 15 MiB of JSON, under the frame limit: parsed whole it took 1.2 GB of the server and
   // seconds of its loop (jansson spends about 200 bytes on each {}).
-  const flood = await run(c, "import os\nbody = b'{\"op\":\"x\",\"a\":[' + b'{},' * (5 << 20) + b'{}]}'\n"
-    + "os.write(4, len(body).to_bytes(4, 'big') + body)\nimport time\ntime.sleep(1)", { sandbox_id: id });
+  const flood = await run(c, CHANNEL_OUT + "body = b'{\"op\":\"x\",\"a\":[' + b'{},' * (5 << 20) + b'{}]}'\n"
+    + "os.write(CH, len(body).to_bytes(4, 'big') + body)\nimport time\ntime.sleep(1)", { sandbox_id: id });
   assert.equal(flood.sc.interpreter_restarted, true);
   assert.match(flood.text, /malformed or oversized frame/);
   const grew = rss() - before;
@@ -1656,8 +1688,8 @@ test('hostile code: forged driver frames cost a bounded log, no schema break, an
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${transport.pid}/status`, 'utf8'))[1]);
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
   // 200 error frames of 60 KB each: the log takes a burst of short lines, not 12 MB.
-  const flood = await run(c, "import os, json\nbody = json.dumps({'op': 'error', 'id': None, 'message': 'm' * 60000}).encode()\n"
-    + "for i in range(200):\n    os.write(4, len(body).to_bytes(4, 'big') + body)\nprint('sent')", { sandbox_id: id });
+  const flood = await run(c, CHANNEL_OUT + "import json\nbody = json.dumps({'op': 'error', 'id': None, 'message': 'm' * 60000}).encode()\n"
+    + "for i in range(200):\n    os.write(CH, len(body).to_bytes(4, 'big') + body)\nprint('sent')", { sandbox_id: id });
   assert.equal(flood.sc.stdout, 'sent\n');
   const reported = log.split('\n').filter((l) => l.includes('driver reported an error'));
   assert.ok(reported.length >= 1 && reported.length <= 20, `${reported.length} lines logged`);
@@ -1665,8 +1697,8 @@ test('hostile code: forged driver frames cost a bounded log, no schema break, an
   // An idle sandbox's thread starts a 16 MiB frame: refused at its header, which costs the
   // interpreter (the channel is corrupt), not the server's memory.
   const before = rss();
-  await run(c, "import os, threading, time\ndef late():\n    time.sleep(0.3)\n"
-    + "    os.write(4, (16 << 20).to_bytes(4, 'big') + b' ' * (1 << 20))\n    time.sleep(60)\n"
+  await run(c, CHANNEL_OUT + "import threading, time\ndef late():\n    time.sleep(0.3)\n"
+    + "    os.write(CH, (16 << 20).to_bytes(4, 'big') + b' ' * (1 << 20))\n    time.sleep(60)\n"
     + "threading.Thread(target=late, daemon=True).start()", { sandbox_id: id });
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const next = await run(c, '6 * 7', { sandbox_id: id });
@@ -1679,9 +1711,9 @@ test('hostile code: forged driver frames cost a bounded log, no schema break, an
   // too, so this sandbox is used for nothing else), with types the schema does not allow: the
   // server passes strings only.
   const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
-  const forged = await run(c, "import os, json\nfor i in range(1, 20):\n"
+  const forged = await run(c, CHANNEL_OUT + "import json\nfor i in range(1, 20):\n"
     + "    body = json.dumps({'op': 'result', 'id': i, 'success': False, 'error': {'type': 7, 'message': [1, 2]}}).encode()\n"
-    + "    os.write(4, len(body).to_bytes(4, 'big') + body)\nimport time\ntime.sleep(0.5)", { sandbox_id: other });
+    + "    os.write(CH, len(body).to_bytes(4, 'big') + body)\nimport time\ntime.sleep(0.5)", { sandbox_id: other });
   assert.equal(forged.sc.success, false);
   assert.deepEqual([forged.sc.error.type, forged.sc.error.message], ['Error', '']);
   assert.doesNotMatch(forged.text, /\(null\)/);
