@@ -268,12 +268,13 @@ bg=$(pid_of_cmdline "sleep 4345") fg=$(pid_of_cmdline "sleep 4346")
 kill -TSTP "$runner"; sleep 0.5
 expect "run: (control) orphaned, Ctrl-Z stops nothing ($(states))" "^run S, command S, its child S$" "$(states)"
 kill -TERM "$runner"; wait "$runner"
-# The time stopped does not count against the timeout: a 2 s command under --timeout 3, stopped
-# for 3 s, still finishes; the control, never stopped, under --timeout 1, does not.
-"${as_job[@]}" "$SBX" run --timeout 3 -- /bin/sh -c 'echo ready; sleep 2; echo finished' > "$sig_out" 2>&1 &
+# The time stopped does not count against the timeout: a 4 s command under --timeout 6, stopped
+# for 4 s, still finishes; the control, never stopped, under --timeout 1, does not. (With a 2 s
+# command, a loaded machine under ASan once saw it finish before the Ctrl-Z came.)
+"${as_job[@]}" "$SBX" run --timeout 6 -- /bin/sh -c 'echo ready; sleep 4; echo finished' > "$sig_out" 2>&1 &
 runner=$!
 wait_ready "$sig_out"
-kill -TSTP "$runner"; wait_state "$runner" T; stopped=$(state_of "$runner"); sleep 3; kill -CONT "$runner"
+kill -TSTP "$runner"; wait_state "$runner" T; stopped=$(state_of "$runner"); sleep 4; kill -CONT "$runner"
 wait "$runner"; rc=$?
 expect "run: time stopped by Ctrl-Z is not counted against --timeout" "finished rc=0 stopped=T" \
     "$(echo $(cat "$sig_out")) rc=$rc stopped=$stopped"
