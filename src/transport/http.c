@@ -1096,7 +1096,8 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
                           "cannot resume: those events are no longer buffered");
         }
         for (struct sse_stream *o = s->streams; o; o = o->next) {
-            if (o->number != stream_no || o == st)
+            /* One retired below keeps its number while its buffer drains: the live one counts. */
+            if (o->number != stream_no || o == st || (o->done && !o->request_id))
                 continue;
             if (o->done && o->request_id) {
                 /* That request was answered: the replay holds the rest of it, answer included,
@@ -1110,6 +1111,10 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
              * so it is ended rather than left to swallow them. */
             st->request_id = o->request_id;
             o->request_id = NULL;
+            /* And goes on under its number: a client that loses this stream too before any
+             * event of it resumes again from the same id. (Under a new number, that second
+             * resume found no stream, and the request's events went to the lost one.) */
+            st->number = o->number;
             stream_retire(o, true);
             break;
         }

@@ -1123,6 +1123,35 @@ test('a resumed request stream leaves the GET stream alone, and keeps its respon
   await a.body.cancel().catch(() => {});
 });
 
+test('a resumed request stream lost before its first event resumes again from the same id', async () => {
+  // Before, the second resume found nothing under that id's stream and became the session's GET
+  // stream: the request's progress and response went to the first resume, whose client had
+  // gone, and the client waited for ever.
+  const { url } = await start();
+  const sid = await session(url);
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  const sse = { ...h, Accept: 'text/event-stream' };
+  const call = { jsonrpc: '2.0', id: 'twice', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 1500, steps: 3 }, _meta: { progressToken: 'q' } } };
+  const r = await post(url, call, h);
+  const reader = r.body.getReader();
+  let head = '';
+  while (!head.includes('\n\n'))
+    head += new TextDecoder().decode((await reader.read()).value);
+  await reader.cancel();
+  const primed = head.match(/^id: (\S+)$/m)[1];
+  // The first resume is lost at once; the client resumes again from the id it last saw.
+  const b = await fetch(url, { headers: { ...sse, 'Last-Event-ID': primed } });
+  assert.equal(b.status, 200);
+  await b.body.cancel();
+  const c = await fetch(url, { headers: { ...sse, 'Last-Event-ID': primed } });
+  assert.equal(c.status, 200);
+  const rest = await Promise.race([readEvents(c, (ev) => ev.msg.id === 'twice'),
+    new Promise((res) => setTimeout(() => res('no response within 5 s'), 5000))]);
+  assert.notEqual(rest, 'no response within 5 s');
+  assert.deepEqual(rest.filter((e) => e.msg.method === 'notifications/progress').map((e) => e.msg.params.progress), [1, 2, 3]);
+  assert.equal(rest.at(-1).msg.result.content[0].text, 'done');
+});
+
 test('a call answered at once is one JSON body; one still running after a moment becomes an SSE stream, priming event first', async () => {
   const { url } = await start();
   const sid = await session(url);
