@@ -1802,6 +1802,24 @@ static bool ambiguous_framing(struct MHD_Connection *c)
     return n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1;
 }
 
+/* libmicrohttpd frames a body by its Transfer-Encoding only when that is "chunked" alone; any
+ * other value it reads until the client closes, answering nothing, which no request may be
+ * framed by (RFC 9112 6.3): a proxy in front that took it as chunked would have the next
+ * request it sends swallowed. 501 when chunked comes last after a coding we do not undo (RFC
+ * 9112 6.1), else 400; 0 when the body is framed. */
+static unsigned transfer_coding_refusal(struct MHD_Connection *c)
+{
+    const char *te =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (!te || strcasecmp(te, "chunked") == 0)
+        return 0;
+    const char *comma = strrchr(te, ',');
+    const char *last = comma ? comma + 1 : te;
+    last += strspn(last, " \t");
+    return comma && strcasecmp(last, "chunked") == 0 ? MHD_HTTP_NOT_IMPLEMENTED
+                                                     : MHD_HTTP_BAD_REQUEST;
+}
+
 /* The deadline record of a connection (see http_conns.h). */
 static struct http_conn *conn_of(struct MHD_Connection *c)
 {
@@ -1872,6 +1890,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return refuse_and_close(t, c, MHD_HTTP_BAD_REQUEST, -32600,
                                     "ambiguous request: two Content-Length, Transfer-Encoding, "
                                     "Host or Authorization headers");
+        unsigned coding = transfer_coding_refusal(c);
+        if (coding)
+            return refuse_and_close(t, c, coding, -32600,
+                                    "Transfer-Encoding must be chunked alone (or absent, with a "
+                                    "Content-Length)");
         if (hc && hc->url_had_nul) {
             hc->url_had_nul = false;
             rq->url_had_nul = true;

@@ -757,6 +757,32 @@ test('ambiguous framing (two lengths, two Hosts, two Authorizations) is a 400 th
   assert.match(got, /^HTTP\/1\.1 200 /);
 });
 
+test('a Transfer-Encoding other than chunked alone is answered at once (400, or 501 for a coding before chunked) and closes the connection', async () => {
+  // Before, libmicrohttpd read such a body until the client closed, and answered nothing: a
+  // proxy in front that framed it as chunked had the next request it sent swallowed.
+  const { port } = await start();
+  const raw = (text) => new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    sock.on('data', (d) => { got += d; });
+    sock.on('close', () => resolve(got));
+    sock.on('error', () => resolve(got));
+    sock.write(text);
+    setTimeout(() => sock.destroy(), 3000);
+  });
+  const ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+  const chunks = `${ping.length.toString(16)}\r\n${ping}\r\n0\r\n\r\n`;
+  const head = (te) => `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nTransfer-Encoding: ${te}\r\n\r\n`;
+  for (const [te, status] of [['gzip, chunked', 501], ['chunked, identity', 400], ['identity', 400], ['chunked ', 400]]) {
+    const got = await raw(head(te) + chunks + 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    assert.match(got, new RegExp(`^HTTP/1\\.1 ${status} [^]*Transfer-Encoding`), `${te}: ${got}`);
+    assert.equal(got.match(/HTTP\/1\.1 /g).length, 1, got);
+  }
+  // chunked alone is framed as ever (and with no session, refused for that).
+  const got = await raw(head('chunked').replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n') + chunks);
+  assert.match(got, /^HTTP\/1\.1 400 [^]*Mcp-Session-Id header is required/);
+});
+
 test('a 405 names the methods its resource takes', async () => {
   const { port } = await start();
   const base = `http://127.0.0.1:${port}`;
