@@ -1904,6 +1904,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (declared && strtoull(declared, NULL, 10) > t->cfg->http_max_body_bytes)
             rq->too_big = true;
+        /* A client that waits for 100 Continue has sent none of it yet: refused now, it never
+         * sends it (answered at the end, it was invited to send it all to be thrown away). */
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+        if (rq->too_big && expect && strcasecmp(expect, "100-continue") == 0)
+            return refuse_and_close(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600,
+                                    "request body too large (http.max_body_bytes)");
         return MHD_YES;
     }
     if (rq->parked)

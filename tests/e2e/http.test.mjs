@@ -783,6 +783,21 @@ test('a Transfer-Encoding other than chunked alone is answered at once (400, or 
   assert.match(got, /^HTTP\/1\.1 400 [^]*Mcp-Session-Id header is required/);
 });
 
+test('a body declared over http.max_body_bytes is refused before it is sent, not invited with 100 Continue', async () => {
+  // Before, the server answered 100 Continue and then read (and threw away) all 10 GB.
+  const { port } = await start();
+  const sock = net.connect(port, '127.0.0.1');
+  let got = '';
+  sock.on('data', (d) => { got += d; });
+  const closed = new Promise((resolve) => { sock.on('close', resolve); sock.on('error', resolve); });
+  sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nExpect: 100-continue\r\nContent-Length: 10000000000\r\n\r\n`);
+  const timer = setTimeout(() => sock.destroy(), 3000);
+  await closed;
+  clearTimeout(timer);
+  assert.match(got, /^HTTP\/1\.1 413 [^]*request body too large/);
+  assert.doesNotMatch(got, /100 Continue/);
+});
+
 test('a 405 names the methods its resource takes', async () => {
   const { port } = await start();
   const base = `http://127.0.0.1:${port}`;
