@@ -1378,14 +1378,9 @@ static enum MHD_Result handle_file(struct http_transport *t, struct MHD_Connecti
 
 /* ---- REST: the same tool handlers for scripts that do not speak MCP ---- */
 
-/* The hidden MCP session of an owner's REST calls (with tokens the principal; without,
- * REST_OWNER). */
-static struct http_session *rest_session(struct http_transport *t, const char *principal)
+/* A hidden MCP session, initialized: no Mcp-Session-Id reaches it (session_of). */
+static struct http_session *hidden_session(struct http_transport *t, const char *owner)
 {
-    const char *owner = principal ? principal : REST_OWNER;
-    for (struct http_session *s = t->sessions; s; s = s->next)
-        if (s->rest && strcmp(s->owner, owner) == 0)
-            return s;
     struct http_session *s = session_new(t, owner);
     if (!s)
         return NULL;
@@ -1398,6 +1393,17 @@ static struct http_session *rest_session(struct http_transport *t, const char *p
     mcp_session_receive(s->mcp, init, sizeof(init) - 1);
     mcp_session_receive(s->mcp, ready, sizeof(ready) - 1);
     return s;
+}
+
+/* The hidden MCP session of an owner's REST calls (with tokens the principal; without,
+ * REST_OWNER). */
+static struct http_session *rest_session(struct http_transport *t, const char *principal)
+{
+    const char *owner = principal ? principal : REST_OWNER;
+    for (struct http_session *s = t->sessions; s; s = s->next)
+        if (s->rest && strcmp(s->owner, owner) == 0)
+            return s;
+    return hidden_session(t, owner);
 }
 
 static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Connection *c,
@@ -1480,7 +1486,11 @@ static enum MHD_Result handle_rest_call(struct http_transport *t, struct MHD_Con
 /* The tool definitions as the protocol layer lists them (through a REST session). */
 static json_t *list_tools(struct http_transport *t)
 {
-    struct http_session *s = rest_session(t, "rest-docs");
+    /* A session of its own that ends with the listing: the description is served without a
+     * token, and a session kept for later held a slot of http.max_sessions for
+     * http.session_idle_s. No principal is named "docs:" (a token's holds no ':', a JWT's
+     * starts "jwt:"), so no one's sandboxes are touched when it ends. */
+    struct http_session *s = hidden_session(t, "docs:");
     if (!s)
         return json_array();
     json_t *rid = json_string("rest-tools");
@@ -1514,6 +1524,7 @@ static json_t *list_tools(struct http_transport *t)
         cursor = json_string_value(json_object_get(page, "nextCursor"));
     }
     json_decref(page);
+    session_free(s, NULL);
     return tools ? tools : json_array();
 }
 

@@ -455,6 +455,22 @@ test('a principal\'s REST session expires when idle: it does not hold a slot of 
   }
 });
 
+test('the API description, served without a token, takes no session slot from the principals', async () => {
+  // Before, /docs and /api/v1/openapi.json listed the tools through a hidden session that stayed
+  // for http.session_idle_s: a client without a token held a slot of http.max_sessions.
+  const tokens = join(dir, 'tokens-docs');
+  writeFileSync(tokens, 'alice:alice-secret-token\n');
+  const cfg = join(dir, 'docs-slot.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\nmax_sessions = 1\n`);
+  const { port, url } = await start(['--config', cfg]);
+  for (const path of ['/docs', '/api/v1/openapi.json']) {
+    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    assert.equal(r.status, 200);
+    assert.match(await r.text(), /run_code/);
+  }
+  await session(url, { Authorization: 'Bearer alice-secret-token' });
+});
+
 test('a non-loopback address without tokens is refused at startup', async () => {
   await assert.rejects(new Promise((resolve, reject) => {
     const child = track(spawn(BIN, ['serve', '--http', '0.0.0.0:0', '--state-dir', join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] }));
