@@ -243,7 +243,10 @@ static void add_cors(struct http_transport *t, struct MHD_Connection *c, struct 
     for (size_t i = 0; i < t->cfg->cors_origins.len; i++)
         if (strcasecmp(origin, t->cfg->cors_origins.items[i]) == 0) {
             MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
-            MHD_add_response_header(r, "Access-Control-Expose-Headers", "Mcp-Session-Id");
+            /* A page's script reads only the headers named here: the session id, and the 401's
+             * challenge, which names the metadata it discovers the authorization server from. */
+            MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                    "Mcp-Session-Id, WWW-Authenticate");
             MHD_add_response_header(r, "Vary", "Origin");
             return;
         }

@@ -1276,6 +1276,23 @@ test('CORS: off by default; a configured origin gets Allow-Origin and a prefligh
   assert.equal((await post(url, INIT, { Origin: 'http://evil.example' })).status, 403);
 });
 
+test('CORS: a configured origin may read a 401\'s WWW-Authenticate, which names the metadata a browser client discovers auth from', async () => {
+  // Before, only Mcp-Session-Id was exposed: a page's fetch saw the 401 but not the challenge.
+  const tokens = join(dir, 'tokens-cors');
+  writeFileSync(tokens, 'alice:alice-secret-token\n');
+  const cfg = join(dir, 'cors-auth.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\ncors_origins = ["http://localhost:5173"]\nallowed_origins = ["http://localhost:5173"]\n`);
+  const { url } = await start(['--config', cfg]);
+  const r = await post(url, INIT, { Origin: 'http://localhost:5173' });
+  assert.equal(r.status, 401);
+  assert.match(r.headers.get('www-authenticate'), /resource_metadata=/);
+  assert.equal(r.headers.get('access-control-allow-origin'), 'http://localhost:5173');
+  const exposed = r.headers.get('access-control-expose-headers').split(',').map((h) => h.trim().toLowerCase());
+  assert.ok(exposed.includes('www-authenticate'), exposed.join(', '));
+  assert.ok(exposed.includes('mcp-session-id'), exposed.join(', '));
+  await r.text();
+});
+
 test('SEP-1699: the server closes a call\'s stream early and the SDK client resumes it for the result', async () => {
   const { url } = await start();
   const r = await post(url, INIT);
