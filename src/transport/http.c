@@ -1792,6 +1792,24 @@ static enum MHD_Result route(struct http_transport *t, struct MHD_Connection *c,
     return refuse_method(t, c, "GET, POST, DELETE", "method not allowed");
 }
 
+/* A header name as libmicrohttpd 0.9.75 keeps it that another reader may take otherwise: with
+ * white space before its colon (kept in the name; RFC 9112 5.1 says refuse), or a framing
+ * header's name run together with a line folded after its empty value ("Content-Length:" CRLF
+ * SP "5" becomes a name "Content-Length5"), which a proxy that unfolds reads as a length (RFC
+ * 9112 5.2). libmicrohttpd then frames no body, and serves the body as the next request. */
+static bool name_malformed(const char *key)
+{
+    static const char *const framing[] = {"Content-Length", "Transfer-Encoding"};
+    if (strpbrk(key, " \t"))
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(framing); i++) {
+        size_t n = strlen(framing[i]);
+        if (strncasecmp(key, framing[i], n) == 0 && key[n])
+            return true;
+    }
+    return false;
+}
+
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value)
 {
@@ -1802,18 +1820,26 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     n[1] += strcasecmp(key, "Transfer-Encoding") == 0;
     n[2] += strcasecmp(key, "Host") == 0;
     n[3] += strcasecmp(key, "Authorization") == 0;
+    n[4] += name_malformed(key);
     return MHD_YES;
 }
 
-/* Framing that another reader of the stream (a proxy in front) could take differently: two
- * lengths, a length beside a transfer coding, two Hosts (RFC 9112 6.3, 3.2). libmicrohttpd
- * takes the first length and reads the rest of the body as the next request. Two
- * Authorization headers, likewise: we would check the first, a proxy might log the last. */
-static bool ambiguous_framing(struct MHD_Connection *c)
+/* Framing that another reader of the stream (a proxy in front) could take differently, or NULL:
+ * two lengths, a length beside a transfer coding, two Hosts (RFC 9112 6.3, 3.2), a malformed
+ * name (above). libmicrohttpd takes the first length and reads the rest of the body as the next
+ * request. Two Authorization headers, likewise: we would check the first, a proxy might log the
+ * last. */
+static const char *ambiguous_framing(struct MHD_Connection *c)
 {
-    unsigned n[4] = {0, 0, 0, 0};
+    unsigned n[5] = {0, 0, 0, 0, 0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, n);
-    return n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1;
+    if (n[4])
+        return "malformed request: a header name with white space before its colon, or run "
+               "together with a folded line (RFC 9112 5.1, 5.2)";
+    if (n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1)
+        return "ambiguous request: two Content-Length, Transfer-Encoding, Host or Authorization "
+               "headers";
+    return NULL;
 }
 
 /* libmicrohttpd frames a body by its Transfer-Encoding only when that is "chunked" alone; any
@@ -1900,10 +1926,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct http_conn *hc = conn_of(c);
         http_conn_headers_done(&t->conns, hc, now_ms());
         rq = *con_cls = xcalloc(1, sizeof(struct request));
-        if (ambiguous_framing(c))
-            return refuse_and_close(t, c, MHD_HTTP_BAD_REQUEST, -32600,
-                                    "ambiguous request: two Content-Length, Transfer-Encoding, "
-                                    "Host or Authorization headers");
+        const char *ambiguous = ambiguous_framing(c);
+        if (ambiguous)
+            return refuse_and_close(t, c, MHD_HTTP_BAD_REQUEST, -32600, ambiguous);
         unsigned coding = transfer_coding_refusal(c);
         if (coding)
             return refuse_and_close(t, c, coding, -32600,

@@ -773,6 +773,34 @@ test('ambiguous framing (two lengths, two Hosts, two Authorizations) is a 400 th
   assert.match(got, /^HTTP\/1\.1 200 /);
 });
 
+test('a header name with white space before its colon, or a folded line after an empty value, is a 400 that closes the connection', async () => {
+  // libmicrohttpd 0.9.75 keeps "Content-Length " as a name of its own, and folds "Content-Length:"
+  // CRLF SP "44" into a name "Content-Length44" with no value: the body went unread and came
+  // back as a second request, where a proxy in front that trims or unfolds (RFC 9112 5.1, 5.2)
+  // framed it as the first one's body.
+  const { port } = await start();
+  const raw = (text) => new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    sock.on('data', (d) => { got += d; });
+    sock.on('close', () => resolve(got));
+    sock.on('error', () => resolve(got));
+    sock.write(text);
+    setTimeout(() => sock.destroy(), 3000);
+  });
+  const inner = 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+  for (const h of [`Content-Length : ${inner.length}`, `Content-Length\t: ${inner.length}`, `Content-Length:\r\n ${inner.length}`,
+    'Transfer-Encoding:\r\n chunked', 'X-Anything : 1']) {
+    const got = await raw(`POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n${h}\r\n\r\n${inner}`);
+    assert.equal(got.match(/HTTP\/1\.1 /g).length, 1, `${h}: ${got}`);
+    assert.match(got, /^HTTP\/1\.1 400 [^]*header name/, h);
+    assert.doesNotMatch(got, /mcp_sandboxes_active/, h);
+  }
+  // A value folded onto a second line (obs-fold) is joined by the library, as RFC 9112 5.2 allows.
+  const got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Note: a\r\n b\r\nConnection: close\r\n\r\n');
+  assert.match(got, /^HTTP\/1\.1 200 /);
+});
+
 test('a Transfer-Encoding other than chunked alone is answered at once (400, or 501 for a coding before chunked) and closes the connection', async () => {
   // Before, libmicrohttpd read such a body until the client closed, and answered nothing: a
   // proxy in front that framed it as chunked had the next request it sent swallowed.
