@@ -1169,8 +1169,11 @@ static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Co
     s->legacy = true;
     struct sse_stream *st = stream_new(s, NULL);
     s->get_stream = st;
-    /* The first event tells the client where to POST its messages. */
-    char *ev = xasprintf("event: endpoint\ndata: /messages?sessionId=%s\n\n", s->id);
+    /* The first event tells the client where to POST its messages. Relative, it resolves
+     * against the URL the client used for /sse; behind a proxy with a path prefix that drops
+     * the prefix, so with http.public_url set it is absolute. */
+    char *ev = xasprintf("event: endpoint\ndata: %s/messages?sessionId=%s\n\n",
+                         public_url_set(t) ? t->base_url : "", s->id);
     stream_append(st, ev, strlen(ev));
     free(ev);
     return reply_stream(t, c, st, NULL);

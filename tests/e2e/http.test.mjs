@@ -48,6 +48,20 @@ async function post(url, body, headers = {}, init = {}) {
   });
 }
 
+// One exchange on a fresh raw connection, for what fetch will not send (a forged Host, repeated
+// or malformed framing): everything the server sent until it closed, or until `ms` passed.
+function rawHttp(port, text, ms = 3000) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    const timer = setTimeout(() => sock.destroy(), ms);
+    sock.on('data', (d) => { got += d; });
+    sock.on('error', () => {}); // 'close' follows
+    sock.on('close', () => { clearTimeout(timer); resolve(got); });
+    sock.write(text);
+  });
+}
+
 async function session(url, headers = {}) {
   const r = await post(url, INIT, headers);
   assert.equal(r.status, 200);
@@ -137,12 +151,7 @@ test('HTTP rules: 406, 415, 413, 400 without session, 404 unknown, 400 bad versi
   assert.equal((await post(url, chunked, { 'Mcp-Session-Id': sid }, { duplex: 'half' })).status, 413);
   assert.equal((await post(url, INIT, { Origin: 'http://evil.example' })).status, 403);
   // A Host header naming a foreign site (DNS rebinding) is refused; fetch will not forge Host.
-  const raw = await new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1', () => sock.end('GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n'));
-    let data = '';
-    sock.on('data', (d) => { data += d; });
-    sock.on('end', () => resolve(data));
-  });
+  const raw = await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n');
   assert.match(raw, /^HTTP\/1\.1 403/);
   assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
   const m = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -745,15 +754,7 @@ test('a REST call that outlasts http.keepalive_s is still one JSON body', async 
 
 test('ambiguous framing (two lengths, two Hosts, two Authorizations) is a 400 that closes the connection: nothing is smuggled', async () => {
   const { port } = await start();
-  const raw = (text) => new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let got = '';
-    sock.on('data', (d) => { got += d; });
-    sock.on('close', () => resolve(got));
-    sock.on('error', () => resolve(got));
-    sock.write(text);
-    setTimeout(() => sock.destroy(), 3000);
-  });
+  const raw = (text) => rawHttp(port, text);
   const inner = 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
   const body = '{"a":1}' + inner;
   // The first length ended the body early, and the rest came back as a second request.
@@ -779,15 +780,7 @@ test('a header name with white space before its colon, or a folded line after an
   // back as a second request, where a proxy in front that trims or unfolds (RFC 9112 5.1, 5.2)
   // framed it as the first one's body.
   const { port } = await start();
-  const raw = (text) => new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let got = '';
-    sock.on('data', (d) => { got += d; });
-    sock.on('close', () => resolve(got));
-    sock.on('error', () => resolve(got));
-    sock.write(text);
-    setTimeout(() => sock.destroy(), 3000);
-  });
+  const raw = (text) => rawHttp(port, text);
   const inner = 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
   for (const h of [`Content-Length : ${inner.length}`, `Content-Length\t: ${inner.length}`, `Content-Length:\r\n ${inner.length}`,
     'Transfer-Encoding:\r\n chunked', 'X-Anything : 1']) {
@@ -805,15 +798,7 @@ test('a Transfer-Encoding other than chunked alone is answered at once (400, or 
   // Before, libmicrohttpd read such a body until the client closed, and answered nothing: a
   // proxy in front that framed it as chunked had the next request it sent swallowed.
   const { port } = await start();
-  const raw = (text) => new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let got = '';
-    sock.on('data', (d) => { got += d; });
-    sock.on('close', () => resolve(got));
-    sock.on('error', () => resolve(got));
-    sock.write(text);
-    setTimeout(() => sock.destroy(), 3000);
-  });
+  const raw = (text) => rawHttp(port, text);
   const ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
   const chunks = `${ping.length.toString(16)}\r\n${ping}\r\n0\r\n\r\n`;
   const head = (te) => `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nTransfer-Encoding: ${te}\r\n\r\n`;
@@ -830,14 +815,7 @@ test('a Transfer-Encoding other than chunked alone is answered at once (400, or 
 test('a body declared over http.max_body_bytes is refused before it is sent, not invited with 100 Continue', async () => {
   // Before, the server answered 100 Continue and then read (and threw away) all 10 GB.
   const { port } = await start();
-  const sock = net.connect(port, '127.0.0.1');
-  let got = '';
-  sock.on('data', (d) => { got += d; });
-  const closed = new Promise((resolve) => { sock.on('close', resolve); sock.on('error', resolve); });
-  sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nExpect: 100-continue\r\nContent-Length: 10000000000\r\n\r\n`);
-  const timer = setTimeout(() => sock.destroy(), 3000);
-  await closed;
-  clearTimeout(timer);
+  const got = await rawHttp(port, `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nExpect: 100-continue\r\nContent-Length: 10000000000\r\n\r\n`);
   assert.match(got, /^HTTP\/1\.1 413 [^]*request body too large/);
   assert.doesNotMatch(got, /100 Continue/);
 });
@@ -866,16 +844,9 @@ test('HEAD is a GET without the body; Accept sent on two lines is one list', asy
   // fetch joins repeated headers itself: two raw lines, as a client may send them.
   const sid = await session(url);
   const body = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' });
-  const got = await new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let text = '';
-    sock.on('data', (d) => { text += d; if (text.includes('"result"')) { sock.destroy(); resolve(text); } });
-    sock.on('close', () => resolve(text));
-    sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-      `Accept: application/json\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\n` +
-      `Content-Length: ${body.length}\r\n\r\n${body}`);
-    setTimeout(() => { sock.destroy(); resolve(text); }, 3000);
-  });
+  const got = await rawHttp(port, `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+    `Accept: application/json\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\n` +
+    `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
   assert.match(got, /^HTTP\/1\.1 200 /, got);
 });
 

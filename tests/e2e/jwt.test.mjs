@@ -344,6 +344,20 @@ test('behind a proxy: http.public_url names the resource, the 401\'s metadata UR
   const res = await fetch(local + dl.slice(PUBLIC.length));
   assert.equal(res.status, 200);
   assert.equal(await res.text(), 'proxied');
+  // The legacy transport's endpoint event is absolute: relative, "/messages" would resolve
+  // against the client's https://sandbox.example.test/sbx/sse and lose the prefix.
+  const token = jwt(claimsFor('alice', `${PUBLIC}/mcp`));
+  const ac = new AbortController();
+  const sse = await fetch(`${local}/sse`, { headers: { Accept: 'text/event-stream', Authorization: `Bearer ${token}` }, signal: ac.signal });
+  assert.equal(sse.status, 200);
+  const reader = sse.body.getReader();
+  let events = '';
+  while (!/\n\n/.test(events)) events += new TextDecoder().decode((await reader.read()).value);
+  const endpoint = /^event: endpoint\ndata: (\S+)\n\n/.exec(events)?.[1];
+  assert.match(endpoint ?? events, /^https:\/\/sandbox\.example\.test\/sbx\/messages\?sessionId=[0-9a-f]+$/);
+  const msg = await post(local + endpoint.slice(PUBLIC.length), { jsonrpc: '2.0', id: 1, method: 'ping' }, { Authorization: `Bearer ${token}` });
+  assert.equal(msg.status, 202, 'what the proxy forwards reaches the session');
+  ac.abort();
   await alice.close();
   await stopHttp();
 
