@@ -752,7 +752,7 @@ test('a REST call that outlasts http.keepalive_s is still one JSON body', async 
   assert.match(body, /^ +\{/, 'kept alive with white space, which JSON allows');
 });
 
-test('ambiguous framing (two lengths, two Hosts, two Authorizations) is a 400 that closes the connection: nothing is smuggled', async () => {
+test('ambiguous framing (two lengths, two Hosts, two Authorizations or session ids) is a 400 that closes the connection: nothing is smuggled', async () => {
   const { port } = await start();
   const raw = (text) => rawHttp(port, text);
   const inner = 'GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
@@ -768,7 +768,16 @@ test('ambiguous framing (two lengths, two Hosts, two Authorizations) is a 400 th
   assert.match(got, /^HTTP\/1\.1 400 /);
   // Which one would be checked, which one a proxy in front logs? Neither: refused.
   got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n');
-  assert.match(got, /^HTTP\/1\.1 400 .*two Content-Length, Transfer-Encoding, Host or Authorization headers/s);
+  assert.match(got, /^HTTP\/1\.1 400 .*two Content-Length, Transfer-Encoding, Host, Authorization or Mcp-Session-Id headers/s);
+  // Which session: the one we would look up, or the one a proxy in front routes by?
+  const sid = await session(`http://127.0.0.1:${port}/mcp`);
+  const ping = '{"jsonrpc":"2.0","id":2,"method":"ping"}';
+  got = await raw(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\n` +
+    `Mcp-Session-Id: ${sid}\r\nMcp-Session-Id: ${'0'.repeat(sid.length)}\r\nContent-Length: ${ping.length}\r\n\r\n${ping}`);
+  assert.match(got, /^HTTP\/1\.1 400 .*Mcp-Session-Id headers/s);
+  got = await raw(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\n` +
+    `Mcp-Session-Id: ${sid}\r\nContent-Length: ${ping.length}\r\nConnection: close\r\n\r\n${ping}`);
+  assert.match(got, /^HTTP\/1\.1 200 [^]*"result":\{\}/);
   // One of each is served as ever.
   got = await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
   assert.match(got, /^HTTP\/1\.1 200 /);
