@@ -37,6 +37,18 @@ static void push(struct http_auth *a, const uint8_t digest[32], const char *prin
     a->len++;
 }
 
+/* The entry already holding this digest, or NULL: one token must name one principal, or which
+ * one it maps to would depend on the order of the configuration. Not constant-time; it runs at
+ * startup on the configuration's own tokens. */
+static const struct http_auth_entry *entry_of_digest(const struct http_auth *a,
+                                                     const uint8_t digest[32])
+{
+    for (size_t i = 0; i < a->len; i++)
+        if (memcmp(a->v[i].digest, digest, 32) == 0)
+            return &a->v[i];
+    return NULL;
+}
+
 static bool parse_hash(const char *spec, size_t len, uint8_t out[32])
 {
     if (len != 7 + 64 || strncasecmp(spec, "sha256:", 7) != 0)
@@ -56,6 +68,10 @@ int http_auth_add_hash(struct http_auth *a, const char *principal, const char *s
     uint8_t d[32];
     if (!spec || !parse_hash(spec, strlen(spec), d))
         return sbx_fail(err, EINVAL, "auth token hash must be \"sha256:\" and 64 hex digits");
+    const struct http_auth_entry *twin = entry_of_digest(a, d);
+    if (twin)
+        return sbx_fail(err, EINVAL, "auth token hash of %s is %s's already", principal,
+                        twin->principal);
     push(a, d, principal, strlen(principal));
     return 0;
 }
@@ -64,6 +80,7 @@ int http_auth_load_text(struct http_auth *a, const char *text, const char *name,
                         struct sbx_err *err)
 {
     unsigned lineno = 0;
+    size_t before = a->len; /* entries from elsewhere (http.auth_token_hashes) */
     for (const char *p = text; *p;) {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
@@ -93,6 +110,19 @@ int http_auth_load_text(struct http_auth *a, const char *text, const char *name,
         } else {
             sha256(tok, tlen, d);
         }
+        /* A principal may have several tokens here (while one replaces another), but not one
+         * of a principal named elsewhere: "token-1" would share the sandboxes of the first
+         * http.auth_token_hashes entry. */
+        for (size_t i = 0; i < before; i++)
+            if (strlen(a->v[i].principal) == plen && memcmp(a->v[i].principal, p, plen) == 0)
+                return sbx_fail(err, EINVAL,
+                                "%s:%u: principal %s is the name of an http.auth_token_hashes "
+                                "entry already",
+                                name, lineno, a->v[i].principal);
+        const struct http_auth_entry *twin = entry_of_digest(a, d);
+        if (twin && (strlen(twin->principal) != plen || memcmp(twin->principal, p, plen) != 0))
+            return sbx_fail(err, EINVAL, "%s:%u: this token is %s's already", name, lineno,
+                            twin->principal);
         push(a, d, p, plen);
         p = next;
     }

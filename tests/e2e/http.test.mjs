@@ -260,6 +260,26 @@ test('DELETE, or the server\'s end, answers every call still running in the sess
   assert.match(answer.error.message, shutdown);
 });
 
+test('a tokens file that takes a name of the hash list, or a token another principal has, stops startup naming its line', async () => {
+  // sha256("secret"): the hash list's entry is principal token-1.
+  const hashes = 'auth_token_hashes = ["sha256:2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"]\n';
+  const tokens = join(dir, 'tokens-clash');
+  const cfg = join(dir, 'tokens-clash.toml');
+  writeFileSync(cfg, `[http]\nauth_tokens_file = "${tokens}"\n${hashes}`);
+  writeFileSync(tokens, 'alice:a-token\ntoken-1:other\n');
+  await assert.rejects(start(['--config', cfg]), /tokens-clash:2: principal token-1 is the name of an http\.auth_token_hashes entry already/);
+  writeFileSync(tokens, 'alice:a-token\nbob:secret\n');
+  await assert.rejects(start(['--config', cfg]), /tokens-clash:2: this token is token-1's already/);
+  // Distinct names and tokens serve; each token is its own principal.
+  writeFileSync(tokens, 'alice:a-token\ntoken-2:b-token\n');
+  const { port } = await start(['--config', cfg]);
+  for (const [token, status] of [['secret', 200], ['a-token', 200], ['b-token', 200], ['other', 401]]) {
+    const r = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { Authorization: `Bearer ${token}` } });
+    assert.equal(r.status, status, token);
+    await r.text();
+  }
+});
+
 test('bearer tokens: 401 without or with a wrong token, never from the query string; principals are isolated', async () => {
   const tokens = join(dir, 'tokens');
   writeFileSync(tokens, 'alice:alice-secret-token\nbob:bob-secret-token\n');

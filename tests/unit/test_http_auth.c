@@ -46,6 +46,39 @@ static void tokens_file_plain_and_hashed(void **state)
     http_auth_free(&a);
 }
 
+/* One token names one principal, and a tokens file cannot take a name the hash list gives. */
+static void names_and_tokens_are_not_shared(void **state)
+{
+    (void)state;
+    struct http_auth a = {0};
+    struct sbx_err err = {0};
+    assert_int_equal(http_auth_add_hash(&a, "token-1", SECRET_HASH, &err), 0);
+    assert_int_equal(http_auth_add_hash(&a, "token-2", SECRET_HASH, &err), -1);
+    assert_string_equal(err.msg, "auth token hash of token-2 is token-1's already");
+    assert_int_equal(http_auth_load_text(&a, "carol:x\ntoken-1:tok-a\n", "tokens", &err), -1);
+    assert_string_equal(err.msg,
+                        "tokens:2: principal token-1 is the name of an http.auth_token_hashes "
+                        "entry already");
+    http_auth_free(&a);
+    assert_int_equal(http_auth_add_hash(&a, "token-1", SECRET_HASH, &err), 0);
+    assert_int_equal(http_auth_load_text(&a, "alice:tok-a\nbob:tok-a\n", "tokens", &err), -1);
+    assert_string_equal(err.msg, "tokens:2: this token is alice's already");
+    http_auth_free(&a);
+    assert_int_equal(http_auth_add_hash(&a, "token-1", SECRET_HASH, &err), 0);
+    assert_int_equal(http_auth_load_text(&a, "dave:secret\n", "tokens", &err), -1);
+    assert_string_equal(err.msg, "tokens:1: this token is token-1's already");
+    http_auth_free(&a);
+    /* Allowed: token-2 when the list has one entry, a principal with two tokens (a rotation),
+     * and the same line twice. */
+    assert_int_equal(http_auth_add_hash(&a, "token-1", SECRET_HASH, &err), 0);
+    assert_int_equal(
+        http_auth_load_text(&a, "token-2:b\nalice:tok-a\nalice:tok-n\nalice:tok-a\n", "t", &err),
+        0);
+    assert_string_equal(http_auth_check(&a, "tok-n", 5), "alice");
+    assert_string_equal(http_auth_check(&a, "b", 1), "token-2");
+    http_auth_free(&a);
+}
+
 static void bearer_header(void **state)
 {
     (void)state;
@@ -67,6 +100,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hash_spec_matches_only_its_token),
         cmocka_unit_test(tokens_file_plain_and_hashed),
+        cmocka_unit_test(names_and_tokens_are_not_shared),
         cmocka_unit_test(bearer_header),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
