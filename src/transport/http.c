@@ -1822,8 +1822,9 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     n[0] += strcasecmp(key, "Content-Length") == 0;
     n[1] += strcasecmp(key, "Transfer-Encoding") == 0;
     n[2] += strcasecmp(key, "Host") == 0;
-    n[3] += strcasecmp(key, "Authorization") == 0 || strcasecmp(key, "Mcp-Session-Id") == 0;
-    n[4] += name_malformed(key);
+    n[3] += strcasecmp(key, "Authorization") == 0;
+    n[4] += strcasecmp(key, "Mcp-Session-Id") == 0;
+    n[5] += name_malformed(key);
     return MHD_YES;
 }
 
@@ -1834,12 +1835,12 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
  * proxy might log or route by the last. */
 static const char *ambiguous_framing(struct MHD_Connection *c)
 {
-    unsigned n[5] = {0, 0, 0, 0, 0}; /* lengths, codings, hosts, credentials, malformed */
+    unsigned n[6] = {0}; /* lengths, codings, hosts, credentials, session ids, malformed */
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, n);
-    if (n[4])
+    if (n[5])
         return "malformed request: a header name with white space before its colon, or run "
                "together with a folded line (RFC 9112 5.1, 5.2)";
-    if (n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1)
+    if (n[0] > 1 || n[1] > 1 || (n[0] && n[1]) || n[2] > 1 || n[3] > 1 || n[4] > 1)
         return "ambiguous request: two Content-Length, Transfer-Encoding, Host, Authorization or "
                "Mcp-Session-Id headers";
     return NULL;
