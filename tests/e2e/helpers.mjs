@@ -32,6 +32,11 @@ export async function cleanup() {
   }
 }
 
+// The SDK hands the server it starts only a few variables (HOME, PATH, ...): the sanitizers'
+// settings must reach it as well, or its reports go where nobody looks (tests/tiers/e2e.sh).
+const SANITIZER_ENV = Object.fromEntries(['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS']
+  .filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
+
 // prefix: a command that runs the server, such as unshare with its options.
 export async function connect(extraArgs = ['--test-fixtures'], clientOpts = {}, prefix = []) {
   const [command, ...before] = [...prefix, BIN];
@@ -39,6 +44,7 @@ export async function connect(extraArgs = ['--test-fixtures'], clientOpts = {}, 
     command,
     args: [...before, 'serve', '--stdio', '--log-level', 'warning', ...extraArgs],
     stderr: 'pipe',
+    env: SANITIZER_ENV,
   });
   const client = new Client({ name: 'mcp-sandbox-e2e', version: '1.0.0' }, clientOpts);
   await client.connect(transport);
