@@ -124,6 +124,11 @@ struct http_transport {
 struct request {
     char *body;
     size_t len, cap;
+    size_t seen; /* bytes of body that came, kept or not */
+    /* Its first and last bytes, kept when the body is not: the id of a response too large to
+     * keep (fail_answered_request). */
+    char head[MCP_ID_END_BYTES + 1], tail[MCP_ID_END_BYTES + 1];
+    size_t head_len, tail_len;
     bool too_big;
     bool over_budget; /* its body would have taken the others' past http.max_body_bytes_total */
     bool is_init;
@@ -952,6 +957,31 @@ static const char *batch_shape_error(const json_t *batch)
     return NULL;
 }
 
+/* A POST body that is no message (over a size cap, or unparsable) on a session the server has
+ * asked something (sampling, elicitation, roots): when the id its ends show is that request's,
+ * it was the client's answer, and the request fails with why instead of waiting for one that
+ * will not come. The client gets its 413 or 400 all the same. */
+static void fail_answered_request(struct http_session *s, struct request *rq, const char *why)
+{
+    if (!s)
+        return;
+    rq->head[rq->head_len] = '\0';
+    rq->tail[rq->tail_len] = '\0';
+    json_t *id = mcp_id_from_ends(rq->head, rq->tail);
+    if (id)
+        mcp_session_refuse_response(s->mcp, id, why);
+    json_decref(id);
+}
+
+/* The session a refused POST names, if it is the caller's; NULL, and nothing said, otherwise. */
+static struct http_session *session_if_any(struct http_transport *t, struct MHD_Connection *c,
+                                           const char *principal)
+{
+    unsigned status;
+    const char *why;
+    return session_of(t, c, principal, &status, &why);
+}
+
 static enum MHD_Result message_too_large(struct http_transport *t, struct MHD_Connection *c,
                                          size_t len)
 {
@@ -971,16 +1001,26 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     if (!http_content_type_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
         return refuse(t, c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32600,
                       "Content-Type must be application/json");
-    if (rq->too_big)
-        return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
     /* The protocol layer's cap, said here with a status (its error would name no request). */
-    if (rq->len > t->cfg->max_message_bytes)
+    if (rq->too_big || rq->len > t->cfg->max_message_bytes) {
+        char why[96];
+        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", rq->seen,
+                 rq->too_big ? (unsigned long long)t->cfg->http_max_body_bytes
+                             : (unsigned long long)t->cfg->max_message_bytes);
+        fail_answered_request(session_if_any(t, c, principal), rq, why);
+        if (rq->too_big)
+            return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
         return message_too_large(t, c, rq->len);
+    }
     /* Parsed once, here, as the protocol layer would. */
     char parse_error[JSON_ERROR_TEXT_LENGTH + 64];
     json_t *msg = mcp_parse(rq->body ? rq->body : "", rq->len, parse_error, sizeof(parse_error));
-    if (!msg)
+    if (!msg) {
+        char why[sizeof(parse_error) + 32];
+        snprintf(why, sizeof(why), "could not be read: %s", parse_error);
+        fail_answered_request(session_if_any(t, c, principal), rq, why);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700, parse_error);
+    }
     /* A message the protocol layer could only answer with id null is refused here, with a
      * status: its error would otherwise go to the GET stream, or nowhere, and the POST of a
      * request with an unusable id would wait for ever. */
@@ -1186,8 +1226,13 @@ static enum MHD_Result handle_legacy_post(struct http_transport *t, struct MHD_C
     struct http_session *s = sid ? find_session(t, sid) : NULL;
     if (!s || !s->legacy || s->ended || (principal && strcmp(s->owner, principal) != 0))
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "unknown sessionId: GET /sse first");
-    if (rq->too_big)
+    if (rq->too_big) {
+        char why[96];
+        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", rq->seen,
+                 (unsigned long long)t->cfg->http_max_body_bytes);
+        fail_answered_request(s, rq, why);
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
+    }
     s->last_seen_ms = now_ms();
     /* Answers, errors included, travel on the session's event stream. */
     mcp_session_receive(s->mcp, rq->body ? rq->body : "", rq->len);
@@ -1919,6 +1964,26 @@ static void drop_body(struct http_transport *t, struct request *rq)
     rq->len = rq->cap = 0;
 }
 
+/* The first and last MCP_ID_END_BYTES of a body as it comes. */
+static void keep_ends(struct request *rq, const char *data, size_t n)
+{
+    rq->seen += n;
+    if (rq->head_len < MCP_ID_END_BYTES) {
+        size_t take = MCP_ID_END_BYTES - rq->head_len < n ? MCP_ID_END_BYTES - rq->head_len : n;
+        memcpy(rq->head + rq->head_len, data, take);
+        rq->head_len += take;
+    }
+    if (n >= MCP_ID_END_BYTES) {
+        memcpy(rq->tail, data + n - MCP_ID_END_BYTES, MCP_ID_END_BYTES);
+        rq->tail_len = MCP_ID_END_BYTES;
+        return;
+    }
+    size_t keep = rq->tail_len + n > MCP_ID_END_BYTES ? MCP_ID_END_BYTES - n : rq->tail_len;
+    memmove(rq->tail, rq->tail + rq->tail_len - keep, keep);
+    memcpy(rq->tail + keep, data, n);
+    rq->tail_len = keep + n;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -1958,6 +2023,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (rq->parked)
         return resume_post(t, c, rq);
     if (*upload_size) {
+        keep_ends(rq, upload_data, *upload_size);
         /* Count everything, keep nothing past the cap: the answer is 413. */
         size_t max = t->cfg->http_max_body_bytes;
         if (!rq->too_big && !rq->over_budget && rq->len + *upload_size <= max) {

@@ -62,8 +62,8 @@ function rawHttp(port, text, ms = 3000) {
   });
 }
 
-async function session(url, headers = {}) {
-  const r = await post(url, INIT, headers);
+async function session(url, headers = {}, capabilities = {}) {
+  const r = await post(url, { ...INIT, params: { ...INIT.params, capabilities } }, headers);
   assert.equal(r.status, 200);
   const sid = r.headers.get('mcp-session-id');
   assert.match(sid, /^[0-9a-f]{32}$/);
@@ -708,6 +708,48 @@ test('an idle SSE stream gets keep-alive comments; a client that left is found a
   }
 });
 
+test('a response over a size cap, or unparsable, fails the request it answers (413 or 400 to its POST), rather than leaving its tool waiting', async () => {
+  const cfg = join(dir, 'small-bodies.toml');
+  writeFileSync(cfg, '[server]\nmax_message_bytes = 1024\n[http]\nmax_body_bytes = 4096\n');
+  const { url } = await start(['--config', cfg]);
+  const sid = await session(url, {}, { sampling: {} });
+  const h = { 'Mcp-Session-Id': sid };
+  // Each round: a tool asks for sampling on its POST's stream; the client's answer is refused.
+  const round = async (id, answer, status, reason) => {
+    const call = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
+    assert.equal(call.headers.get('content-type'), 'text/event-stream');
+    const events = eventsOf(call);
+    const ask = (await events.next()).value;
+    assert.equal(ask.method, 'sampling/createMessage');
+    const r = await post(url, answer(ask.id), h);
+    assert.equal(r.status, status);
+    await r.text();
+    let timer;
+    const done = await Promise.race([events.next(), new Promise((res) => { timer = setTimeout(() => res({ value: 'still waiting' }), 5000); })]);
+    clearTimeout(timer);
+    assert.equal(done.value.id, id, JSON.stringify(done.value));
+    assert.equal(done.value.result.isError, true);
+    assert.match(done.value.result.content[0].text, reason);
+    await events.return();
+  };
+  const result = (text) => ({ role: 'assistant', content: { type: 'text', text }, model: 'm' });
+  // Over max_message_bytes: the body is kept, and parsed for nothing.
+  await round(2, (id) => ({ jsonrpc: '2.0', id, result: result('x'.repeat(2000)) }), 413, /exceeds the size limit \(\d+ bytes, limit 1024\)/);
+  // Over http.max_body_bytes: the body is not kept; its two ends name the request.
+  await round(3, (id) => ({ jsonrpc: '2.0', id, result: result('x'.repeat(8000)) }), 413, /exceeds the size limit \(\d+ bytes, limit 4096\)/);
+  // Not JSON.
+  await round(4, (id) => `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"model":"m",}}`, 400, /could not be read: /);
+  // A client that answers in the size the server takes is heard as ever.
+  const call = await post(url, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
+  const events = eventsOf(call);
+  const ask = (await events.next()).value;
+  assert.equal((await post(url, { jsonrpc: '2.0', id: ask.id, result: result('fine') }, h)).status, 202);
+  const done = (await events.next()).value;
+  assert.equal(done.result.isError, undefined, JSON.stringify(done));
+  assert.match(done.result.content[0].text, /fine/);
+  await events.return();
+});
+
 test('a batch holding a call and its own cancel, and a tool that notifies before it answers, leave the server up', async () => {
   // Both freed the POST's stream while its handler still held it (a crash under ASan).
   const { child, url } = await start();
@@ -1119,6 +1161,28 @@ test('REST: POST /api/v1/tools/{name} runs the same handlers; openapi.json and /
 });
 
 // Reads SSE events from a fetch body until `stop(event)` says so; resolves with the events.
+// The JSON-RPC messages of an SSE response, one at a time, as they come.
+async function* eventsOf(res) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const data = buf.slice(0, i).split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('');
+        buf = buf.slice(i + 2);
+        if (data) yield JSON.parse(data);
+      }
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
 async function readEvents(res, stop) {
   const reader = res.body.getReader();
   const dec = new TextDecoder();
