@@ -321,6 +321,27 @@ static void drop_pending(struct mcp_session *s, const struct mcp_call *c)
     }
 }
 
+/* The requests a call still waits on, when it ends before their answers: the client is told to
+ * stop working on them (a user asked to approve a sampling request that no longer matters), on
+ * the call's stream while that is still open. Dropped as well, so a late answer is ignored. */
+static void cancel_pending_of(struct mcp_call *c, const char *reason)
+{
+    struct mcp_session *s = c->s;
+    for (struct pending_request **pp = &s->pending; *pp;) {
+        struct pending_request *r = *pp;
+        if (r->call != c) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        if (!s->closing)
+            send_notification(s, "notifications/cancelled",
+                              json_pack("{s:s, s:s}", "requestId", r->id, "reason", reason),
+                              call_related(c));
+        free(r);
+    }
+}
+
 static void call_unlink_free(struct mcp_call *c)
 {
     struct mcp_session *s = c->s;
@@ -344,6 +365,7 @@ static void call_cancel(struct mcp_call *c)
 {
     if (c->cancel_fn)
         c->cancel_fn(c, c->cancel_data);
+    cancel_pending_of(c, "the tool call that asked was cancelled");
     call_unlink_free(c);
 }
 
@@ -381,6 +403,7 @@ void mcp_session_end(struct mcp_session *s, const char *why)
      * (to an HTTP POST's stream); a batch's last cancel sends the batch's answers. */
     while (s->calls) {
         struct mcp_call *c = s->calls;
+        cancel_pending_of(c, why);
         respond(s, c->batch,
                 json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", c->id, "error",
                           "code", -32000, "message", why),
@@ -479,6 +502,7 @@ void mcp_call_finish(struct mcp_call *c, json_t *result)
         json_array_insert_new(content_of(result), 0,
                               json_pack("{s:s, s:s}", "type", "text", "text", c->notice));
     }
+    cancel_pending_of(c, "the tool call that asked has ended");
     /* Not send_result: a call may end while another request (or batch) is dispatched. */
     respond(c->s, c->batch,
             json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", c->id, "result", result), c->id);

@@ -750,6 +750,20 @@ test('a response over a size cap, or unparsable, fails the request it answers (4
   await events.return();
 });
 
+test('a tool call cancelled while it waits on sampling has the sampling request cancelled on its stream', async () => {
+  const { url } = await start();
+  const sid = await session(url, {}, { sampling: {} });
+  const h = { 'Mcp-Session-Id': sid };
+  const call = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
+  const events = eventsOf(call);
+  const ask = (await events.next()).value;
+  assert.equal(ask.method, 'sampling/createMessage');
+  assert.equal((await post(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2 } }, h)).status, 202);
+  const rest = [];
+  for await (const m of events) rest.push(m);
+  assert.deepEqual(rest, [{ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: ask.id, reason: 'the tool call that asked was cancelled' } }]);
+});
+
 test('a batch holding a call and its own cancel, and a tool that notifies before it answers, leave the server up', async () => {
   // Both freed the POST's stream while its handler still held it (a crash under ASan).
   const { child, url } = await start();

@@ -601,6 +601,29 @@ test('raw: a client error answer to sampling, or a result that is no object, bec
   assert.equal((await s.exited).code, 0);
 });
 
+test('raw: a tool call cancelled while it waits on sampling has the sampling request cancelled to the client; a late answer is ignored', async () => {
+  const s = rawServer(['--test-fixtures']);
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) + '\n');
+  await s.waitFor((m) => m.id === 1);
+  s.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"}}}\n');
+  const req = await s.waitFor((m) => m.method === 'sampling/createMessage');
+  s.send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user stopped it"}}\n');
+  const cancel = await s.waitFor((m) => m.method === 'notifications/cancelled');
+  assert.deepEqual(cancel.params, { requestId: req.id, reason: 'the tool call that asked was cancelled' });
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: req.id, result: { role: 'assistant', content: { type: 'text', text: 'late' }, model: 'm' } }) + '\n');
+  s.send('{"jsonrpc":"2.0","id":3,"method":"ping"}\n');
+  await s.waitFor((m) => m.id === 3);
+  assert.equal(s.replies.filter((m) => m.id === 2 || (m.id === req.id && !m.method)).length, 0, 'neither the cancelled call nor the late answer is answered');
+  // A call that is not cancelled tells the client nothing of the kind.
+  s.send('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"test_sampling","arguments":{"prompt":"p"}}}\n');
+  const req2 = await s.waitFor((m) => m.method === 'sampling/createMessage' && m.id !== req.id);
+  s.send(JSON.stringify({ jsonrpc: '2.0', id: req2.id, result: { role: 'assistant', content: { type: 'text', text: 'ok' }, model: 'm' } }) + '\n');
+  assert.equal((await s.waitFor((m) => m.id === 4)).result.isError, undefined);
+  assert.equal(s.replies.filter((m) => m.method === 'notifications/cancelled').length, 1);
+  s.child.stdin.end();
+  assert.equal((await s.exited).code, 0);
+});
+
 test('raw: a response over the size cap, or unparsable, fails the request it answers, rather than leaving its tool waiting', async () => {
   const s = rawServer(['--test-fixtures', '--max-message-bytes', '1024']);
   s.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }) + '\n');
