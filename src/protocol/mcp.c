@@ -1169,6 +1169,30 @@ json_t *mcp_id_from_text(const char *buf, size_t len)
     return mcp_id_from_ends(head, tail);
 }
 
+void mcp_message_ends_add(struct mcp_message_ends *e, const char *p, size_t n)
+{
+    e->bytes += n;
+    size_t take = n < MCP_ID_END_BYTES - e->head_len ? n : MCP_ID_END_BYTES - e->head_len;
+    memcpy(e->head + e->head_len, p, take);
+    e->head_len += take;
+    if (n >= MCP_ID_END_BYTES) {
+        memcpy(e->tail, p + n - MCP_ID_END_BYTES, MCP_ID_END_BYTES);
+        e->tail_len = MCP_ID_END_BYTES;
+        return;
+    }
+    size_t keep = e->tail_len + n > MCP_ID_END_BYTES ? MCP_ID_END_BYTES - n : e->tail_len;
+    memmove(e->tail, e->tail + e->tail_len - keep, keep);
+    memcpy(e->tail + keep, p, n);
+    e->tail_len = keep + n;
+}
+
+json_t *mcp_message_ends_id(struct mcp_message_ends *e)
+{
+    e->head[e->head_len] = '\0';
+    e->tail[e->tail_len] = '\0';
+    return mcp_id_from_ends(e->head, e->tail);
+}
+
 /* Answered under id when there is one: its client waits for that, not for null. */
 static bool too_big(struct mcp_session *s, size_t len, const json_t *id)
 {

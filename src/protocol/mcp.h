@@ -91,6 +91,15 @@ json_t *mcp_id_from_ends(const char *head, const char *tail);
 /* The same from a whole text: its first and last MCP_ID_END_BYTES. */
 #define MCP_ID_END_BYTES 256
 json_t *mcp_id_from_text(const char *buf, size_t len);
+/* The two ends of a message that comes in pieces and is not kept whole (over a size cap), for
+ * its id; bytes counts every piece. Zeroed, it is empty. */
+struct mcp_message_ends {
+    char head[MCP_ID_END_BYTES + 1], tail[MCP_ID_END_BYTES + 1];
+    size_t head_len, tail_len, bytes;
+};
+void mcp_message_ends_add(struct mcp_message_ends *e, const char *p, size_t n);
+/* mcp_id_from_ends of what was added. */
+json_t *mcp_message_ends_id(struct mcp_message_ends *e);
 /* A message that could not be read whole (too large) whose id is that of a request the server
  * is waiting on is the client's response to it: the request fails with why, and nothing is
  * sent back (a response is never answered). False, and nothing done, for any other id. */

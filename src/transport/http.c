@@ -124,11 +124,9 @@ struct http_transport {
 struct request {
     char *body;
     size_t len, cap;
-    size_t seen; /* bytes of body that came, kept or not */
-    /* Its first and last bytes, kept when the body is not: the id of a response too large to
-     * keep (fail_answered_request). */
-    char head[MCP_ID_END_BYTES + 1], tail[MCP_ID_END_BYTES + 1];
-    size_t head_len, tail_len;
+    /* Its first and last bytes, and how many came, kept or not: the id of a response too large
+     * to keep (fail_answered_request). */
+    struct mcp_message_ends ends;
     bool too_big;
     bool over_budget; /* its body would have taken the others' past http.max_body_bytes_total */
     bool is_init;
@@ -965,9 +963,7 @@ static void fail_answered_request(struct http_session *s, struct request *rq, co
 {
     if (!s)
         return;
-    rq->head[rq->head_len] = '\0';
-    rq->tail[rq->tail_len] = '\0';
-    json_t *id = mcp_id_from_ends(rq->head, rq->tail);
+    json_t *id = mcp_message_ends_id(&rq->ends);
     if (id)
         mcp_session_refuse_response(s->mcp, id, why);
     json_decref(id);
@@ -1004,7 +1000,7 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     /* The protocol layer's cap, said here with a status (its error would name no request). */
     if (rq->too_big || rq->len > t->cfg->max_message_bytes) {
         char why[96];
-        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", rq->seen,
+        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", rq->ends.bytes,
                  rq->too_big ? (unsigned long long)t->cfg->http_max_body_bytes
                              : (unsigned long long)t->cfg->max_message_bytes);
         fail_answered_request(session_if_any(t, c, principal), rq, why);
@@ -1228,7 +1224,7 @@ static enum MHD_Result handle_legacy_post(struct http_transport *t, struct MHD_C
         return refuse(t, c, MHD_HTTP_NOT_FOUND, -32600, "unknown sessionId: GET /sse first");
     if (rq->too_big) {
         char why[96];
-        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", rq->seen,
+        snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %llu)", rq->ends.bytes,
                  (unsigned long long)t->cfg->http_max_body_bytes);
         fail_answered_request(s, rq, why);
         return refuse(t, c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "request body too large");
@@ -1964,26 +1960,6 @@ static void drop_body(struct http_transport *t, struct request *rq)
     rq->len = rq->cap = 0;
 }
 
-/* The first and last MCP_ID_END_BYTES of a body as it comes. */
-static void keep_ends(struct request *rq, const char *data, size_t n)
-{
-    rq->seen += n;
-    if (rq->head_len < MCP_ID_END_BYTES) {
-        size_t take = MCP_ID_END_BYTES - rq->head_len < n ? MCP_ID_END_BYTES - rq->head_len : n;
-        memcpy(rq->head + rq->head_len, data, take);
-        rq->head_len += take;
-    }
-    if (n >= MCP_ID_END_BYTES) {
-        memcpy(rq->tail, data + n - MCP_ID_END_BYTES, MCP_ID_END_BYTES);
-        rq->tail_len = MCP_ID_END_BYTES;
-        return;
-    }
-    size_t keep = rq->tail_len + n > MCP_ID_END_BYTES ? MCP_ID_END_BYTES - n : rq->tail_len;
-    memmove(rq->tail, rq->tail + rq->tail_len - keep, keep);
-    memcpy(rq->tail + keep, data, n);
-    rq->tail_len = keep + n;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -2023,7 +1999,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (rq->parked)
         return resume_post(t, c, rq);
     if (*upload_size) {
-        keep_ends(rq, upload_data, *upload_size);
+        mcp_message_ends_add(&rq->ends, upload_data, *upload_size);
         /* Count everything, keep nothing past the cap: the answer is 413. */
         size_t max = t->cfg->http_max_body_bytes;
         if (!rq->too_big && !rq->over_budget && rq->len + *upload_size <= max) {

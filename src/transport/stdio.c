@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <string.h>
 
-#define END_KEEP         256 /* bytes kept of each end of an oversized line */
 #define OUT_PAUSE_BYTES  (64u << 20)
 #define FLUSH_AT_EXIT_MS 2000 /* for the answers still queued when the server stops */
 
@@ -30,12 +29,10 @@ struct stdio_transport {
     int in_fd, out_fd;
     char *buf;
     size_t len, cap, max;
-    bool discarding; /* inside an oversized line */
-    size_t discarded;
-    char head[END_KEEP + 1], tail[END_KEEP + 1]; /* its first and last bytes */
-    size_t head_len, tail_len;
-    int in_flags, out_flags; /* as found, put back at the end */
-    char *out;               /* output the client has not taken yet: out[out_off..out_len) */
+    bool discarding;              /* inside an oversized line */
+    struct mcp_message_ends ends; /* its first and last bytes, and its length */
+    int in_flags, out_flags;      /* as found, put back at the end */
+    char *out;                    /* output the client has not taken yet: out[out_off..out_len) */
     size_t out_off, out_len, out_cap;
     struct ev_watch *out_watch; /* while output waits */
     bool out_broken;            /* the client is gone: output is dropped */
@@ -193,26 +190,6 @@ static void stdio_send(void *ctx, json_t *msg, const json_t *related)
     update_watches(t);
 }
 
-static void keep_head(struct stdio_transport *t, const char *p, size_t n)
-{
-    size_t take = n < END_KEEP - t->head_len ? n : END_KEEP - t->head_len;
-    memcpy(t->head + t->head_len, p, take);
-    t->head_len += take;
-}
-
-static void keep_tail(struct stdio_transport *t, const char *p, size_t n)
-{
-    if (n >= END_KEEP) {
-        memcpy(t->tail, p + n - END_KEEP, END_KEEP);
-        t->tail_len = END_KEEP;
-        return;
-    }
-    size_t keep = t->tail_len + n > END_KEEP ? END_KEEP - n : t->tail_len;
-    memmove(t->tail, t->tail + t->tail_len - keep, keep);
-    memcpy(t->tail + keep, p, n);
-    t->tail_len = keep + n;
-}
-
 static void handle_line(struct stdio_transport *t, const char *line, size_t len)
 {
     /* CRLF endings, a UTF-8 byte order mark (some Windows clients) and blank lines are not
@@ -232,27 +209,23 @@ static void handle_line(struct stdio_transport *t, const char *line, size_t len)
 /* Answers the oversized line just skipped, under the id its two ends show. */
 static void refuse_oversized(struct stdio_transport *t)
 {
-    t->head[t->head_len] = '\0';
-    t->tail[t->tail_len] = '\0';
-    json_t *id = mcp_id_from_ends(t->head, t->tail);
+    json_t *id = mcp_message_ends_id(&t->ends);
     char why[96];
-    snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %zu)", t->discarded,
+    snprintf(why, sizeof(why), "exceeds the size limit (%zu bytes, limit %zu)", t->ends.bytes,
              t->max);
     if (mcp_session_refuse_response(t->session, id, why)) {
         json_decref(id);
         t->discarding = false;
-        t->discarded = 0;
         return;
     }
     json_t *m = json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                           "error", "code", -32600, "message", "message exceeds the size limit");
     json_object_set_new(
         json_object_get(m, "error"), "data",
-        json_pack("{s:I, s:I}", "bytes", (json_int_t)t->discarded, "limit", (json_int_t)t->max));
+        json_pack("{s:I, s:I}", "bytes", (json_int_t)t->ends.bytes, "limit", (json_int_t)t->max));
     stdio_send(t, m, NULL);
     json_decref(m);
     t->discarding = false;
-    t->discarded = 0;
 }
 
 static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -281,16 +254,12 @@ static void on_input(struct ev_loop *loop, int fd, uint32_t events, void *data)
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t seg = (size_t)((nl ? nl : end) - p);
         if (t->discarding) {
-            t->discarded += seg;
-            keep_tail(t, p, seg);
+            mcp_message_ends_add(&t->ends, p, seg);
         } else if (t->len + seg > t->max + 1) { /* + 1: a CRLF line's CR */
             t->discarding = true;
-            t->discarded = t->len + seg;
-            t->head_len = t->tail_len = 0;
-            keep_head(t, t->buf, t->len);
-            keep_head(t, p, seg);
-            keep_tail(t, t->buf, t->len);
-            keep_tail(t, p, seg);
+            t->ends = (struct mcp_message_ends){0};
+            mcp_message_ends_add(&t->ends, t->buf, t->len);
+            mcp_message_ends_add(&t->ends, p, seg);
             t->len = 0;
         } else {
             append(&t->buf, &t->len, &t->cap, p, seg);

@@ -467,6 +467,41 @@ static void subscriptions_hold_uris_of_bounded_length(void **state)
     }
 }
 
+/* A message added in pieces of any size keeps the same two ends as the whole text, and its id
+ * comes out of either end. */
+static void message_ends_match_the_whole_text_for_any_pieces(void **state)
+{
+    (void)state;
+    char text[5000];
+    size_t n = (size_t)snprintf(text, sizeof(text), "{\"jsonrpc\":\"2.0\",\"result\":{\"t\":\"");
+    for (; n < 4900; n++)
+        text[n] = (char)('a' + n % 26);
+    n += (size_t)snprintf(text + n, sizeof(text) - n, "\"},\"id\":\"srv-7\"}");
+    static const size_t pieces[] = {1, 7, 255, 256, 257, 300, 4999};
+    for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+        struct mcp_message_ends e = {0};
+        for (size_t at = 0; at < n; at += pieces[k])
+            mcp_message_ends_add(&e, text + at, n - at < pieces[k] ? n - at : pieces[k]);
+        assert_int_equal(e.bytes, n);
+        assert_int_equal(e.head_len, MCP_ID_END_BYTES);
+        assert_int_equal(e.tail_len, MCP_ID_END_BYTES);
+        assert_memory_equal(e.head, text, MCP_ID_END_BYTES);
+        assert_memory_equal(e.tail, text + n - MCP_ID_END_BYTES, MCP_ID_END_BYTES);
+        json_t *id = mcp_message_ends_id(&e);
+        assert_string_equal(json_string_value(id), "srv-7");
+        json_decref(id);
+    }
+    /* Shorter than one end: both ends are the whole text. */
+    struct mcp_message_ends e = {0};
+    mcp_message_ends_add(&e, "{\"id\":", 6);
+    mcp_message_ends_add(&e, "42}", 3);
+    assert_int_equal(e.head_len, 9);
+    assert_int_equal(e.tail_len, 9);
+    json_t *id = mcp_message_ends_id(&e);
+    assert_int_equal(json_integer_value(id), 42);
+    json_decref(id);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,6 +515,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(structured_content_must_match_the_output_schema, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(subscriptions_hold_uris_of_bounded_length, setup, teardown),
+        cmocka_unit_test(message_ends_match_the_whole_text_for_any_pieces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
