@@ -34,7 +34,7 @@ export async function cleanup() {
 
 // The SDK hands the server it starts only a few variables (HOME, PATH, ...): the sanitizers'
 // settings must reach it as well, or its reports go where nobody looks (tests/tiers/e2e.sh).
-const SANITIZER_ENV = Object.fromEntries(['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS']
+export const SANITIZER_ENV = Object.fromEntries(['ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS']
   .filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
 
 // prefix: a command that runs the server, such as unshare with its options.

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BIN, track } from './helpers.mjs';
+import { BIN, SANITIZER_ENV, track } from './helpers.mjs';
 
 const stateDir = mkdtempSync(join(tmpdir(), 'sbx-inspector-'));
 after(() => rmSync(stateDir, { recursive: true, force: true }));
@@ -15,7 +15,9 @@ const run = promisify(execFile);
 const CLI = new URL('./node_modules/.bin/mcp-inspector-cli', import.meta.url).pathname;
 
 async function inspector(...args) {
-  const { stdout } = await run(process.execPath, [CLI, '--cli', BIN, 'serve', '--stdio', '--test-fixtures', '--state-dir', stateDir, ...args], { timeout: 60000 });
+  // The CLI, like the SDK, hands its server few variables: the sanitizers' go with -e.
+  const env = Object.entries(SANITIZER_ENV).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+  const { stdout } = await run(process.execPath, [CLI, '--cli', ...env, BIN, 'serve', '--stdio', '--test-fixtures', '--state-dir', stateDir, ...args], { timeout: 60000 });
   return JSON.parse(stdout);
 }
 
