@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -92,6 +94,59 @@ static bool range_mapped_here(uint32_t first, uint32_t count)
     return mapped;
 }
 
+/* Who else has an id of [first, first + count): an account of /etc/passwd or a group of
+ * /etc/group, or a user's subordinate range in /etc/subuid or /etc/subgid (their containers),
+ * named in who. A process of such a uid would own the user namespaces of the sandboxes mapped to
+ * it, and could enter them with every capability there. 65534 (nobody) is left out: sharing it
+ * is the documented fallback, which doctor reports as such. */
+static bool range_taken(uint64_t first, uint64_t count, char *who, size_t size)
+{
+    uint64_t end = first + count;
+    bool taken = false;
+    FILE *f = fopen("/etc/passwd", "re");
+    for (struct passwd *pw; f && !taken && (pw = fgetpwent(f));)
+        if ((taken = pw->pw_uid != 65534 && pw->pw_uid >= first && pw->pw_uid < end))
+            snprintf(who, size, "user %s (uid %u in /etc/passwd)", pw->pw_name,
+                     (unsigned)pw->pw_uid);
+    if (f)
+        fclose(f);
+    f = taken ? NULL : fopen("/etc/group", "re");
+    for (struct group *gr; f && !taken && (gr = fgetgrent(f));)
+        if ((taken = gr->gr_gid != 65534 && gr->gr_gid >= first && gr->gr_gid < end))
+            snprintf(who, size, "group %s (gid %u in /etc/group)", gr->gr_name,
+                     (unsigned)gr->gr_gid);
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 2 && !taken; i++) {
+        const char *path = i == 0 ? "/etc/subuid" : "/etc/subgid";
+        f = fopen(path, "re");
+        char line[512], name[256];
+        unsigned long long start, len;
+        while (f && !taken && fgets(line, sizeof(line), f))
+            if (sscanf(line, "%255[^:]:%llu:%llu", name, &start, &len) == 3 && len &&
+                (taken = start < end && first < start + len))
+                snprintf(who, size, "%s's subordinate ids %llu-%llu in %s", name, start,
+                         start + len - 1, path);
+        if (f)
+            fclose(f);
+    }
+    return taken;
+}
+
+/* range_taken, read once per range like range_mapped_here: a refusal reads the files again,
+ * for the name. An account made later in the server's life is not seen. */
+static bool range_taken_here(uint32_t first, uint32_t count, char *who, size_t size)
+{
+    static _Atomic uint64_t known;
+    uint64_t key = (uint64_t)first << 32 | (uint64_t)count << 2 | 2;
+    uint64_t k = atomic_load(&known);
+    if ((k & ~1ull) == key && !(k & 1))
+        return false;
+    bool taken = range_taken(first, count, who, size);
+    atomic_store(&known, key | taken);
+    return taken;
+}
+
 int host_uid_claim(uint32_t first, uint32_t count, struct host_uid_claim *out, struct sbx_err *err)
 {
     out->uid = first;
@@ -103,6 +158,14 @@ int host_uid_claim(uint32_t first, uint32_t count, struct host_uid_claim *out, s
                         "namespace (/proc/self/uid_map): set them to a range it maps; "
                         "host_uid_count = 1 shares one uid (e.g. host_uid = 65534)",
                         first, (uint32_t)(first + count - 1));
+    char who[400];
+    if (range_taken_here(first, count, who, sizeof(who)))
+        return sbx_fail(err, EEXIST,
+                        "sandbox refused: host uids %u-%u (isolation.host_uid, "
+                        "isolation.host_uid_count) take in %s, which would own those sandboxes' "
+                        "user namespaces: choose a range nobody has (the default, 1879048192 and "
+                        "65536, is above the ranges Debian and systemd give out)",
+                        first, (uint32_t)(first + count - 1), who);
     if (count <= 1)
         return 0;
     int fd = open_lock_file(err);

@@ -128,6 +128,33 @@ if is_root; then
         "$PROBE" userns-narrow - "$SBX" run -- /bin/cat /proc/self/uid_map 2>/dev/null; echo "rc=$?")
     expect "host uids: (control) there, one host uid it maps, shared, runs the sandbox" \
         "^ *65534 +65534 +1 rc=0$" "$(echo $out)"
+
+    # A range that takes in someone's id: that uid would own the sandboxes' user namespaces
+    # (and could enter them with every capability there). An account, a group, a user's
+    # subordinate range (here in a mount namespace of the test's own, over /etc/subuid).
+    daemon_uid=$(id -u daemon)
+    out=$(MCP_SANDBOX_ISOLATION_HOST_UID=$daemon_uid MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=1 \
+        "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
+    expect "host uids: a range holding an account's uid is refused, naming it" \
+        "host uids $daemon_uid-$daemon_uid .*take in user daemon \(uid $daemon_uid in /etc/passwd\), which would own.*rc=125" "$(echo $out)"
+    out=$(MCP_SANDBOX_ISOLATION_HOST_UID=$daemon_uid MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=1 \
+        "$SBX" doctor 2>&1; echo "rc=$?")
+    expect "host uids: and doctor says so and fails" \
+        "host uids +missing +cannot claim one.*take in user daemon.*rc=1$" "$(echo $out)"
+    staff_gid=$(getent group staff | cut -d: -f3)
+    out=$(MCP_SANDBOX_ISOLATION_HOST_UID=$staff_gid MCP_SANDBOX_ISOLATION_HOST_UID_COUNT=1 \
+        "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
+    expect "host uids: a range holding a group's gid is refused, naming it" \
+        "take in group staff \(gid $staff_gid in /etc/group\).*rc=125" "$(echo $out)"
+    printf 'alice:%s:65536\n' $((first + count - 10)) > "$hu_dir/subuid"
+    out=$(unshare -m sh -c 'mount --make-rprivate / && mount --bind "$1" /etc/subuid && shift && exec "$@"' \
+        sh "$hu_dir/subuid" "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
+    expect "host uids: a range that overlaps a user's subordinate ids is refused, naming them" \
+        "take in alice's subordinate ids $((first + count - 10))-$((first + count - 10 + 65535)) in /etc/subuid.*rc=125" "$(echo $out)"
+    printf 'alice:%s:65536\n' $((first + count)) > "$hu_dir/subuid"
+    out=$(unshare -m sh -c 'mount --make-rprivate / && mount --bind "$1" /etc/subuid && shift && exec "$@"' \
+        sh "$hu_dir/subuid" "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
+    expect "host uids: (control) a subordinate range just past it leaves the sandbox be" "^rc=0$" "$(echo $out)"
 else
     "$SBX" run -- /bin/cat /proc/self/uid_map > "$hu_dir/a" 2> "$hu_dir/a.err"
     expect "host uids: rootless, the sandbox maps to the caller's own uid" \
