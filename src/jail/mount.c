@@ -79,10 +79,11 @@ static const struct mount_row rootfs_plan[] = {
     {MK_COVER_FILE, NULL, "proc/timer_list", true, NULL},
     {MK_COVER_FILE, NULL, "proc/sched_debug", true, NULL},
     {MK_COVER_FILE, NULL, "proc/latency_stats", true, NULL},
-    /* Kernel addresses (where kptr_restrict lets them show) and the host's interrupt counts
-     * (a timing side channel). */
+    /* Kernel addresses (where kptr_restrict lets them show) and the host's interrupt counts,
+     * hard and soft (a timing side channel). */
     {MK_COVER_FILE, NULL, "proc/kallsyms", true, NULL},
     {MK_COVER_FILE, NULL, "proc/interrupts", true, NULL},
+    {MK_COVER_FILE, NULL, "proc/softirqs", true, NULL},
     /* The host kernel's boot parameters: a hypervisor's or an installer's settings, tokens
      * and ports, none of them the sandbox's business. */
     {MK_COVER_FILE, NULL, "proc/cmdline", true, NULL},
@@ -91,6 +92,8 @@ static const struct mount_row rootfs_plan[] = {
     {MK_COVER_DIR, NULL, "proc/irq", true, NULL},
     {MK_COVER_DIR, NULL, "proc/bus", true, NULL},
     {MK_COVER_DIR, NULL, "proc/fs", true, NULL},
+    /* The host's stall figures (PSI): how much other sandboxes wait on CPU, memory and I/O. */
+    {MK_COVER_DIR, NULL, "proc/pressure", true, NULL},
     /* A minimal /dev: the harmless character devices and a private /dev/shm. A directory of
      * the root, so read-only with it: a tmpfs of its own would be one more superblock to make
      * and to kill for nothing writable. */

@@ -66,7 +66,7 @@ out=$("$SBX" run -- /bin/sh -c 'exec 3</proc/self/mem && echo opened' 2>&1); exp
 out=$(sbx_probe -- read /proc/self/status); expect "proc: /proc/self is readable" "read ok" "$out"
 out=$(sbx_probe -- write /proc/sys/kernel/hostname); expect "proc: /proc/sys writes fail" "errno=(30 EROFS|13 EACCES)" "$out"
 # Directories under /proc that reach host-global state are covered by an empty read-only tmpfs.
-for d in acpi scsi irq bus fs; do
+for d in acpi scsi irq bus fs pressure; do
     if [ -n "$(ls -A /proc/$d 2>/dev/null)" ]; then
         out=$("$SBX" run -- /bin/sh -c "ls -A /proc/$d | wc -l" 2>&1); expect "proc: /proc/$d is covered (empty inside; not on the host)" "^0$" "$out"
         out=$(sbx_probe -- write /proc/$d/probe-test); expect "proc: the cover over /proc/$d is read-only" "errno=30 EROFS" "$out"
@@ -74,7 +74,7 @@ for d in acpi scsi irq bus fs; do
 done
 # Files under /proc that reach host-global state are covered with /dev/null where the kernel has them.
 out=$(wc -c < /proc/cmdline); expect "proc: (control) the host's /proc/cmdline is not empty" "^[1-9][0-9]*$" "$out"
-for f in sysrq-trigger kcore keys timer_list kallsyms interrupts cmdline; do
+for f in sysrq-trigger kcore keys timer_list kallsyms interrupts softirqs cmdline; do
     if [ -e /proc/$f ]; then
         out=$("$SBX" run -- /bin/sh -c "wc -c < /proc/$f" 2>&1); expect "proc: /proc/$f is covered (reads empty)" "^0$" "$out"
     else
