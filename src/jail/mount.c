@@ -84,6 +84,13 @@ static const struct mount_row rootfs_plan[] = {
     {MK_COVER_FILE, NULL, "proc/kallsyms", true, NULL},
     {MK_COVER_FILE, NULL, "proc/interrupts", true, NULL},
     {MK_COVER_FILE, NULL, "proc/softirqs", true, NULL},
+    /* Every file lock on the host: among them the claims on the host-uid lock file, one per
+     * live sandbox, with its uid. And the host's disk and memory activity. */
+    {MK_COVER_FILE, NULL, "proc/locks", true, NULL},
+    {MK_COVER_FILE, NULL, "proc/diskstats", true, NULL},
+    {MK_COVER_FILE, NULL, "proc/vmstat", true, NULL},
+    {MK_COVER_FILE, NULL, "proc/zoneinfo", true, NULL},
+    {MK_COVER_FILE, NULL, "proc/buddyinfo", true, NULL},
     /* The host kernel's boot parameters: a hypervisor's or an installer's settings, tokens
      * and ports, none of them the sandbox's business. */
     {MK_COVER_FILE, NULL, "proc/cmdline", true, NULL},

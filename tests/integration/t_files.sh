@@ -73,14 +73,20 @@ for d in acpi scsi irq bus fs pressure; do
     fi
 done
 # Files under /proc that reach host-global state are covered with /dev/null where the kernel has them.
+# /proc/locks lists the host-uid claims of live sandboxes: one is held while the check runs.
+"$SBX" run --timeout 20 -- /bin/sleep 4 > /dev/null 2>&1 &
+locks_holder=$!
+for _ in $(seq 1 100); do grep -q OFDLCK /proc/locks && break; sleep 0.05; done
 out=$(wc -c < /proc/cmdline); expect "proc: (control) the host's /proc/cmdline is not empty" "^[1-9][0-9]*$" "$out"
-for f in sysrq-trigger kcore keys timer_list kallsyms interrupts softirqs cmdline; do
+for f in sysrq-trigger kcore keys timer_list kallsyms interrupts softirqs locks diskstats vmstat zoneinfo buddyinfo cmdline; do
     if [ -e /proc/$f ]; then
         out=$("$SBX" run -- /bin/sh -c "wc -c < /proc/$f" 2>&1); expect "proc: /proc/$f is covered (reads empty)" "^0$" "$out"
     else
         out=$(sbx_probe -- exists /proc/$f); expect "proc: /proc/$f absent here as on the host" "errno=2 ENOENT" "$out"
     fi
 done
+kill $locks_holder 2>/dev/null
+wait $locks_holder 2>/dev/null
 out=$("$SBX" run -- /bin/cat /proc/self/mountinfo 2>&1)
 if printf '%s\n' "$out" | grep -qE ' /(work|root|home|var|srv)( |/)'; then tap_fail "proc: mountinfo shows only the sandbox"; else expect "proc: mountinfo shows only the sandbox" " /workspace " "$out"; fi
 # Ordinary work still runs.
