@@ -8,11 +8,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -94,43 +93,56 @@ static bool range_mapped_here(uint32_t first, uint32_t count)
     return mapped;
 }
 
+/* The line of a colon-separated id file (/etc/passwd and /etc/group: name:x:id:...;
+ * /etc/subuid and /etc/subgid: name:start:count) whose ids meet [first, end), described in who.
+ * Read whole and parsed here: glibc's fgetpwent seeks once per line, 300 µs for a short file on
+ * a machine where every call to the kernel costs, in the setup of every sandbox run makes. */
+static bool id_file_meets(const char *path, bool ranges, uint64_t first, uint64_t end, char *who,
+                          size_t size)
+{
+    char *text = NULL;
+    if (read_file_max(path, 16u << 20, &text, NULL) < 0)
+        return false;
+    bool met = false;
+    for (char *line = text, *next; line && *line && !met; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        char *name = line, *f1 = strchr(line, ':'), *f2 = f1 ? strchr(f1 + 1, ':') : NULL;
+        if (!f2)
+            continue;
+        *f1 = '\0';
+        unsigned long long lo = strtoull(ranges ? f1 + 1 : f2 + 1, NULL, 10);
+        unsigned long long n = ranges ? strtoull(f2 + 1, NULL, 10) : 1;
+        /* 65534 (nobody, nogroup) aside: sharing it is the documented fallback, which doctor
+         * reports as such. */
+        if (n == 0 || (!ranges && lo == 65534))
+            continue;
+        if ((met = lo < end && first < lo + n)) {
+            if (ranges)
+                snprintf(who, size, "%.64s's subordinate ids %llu-%llu in %s", name, lo, lo + n - 1,
+                         path);
+            else
+                snprintf(who, size, "%s %.64s (%s %llu in %s)",
+                         strcmp(path, "/etc/group") == 0 ? "group" : "user", name,
+                         strcmp(path, "/etc/group") == 0 ? "gid" : "uid", lo, path);
+        }
+    }
+    free(text);
+    return met;
+}
+
 /* Who else has an id of [first, first + count): an account of /etc/passwd or a group of
  * /etc/group, or a user's subordinate range in /etc/subuid or /etc/subgid (their containers),
  * named in who. A process of such a uid would own the user namespaces of the sandboxes mapped to
- * it, and could enter them with every capability there. 65534 (nobody) is left out: sharing it
- * is the documented fallback, which doctor reports as such. */
+ * it, and could enter them with every capability there. */
 static bool range_taken(uint64_t first, uint64_t count, char *who, size_t size)
 {
     uint64_t end = first + count;
-    bool taken = false;
-    FILE *f = fopen("/etc/passwd", "re");
-    for (struct passwd *pw; f && !taken && (pw = fgetpwent(f));)
-        if ((taken = pw->pw_uid != 65534 && pw->pw_uid >= first && pw->pw_uid < end))
-            snprintf(who, size, "user %s (uid %u in /etc/passwd)", pw->pw_name,
-                     (unsigned)pw->pw_uid);
-    if (f)
-        fclose(f);
-    f = taken ? NULL : fopen("/etc/group", "re");
-    for (struct group *gr; f && !taken && (gr = fgetgrent(f));)
-        if ((taken = gr->gr_gid != 65534 && gr->gr_gid >= first && gr->gr_gid < end))
-            snprintf(who, size, "group %s (gid %u in /etc/group)", gr->gr_name,
-                     (unsigned)gr->gr_gid);
-    if (f)
-        fclose(f);
-    for (int i = 0; i < 2 && !taken; i++) {
-        const char *path = i == 0 ? "/etc/subuid" : "/etc/subgid";
-        f = fopen(path, "re");
-        char line[512], name[256];
-        unsigned long long start, len;
-        while (f && !taken && fgets(line, sizeof(line), f))
-            if (sscanf(line, "%255[^:]:%llu:%llu", name, &start, &len) == 3 && len &&
-                (taken = start < end && first < start + len))
-                snprintf(who, size, "%s's subordinate ids %llu-%llu in %s", name, start,
-                         start + len - 1, path);
-        if (f)
-            fclose(f);
-    }
-    return taken;
+    return id_file_meets("/etc/passwd", false, first, end, who, size) ||
+           id_file_meets("/etc/group", false, first, end, who, size) ||
+           id_file_meets("/etc/subuid", true, first, end, who, size) ||
+           id_file_meets("/etc/subgid", true, first, end, who, size);
 }
 
 /* range_taken, read once per range like range_mapped_here: a refusal reads the files again,

@@ -267,22 +267,24 @@ static int apply_row(const struct jail_child_plan *plan, const struct mount_row 
     case MK_PROC:
         return mount("proc", row->dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ? -errno
                                                                                            : 0;
+    /* Covers go over files of the fresh /proc, which no code has run in yet: the mount itself
+     * says whether the kernel has one (ENOENT), without a lookup of its own first. */
     case MK_COVER_FILE:
-        if (lstat(row->dst, &st) < 0)
-            return row->optional ? 0 : -errno;
-        return mount("/dev/null", row->dst, NULL, MS_BIND, NULL) < 0 ? -errno : 0;
+        if (mount("/dev/null", row->dst, NULL, MS_BIND, NULL) == 0)
+            return 0;
+        return errno == ENOENT && row->optional ? 0 : -errno;
     case MK_COVER_DIR:
-        if (lstat(row->dst, &st) < 0)
-            return row->optional ? 0 : -errno;
         /* One empty read-only tmpfs, bound over the rest: a bind costs far less than a new
          * superblock, at setup and again at teardown, and keeps the read-only flag. */
-        if (state->cover_dir)
-            return mount(state->cover_dir, row->dst, NULL, MS_BIND, NULL) < 0 ? -errno : 0;
-        if (mount("tmpfs", row->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=0,nr_inodes=1") < 0)
-            return -errno;
-        state->cover_dir = row->dst;
-        return 0;
+        if (state->cover_dir) {
+            if (mount(state->cover_dir, row->dst, NULL, MS_BIND, NULL) == 0)
+                return 0;
+        } else if (mount("tmpfs", row->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                         "size=0,nr_inodes=1") == 0) {
+            state->cover_dir = row->dst;
+            return 0;
+        }
+        return errno == ENOENT && row->optional ? 0 : -errno;
     case MK_DEV_NODE: {
         int r = make_empty_file(row->dst);
         if (r < 0)
