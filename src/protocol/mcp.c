@@ -1226,6 +1226,15 @@ static json_t *refused_request_id(const char *buf, size_t len, bool *valid)
     return out;
 }
 
+bool mcp_text_is_request(const char *buf, size_t len)
+{
+    bool valid;
+    json_t *id = refused_request_id(buf, len, &valid);
+    bool request = id != NULL;
+    json_decref(id);
+    return request;
+}
+
 json_t *mcp_parse(const char *buf, size_t len, char *why, size_t size)
 {
     json_error_t je;

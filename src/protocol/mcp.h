@@ -104,6 +104,10 @@ json_t *mcp_message_ends_id(struct mcp_message_ends *e);
  * is waiting on is the client's response to it: the request fails with why, and nothing is
  * sent back (a response is never answered). False, and nothing done, for any other id. */
 bool mcp_session_refuse_response(struct mcp_session *s, const json_t *id, const char *why);
+/* Whether a text the strict parse refuses (mcp_parse) is a request all the same: valid JSON with
+ * a method and an id it can be answered under. Such a text is never the client's answer to a
+ * request of ours, whatever its id (the client picks its ids; "srv-1" is one it may pick). */
+bool mcp_text_is_request(const char *buf, size_t len);
 /* Parses a message as the protocol does (a key given twice refused; NUL inside strings let
  * through, for the schema to refuse under the request's own id). NULL on failure, with why
  * it failed in words in why[size]. */

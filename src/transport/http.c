@@ -1014,7 +1014,9 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     if (!msg) {
         char why[sizeof(parse_error) + 32];
         snprintf(why, sizeof(why), "could not be read: %s", parse_error);
-        fail_answered_request(session_if_any(t, c, principal), rq, why);
+        /* A request the strict parse refuses answers nothing, whatever its id (as over stdio). */
+        if (!mcp_text_is_request(rq->body ? rq->body : "", rq->len))
+            fail_answered_request(session_if_any(t, c, principal), rq, why);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32700, parse_error);
     }
     /* A message the protocol layer could only answer with id null is refused here, with a

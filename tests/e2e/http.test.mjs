@@ -750,6 +750,28 @@ test('a response over a size cap, or unparsable, fails the request it answers (4
   await events.return();
 });
 
+test('a request the strict parse refuses is not taken for an answer, even under the id of a pending server request', async () => {
+  const { url } = await start();
+  const sid = await session(url, {}, { sampling: {} });
+  const h = { 'Mcp-Session-Id': sid };
+  const call = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
+  const events = eventsOf(call);
+  const ask = (await events.next()).value;
+  assert.equal(ask.method, 'sampling/createMessage');
+  // Valid JSON, a request (it has a method), refused for its key given twice; its id is the
+  // client's own, which may be any string, here the one the server chose for its request.
+  const r = await post(url, `{"jsonrpc":"2.0","id":${JSON.stringify(ask.id)},"method":"ping","params":{},"params":{}}`, h);
+  assert.equal(r.status, 400);
+  await r.text();
+  const result = { role: 'assistant', content: { type: 'text', text: 'fine' }, model: 'm' };
+  assert.equal((await post(url, { jsonrpc: '2.0', id: ask.id, result }, h)).status, 202);
+  const done = (await events.next()).value;
+  assert.equal(done.id, 2, JSON.stringify(done));
+  assert.equal(done.result.isError, undefined, JSON.stringify(done));
+  assert.match(done.result.content[0].text, /fine/);
+  await events.return();
+});
+
 test('a tool call cancelled while it waits on sampling has the sampling request cancelled on its stream', async () => {
   const { url } = await start();
   const sid = await session(url, {}, { sampling: {} });
