@@ -713,14 +713,9 @@ test('a response over a size cap, or unparsable, fails the request it answers (4
   writeFileSync(cfg, '[server]\nmax_message_bytes = 1024\n[http]\nmax_body_bytes = 4096\n');
   const { url } = await start(['--config', cfg]);
   const sid = await session(url, {}, { sampling: {} });
-  const h = { 'Mcp-Session-Id': sid };
   // Each round: a tool asks for sampling on its POST's stream; the client's answer is refused.
   const round = async (id, answer, status, reason) => {
-    const call = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
-    assert.equal(call.headers.get('content-type'), 'text/event-stream');
-    const events = eventsOf(call);
-    const ask = (await events.next()).value;
-    assert.equal(ask.method, 'sampling/createMessage');
+    const { h, events, ask } = await samplingAsked(url, sid, id);
     const r = await post(url, answer(ask.id), h);
     assert.equal(r.status, status);
     await r.text();
@@ -740,46 +735,23 @@ test('a response over a size cap, or unparsable, fails the request it answers (4
   // Not JSON.
   await round(4, (id) => `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"model":"m",}}`, 400, /could not be read: /);
   // A client that answers in the size the server takes is heard as ever.
-  const call = await post(url, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
-  const events = eventsOf(call);
-  const ask = (await events.next()).value;
-  assert.equal((await post(url, { jsonrpc: '2.0', id: ask.id, result: result('fine') }, h)).status, 202);
-  const done = (await events.next()).value;
-  assert.equal(done.result.isError, undefined, JSON.stringify(done));
-  assert.match(done.result.content[0].text, /fine/);
-  await events.return();
+  await samplingAnswered(url, await samplingAsked(url, sid, 5), 5);
 });
 
 test('a request the strict parse refuses is not taken for an answer, even under the id of a pending server request', async () => {
   const { url } = await start();
-  const sid = await session(url, {}, { sampling: {} });
-  const h = { 'Mcp-Session-Id': sid };
-  const call = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
-  const events = eventsOf(call);
-  const ask = (await events.next()).value;
-  assert.equal(ask.method, 'sampling/createMessage');
+  const asked = await samplingAsked(url, await session(url, {}, { sampling: {} }));
   // Valid JSON, a request (it has a method), refused for its key given twice; its id is the
   // client's own, which may be any string, here the one the server chose for its request.
-  const r = await post(url, `{"jsonrpc":"2.0","id":${JSON.stringify(ask.id)},"method":"ping","params":{},"params":{}}`, h);
+  const r = await post(url, `{"jsonrpc":"2.0","id":${JSON.stringify(asked.ask.id)},"method":"ping","params":{},"params":{}}`, asked.h);
   assert.equal(r.status, 400);
   await r.text();
-  const result = { role: 'assistant', content: { type: 'text', text: 'fine' }, model: 'm' };
-  assert.equal((await post(url, { jsonrpc: '2.0', id: ask.id, result }, h)).status, 202);
-  const done = (await events.next()).value;
-  assert.equal(done.id, 2, JSON.stringify(done));
-  assert.equal(done.result.isError, undefined, JSON.stringify(done));
-  assert.match(done.result.content[0].text, /fine/);
-  await events.return();
+  await samplingAnswered(url, asked, 2);
 });
 
 test('a tool call cancelled while it waits on sampling has the sampling request cancelled on its stream', async () => {
   const { url } = await start();
-  const sid = await session(url, {}, { sampling: {} });
-  const h = { 'Mcp-Session-Id': sid };
-  const call = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
-  const events = eventsOf(call);
-  const ask = (await events.next()).value;
-  assert.equal(ask.method, 'sampling/createMessage');
+  const { h, events, ask } = await samplingAsked(url, await session(url, {}, { sampling: {} }));
   assert.equal((await post(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2 } }, h)).status, 202);
   const rest = [];
   for await (const m of events) rest.push(m);
@@ -1217,6 +1189,29 @@ async function* eventsOf(res) {
   } finally {
     await reader.cancel().catch(() => {});
   }
+}
+
+// A session that declared sampling, and a test_sampling call on it waiting for its answer:
+// the call's stream, whose first message was the server's sampling/createMessage request.
+async function samplingAsked(url, sid, id = 2) {
+  const h = { 'Mcp-Session-Id': sid };
+  const call = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }, h);
+  assert.equal(call.headers.get('content-type'), 'text/event-stream');
+  const events = eventsOf(call);
+  const ask = (await events.next()).value;
+  assert.equal(ask.method, 'sampling/createMessage');
+  return { h, events, ask };
+}
+
+// The client's answer to it, in the size the server takes: the call ends with that answer.
+async function samplingAnswered(url, { h, events, ask }, id) {
+  const result = { role: 'assistant', content: { type: 'text', text: 'fine' }, model: 'm' };
+  assert.equal((await post(url, { jsonrpc: '2.0', id: ask.id, result }, h)).status, 202);
+  const done = (await events.next()).value;
+  assert.equal(done.id, id, JSON.stringify(done));
+  assert.equal(done.result.isError, undefined, JSON.stringify(done));
+  assert.match(done.result.content[0].text, /fine/);
+  await events.return();
 }
 
 async function readEvents(res, stop) {
