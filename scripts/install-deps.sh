@@ -58,8 +58,12 @@ if [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; then
         mkdir -p .deps/vm
         tmp=$(mktemp -d /tmp/mcp-sandbox-debootstrap.XXXXXX)
         trap 'rm -rf "$tmp" .deps/vm/debian.cpio.part' EXIT
-        debootstrap --variant=minbase --include="$vm_pkgs" bookworm "$tmp/root" \
-            http://deb.debian.org/debian > "$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; exit 1; }
+        # In a mount namespace of its own: the /proc and /sys it mounts in the target go with it,
+        # even when it is killed. One left behind in /tmp let the kernel hand a sandbox a fresh
+        # proc that a covered /proc should have cost it (tests/integration/t_failclosed.sh).
+        unshare -m --propagation private debootstrap --variant=minbase --include="$vm_pkgs" \
+            bookworm "$tmp/root" http://deb.debian.org/debian > "$tmp/log" 2>&1 ||
+            { tail -20 "$tmp/log" >&2; exit 1; }
         (cd "$tmp/root" && find . | busybox cpio -o -H newc 2>/dev/null) > .deps/vm/debian.cpio.part &&
             mv .deps/vm/debian.cpio.part .deps/vm/debian.cpio && echo "$vm_pkgs" > .deps/vm/debian.pkgs
         rm -rf "$tmp"

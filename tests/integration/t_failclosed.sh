@@ -78,7 +78,15 @@ expect "fail-closed: (control) with seccomp, keyctl is denied inside" "sys-keyct
 # (a strict run counts a skip as a failure): the cover is a mount made in a mount namespace of
 # this test's own.
 if is_root; then
-    covered() { unshare -m --propagation private sh -c 'mount -t tmpfs none /proc/sys && exec "$@"' sh "$@"; }
+    # The kernel gives a fresh proc where any proc mount of the namespace is whole: one left
+    # elsewhere on this machine (a chroot's) is taken away here, as a container has none.
+    covered() {
+        unshare -m --propagation private sh -c '
+            for m in $(awk "\$9 == \"proc\" && \$5 != \"/proc\" {print \$5}" /proc/self/mountinfo); do
+                umount -l "$m" || exit 1
+            done
+            mount -t tmpfs none /proc/sys && exec "$@"' sh "$@"
+    }
     out=$(covered "$SBX" run -- /bin/echo ran 2>&1); rc=$?
     rc_is "fail-closed: covered /proc: run refused (exit 125)" 125 "$rc"
     expect "fail-closed: covered /proc: the refusal names the step and points at doctor" \

@@ -18,6 +18,32 @@
 #include "jail/cgroup.h"
 #include "jail/features.h"
 
+/* The kernel gives a fresh proc where any proc mount of the namespace is whole: the ones
+ * besides /proc (a chroot's, left on this machine) are detached, as a container has none. */
+static int detach_other_procs(void)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char line[4096], *points[64];
+    int n = 0, r = 0;
+    while (n < 64 && fgets(line, sizeof(line), f)) {
+        char point[1024], type[64];
+        const char *dash = strstr(line, " - ");
+        if (dash && sscanf(line, "%*s %*s %*s %*s %1023s", point) == 1 &&
+            sscanf(dash + 3, "%63s", type) == 1 && strcmp(type, "proc") == 0 &&
+            strcmp(point, "/proc") != 0)
+            points[n++] = strdup(point);
+    }
+    fclose(f);
+    for (int i = 0; i < n; i++) {
+        if (umount2(points[i], MNT_DETACH) < 0)
+            r = -1;
+        free(points[i]);
+    }
+    return r;
+}
+
 /* In a child, with /proc/sys covered by a tmpfs when cover is set: 0 when the mount
  * namespace row is ok, 1 when missing with its hint naming /proc, 77 where the cover cannot
  * be made (not root). */
@@ -28,7 +54,7 @@ static int mount_row_in_child(bool cover)
     if (pid == 0) {
         if (cover &&
             (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-             mount("tmpfs", "/proc/sys", "tmpfs", 0, "size=4k") < 0))
+             detach_other_procs() < 0 || mount("tmpfs", "/proc/sys", "tmpfs", 0, "size=4k") < 0))
             _exit(77);
         const struct feature_status *f = features_probe(65534, 1);
         const struct feature_status *m = &f[FEAT_NS_MNT];
