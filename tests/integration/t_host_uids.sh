@@ -154,7 +154,8 @@ if is_root; then
     printf 'alice:%s:65536\n' $((first + count)) > "$hu_dir/subuid"
     out=$(unshare -m sh -c 'mount --make-rprivate / && mount --bind "$1" /etc/subuid && shift && exec "$@"' \
         sh "$hu_dir/subuid" "$SBX" run -- /bin/true 2>&1; echo "rc=$?")
-    expect "host uids: (control) a subordinate range just past it leaves the sandbox be" "^rc=0$" "$(echo $out)"
+    # (Only the status: a sanitizer build warns on stderr.)
+    expect "host uids: (control) a subordinate range just past it leaves the sandbox be" "rc=0$" "$(echo $out)"
 else
     "$SBX" run -- /bin/cat /proc/self/uid_map > "$hu_dir/a" 2> "$hu_dir/a.err"
     expect "host uids: rootless, the sandbox maps to the caller's own uid" \
