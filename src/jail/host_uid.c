@@ -95,8 +95,8 @@ static bool range_mapped_here(uint32_t first, uint32_t count)
 
 /* The line of a colon-separated id file (/etc/passwd and /etc/group: name:x:id:...;
  * /etc/subuid and /etc/subgid: name:start:count) whose ids meet [first, end), described in who.
- * Read whole and parsed here: glibc's fgetpwent seeks once per line, 300 µs for a short file on
- * a machine where every call to the kernel costs, in the setup of every sandbox run makes. */
+ * Read whole and parsed here: glibc's fgetpwent seeks once per line, up to 490 µs for a short
+ * file on a machine where syscalls are dear, and `run` pays this in every sandbox's setup. */
 static bool id_file_meets(const char *path, bool ranges, uint64_t first, uint64_t end, char *who,
                           size_t size)
 {
