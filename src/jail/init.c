@@ -523,6 +523,10 @@ void jail_run_init(const struct jail_child_plan *const_plan)
         again.pass_fds = kept_pass;
         again.err_fd = -1;
     }
+    /* The root goes first: the caller takes it as soon as it has the report, on its loop, and
+     * it waited there meanwhile (80 ms while 64 sandboxes printed, init being slow to go on). */
+    if (plan)
+        send_root_fd(status_fd);
     /* Reported only now: the caller may let the plan go once it has the report, and init is
      * done with it. A failed exec's report came first and is the one the caller reads. A write
      * that fails (EPIPE; errno itself may be a sharing spawner's) finds the server gone before
@@ -534,10 +538,8 @@ void jail_run_init(const struct jail_child_plan *const_plan)
     if (!const_plan->shares_memory)
         release_heap();
 
-    if (plan) {
-        send_root_fd(status_fd);
+    if (plan)
         serve_persistent(plan, child, status_fd, &all);
-    }
     for (;;) {
         siginfo_t info;
         int sig = sigwaitinfo(&all, &info);
