@@ -536,7 +536,7 @@ static int make_write_group(const struct sbx_cgroup *cg)
 int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
     /* v1 keeps each controller apart: the memory hierarchy's group alone. (A process move
-     * takes a lock that waits for an RCU grace period: fork_writer, in jail.c, has the child
+     * takes a lock that waits for an RCU grace period: start_copier, in writer.c, has the copier
      * born there instead where it can.) */
     if (cg->kind == CGROUP_BACKEND_V1)
         return attach_in(cg->dir[V1_MEMORY], pid, err);

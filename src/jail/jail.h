@@ -160,24 +160,34 @@ int jail_read_memory_peak(struct jail *j, uint64_t *out);
 /* The CPU time all of the sandbox's processes have used, in ns; -ENOTSUP without a cgroup. */
 int jail_read_cpu_ns(struct jail *j, uint64_t *out);
 
+/* Writes charged to the sandbox (writer.c). */
+
 /* write_all to fd, so that the pages the write makes (the sandbox's tmpfs is memory) are
- * charged to the sandbox: by a short-lived child placed under the sandbox's memory limit but
- * not its CPU quota (cgroup_attach_writer); by the caller where the sandbox has no cgroup. A
- * write that does not fit fails with ENOMEM; *oom_killed says the OOM killer took the child
- * for it. */
+ * charged to the sandbox: through a copier, /bin/cat, placed under the sandbox's memory limit
+ * but not its CPU quota (cgroup_attach_writer); by the caller where the sandbox has no cgroup.
+ * A write that does not fit fails with ENOMEM; *oom_killed says the OOM killer took the copier
+ * for it. A full file system fails it with ENOSPC. */
 int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
                        struct sbx_err *err);
 
-/* The same for a stream (output saved as it arrives): a child placed as jail_write_charged's
- * execs /bin/cat to copy into fd what arrives on pipe_fd (non-blocking: EAGAIN says the writer
- * is behind) until pipe_fd is closed. ENOTSUP where the sandbox has no cgroup (or the kernel
+/* The same for a stream (output saved as it arrives): a copier placed as jail_write_charged's
+ * copies into fd what arrives on pipe_fd (non-blocking: EAGAIN says the writer is behind) until
+ * pipe_fd is closed. ENOTSUP where the sandbox has no cgroup (or the kernel
  * no pidfd_open): then write fd directly. */
 struct jail_writer {
     pid_t pid;
     int pidfd;
     int pipe_fd;
+    int in, out; /* the copier's ends, from jail_writer_open until its launch */
 };
 int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err);
+/* jail_writer_start in two steps, so that a caller with a loop can launch on another thread:
+ * the copier's start waits for its exec (CLONE_VFORK), which took up to milliseconds each while
+ * 64 sandboxes printed. Open makes the pipe, which takes writes at once (they wait in it);
+ * launch starts the copier, and touches only *w and the jail's cgroup. A writer opened but not
+ * launched is closed by jail_writer_end. */
+int jail_writer_open(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err);
+int jail_writer_launch(struct jail *j, struct jail_writer *w, struct sbx_err *err);
 /* Closes pipe_fd and waits up to timeout_ms for the writer to copy the rest, then kills it.
  * 0 once all was written; ENOMEM (*oom_killed) when the OOM killer took it, ETIMEDOUT, or
  * the write's own error. A caller that must not block may close pipe_fd itself (and set it

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "protocol/mcp.h"
 #include "service/loop.h"
+#include "spawner.h"
 #include "tools_common.h"
 #include "util.h"
 
@@ -29,6 +30,8 @@
  * not be watched. */
 #define SPILL_WAIT_MS 250
 
+static void settle_launch(struct exec *e, int idx);
+
 /* Ends stream idx's output file by deadline (ms), blocking: what is pending goes to the
  * writer, the writer is reaped (killed if late: the file is then said to be incomplete), and
  * the stream is read again. A no-op once the file has ended. */
@@ -36,6 +39,8 @@ static void spill_end(struct exec *e, int idx, uint64_t deadline)
 {
     struct sandbox *sb = e->sb;
     struct jail_writer *w = &e->spill_writer[idx];
+    if (e->launch[idx])
+        settle_launch(e, idx);
     if (e->spill_w[idx]) {
         ev_unwatch(e->spill_w[idx]);
         e->spill_w[idx] = NULL;
@@ -73,8 +78,8 @@ static void spill_end(struct exec *e, int idx, uint64_t deadline)
         if (oom)
             sb->oom_kills_seen++;
     } else if (e->spill_fd[idx] >= 0) {
-        close(e->spill_fd[idx]);
-        e->spill_fd[idx] = -1;
+        close(e->spill_fd[idx]); /* the file, or the pipe of a writer that did not start */
+        e->spill_fd[idx] = w->pipe_fd = -1;
     }
 }
 
@@ -205,7 +210,7 @@ static void settled(struct sandbox *sb, struct exec *e)
 static bool spills_ended(const struct exec *e)
 {
     for (int i = 0; i < 2; i++)
-        if (e->spill_fd[i] >= 0 || e->spill_writer[i].pid > 0)
+        if (e->spill_fd[i] >= 0 || e->spill_writer[i].pid > 0 || e->launch[i])
             return false;
     return true;
 }
@@ -235,9 +240,13 @@ static void spill_close_input(struct exec *e, int idx)
     struct jail_writer *w = &e->spill_writer[idx];
     if ((e->spill_pending_len[idx] && !e->spill_failed[idx]) || e->spill_fd[idx] < 0)
         return;
+    if (e->launch[idx])
+        return; /* its done comes back here */
     if (w->pid <= 0) {
-        close(e->spill_fd[idx]); /* the file itself, where the sandbox has no cgroup */
-        e->spill_fd[idx] = -1;
+        /* the file itself, where the sandbox has no cgroup; or the pipe of a writer that did
+         * not start */
+        close(e->spill_fd[idx]);
+        e->spill_fd[idx] = w->pipe_fd = -1;
         return;
     }
     struct sbx_err err = {0};
@@ -405,7 +414,8 @@ static struct exec *enqueue(struct sandbox *sb, struct mcp_call *call, const cha
     e->timeout_ms = timeout_ms;
     for (int i = 0; i < 2; i++) {
         e->spill_fd[i] = -1;
-        e->spill_writer[i] = (struct jail_writer){.pid = -1, .pidfd = -1, .pipe_fd = -1};
+        e->spill_writer[i] =
+            (struct jail_writer){.pid = -1, .pidfd = -1, .pipe_fd = -1, .in = -1, .out = -1};
     }
     if (!exec_fits(e)) {
         sbx_fail(err, EFBIG,
@@ -527,6 +537,91 @@ static uint64_t spill_cap(const struct sandbox *sb)
 }
 
 /* Keeps the newest output files only: the oldest goes when a new one is made. */
+/* A writer's copier being started on the spawner's thread: the writer is the job's until its
+ * done, and the pipe meanwhile takes the output (or holds the stream, full). */
+struct writer_launch {
+    struct spawn_job job;
+    struct exec *e;
+    int idx;
+    struct jail *jail;
+    struct jail_writer w;
+    int rc;
+    struct sbx_err err;
+    bool awaited; /* done comes from spill_end's wait, which goes on by itself */
+};
+
+static void launch_run(struct spawn_job *job)
+{
+    struct writer_launch *l = job->data;
+    l->rc = jail_writer_launch(l->jail, &l->w, &l->err);
+}
+
+/* Stream idx's file takes nothing more: what waits for the pipe is dropped, and the stream is
+ * let go. */
+static void spill_abandon(struct exec *e, int idx)
+{
+    if (e->spill_w[idx]) {
+        ev_unwatch(e->spill_w[idx]);
+        e->spill_w[idx] = NULL;
+        sandbox_hold_output(e->sb, idx + 1, false);
+    }
+    free(e->spill_pending[idx]);
+    e->spill_pending[idx] = NULL;
+    e->spill_pending_len[idx] = 0;
+    e->spill_failed[idx] = true;
+}
+
+static void launch_done(struct spawn_job *job)
+{
+    struct writer_launch *l = job->data;
+    struct exec *e = l->e;
+    int idx = l->idx;
+    bool awaited = l->awaited;
+    e->launch[idx] = NULL;
+    if (l->rc == 0) {
+        e->spill_writer[idx].pid = l->w.pid;
+        e->spill_writer[idx].pidfd = l->w.pidfd;
+    } else {
+        log_emit(LOG_LVL_WARNING, "output file writer failed", "error", l->err.msg, NULL);
+        spill_abandon(e, idx);
+    }
+    free(l);
+    if (!awaited && e->settling) {
+        spill_close_input(e, idx);
+        settle_if_done(e);
+    }
+}
+
+static void launch_writer(struct exec *e, int idx, struct jail_writer *opened)
+{
+    struct writer_launch *l = xcalloc(1, sizeof(*l));
+    l->job = (struct spawn_job){.run = launch_run, .done = launch_done, .data = l};
+    l->e = e;
+    l->idx = idx;
+    l->jail = e->sb->jail;
+    l->w = *opened;
+    e->launch[idx] = l;
+    spawner_submit(e->sb->svc->spawner, &l->job);
+}
+
+/* Before the loop waits for stream idx's writer: its launch is taken back, or has ended. */
+static void settle_launch(struct exec *e, int idx)
+{
+    struct writer_launch *l = e->launch[idx];
+    struct spawner *s = e->sb->svc->spawner;
+    if (spawner_cancel(s, &l->job)) {
+        bool oom = false;
+        struct sbx_err err = {0};
+        jail_writer_end(&l->w, 0, &oom, &err); /* its ends of the pipe and the file */
+        e->launch[idx] = NULL;
+        free(l);
+        spill_abandon(e, idx); /* the pipe's bytes had no reader: the file is cut */
+        return;
+    }
+    l->awaited = true;
+    spawner_await(s, &l->job); /* done now, unless the loop already called it */
+}
+
 static void keep_spill(struct sandbox *sb, const char *path)
 {
     char *slot = sb->spill_kept[sb->spill_kept_next++ % SANDBOX_SPILL_KEEP];
@@ -641,11 +736,13 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
             e->spill_failed[idx] = true;
             return;
         }
-        /* Its pages are the sandbox's memory: a writer in its group makes them. */
-        struct jail_writer *w = &e->spill_writer[idx];
-        if (jail_writer_start(sb->jail, fd, w, &err) == 0) {
+        /* Its pages are the sandbox's memory: a writer in its group makes them. Its pipe takes
+         * the output at once; the copier is started off the loop. */
+        struct jail_writer opened;
+        if (jail_writer_open(sb->jail, fd, &opened, &err) == 0) {
             close(fd);
-            e->spill_fd[idx] = w->pipe_fd;
+            e->spill_fd[idx] = e->spill_writer[idx].pipe_fd = steal_fd(&opened.pipe_fd);
+            launch_writer(e, idx, &opened);
         } else if (err.code == ENOTSUP) {
             e->spill_fd[idx] = fd; /* no group to charge, or no pidfd to wait on */
         } else {

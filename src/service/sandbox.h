@@ -105,6 +105,8 @@ struct exec {
     size_t spill_pending_len[2];
     struct ev_watch *spill_w[2];  /* the pipe, while something is pending */
     struct ev_watch *writer_w[2]; /* the writer's pidfd, while the run settles */
+    /* The writer's copier being started off the loop; its pipe takes the output meanwhile. */
+    struct writer_launch *launch[2];
     char spill_path[2][96];
     uint64_t spilled[2];
     bool spill_capped[2]; /* the stream went on past what its file takes */
