@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <stddef.h>
+#include <sys/inotify.h>
 #include <string.h>
 
 static int add_rules(scmp_filter_ctx ctx, struct sbx_err *err)
@@ -71,6 +72,19 @@ static int add_rules(scmp_filter_ctx ctx, struct sbx_err *err)
                                  SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
         if (r < 0)
             return sbx_fail_errno(err, -r, "seccomp rule for clone flags");
+    }
+    /* inotify watches that report reads: an IN_ACCESS, IN_OPEN or IN_CLOSE_NOWRITE watch on a
+     * file the sandbox shares with the host (/usr, /etc) hears every process on the machine
+     * open and read it, other sandboxes' too, as fanotify_init would (denied). Watches for
+     * changes (IN_MODIFY, IN_CLOSE_WRITE, IN_CREATE...) stay allowed: nobody but the host's
+     * root changes a shared file, and they are what tail -f and file watchers use. One rule
+     * per bit, as for clone's flags. */
+    static const unsigned long read_events[] = {IN_ACCESS, IN_OPEN, IN_CLOSE_NOWRITE};
+    for (size_t i = 0; i < ARRAY_SIZE(read_events); i++) {
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(inotify_add_watch), 1,
+                                 SCMP_A2(SCMP_CMP_MASKED_EQ, read_events[i], read_events[i]));
+        if (r < 0)
+            return sbx_fail_errno(err, -r, "seccomp rule for inotify_add_watch");
     }
     /* personality: only the default persona (0) and the query (0xffffffff) are allowed;
      * READ_IMPLIES_EXEC and friends weaken memory protections. libseccomp takes one comparison

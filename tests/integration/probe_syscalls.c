@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -171,6 +172,44 @@ static int row_pidfd_open(int argc, char **argv)
     return e;
 }
 
+/* An inotify watch on a file shared with the host, for events of mask: 0 or an errno. */
+static int inotify_watch(const char *path, uint32_t mask)
+{
+    int fd = (int)syscall(SYS_inotify_init1, 0);
+    if (fd < 0)
+        return errno;
+    int e = syscall(SYS_inotify_add_watch, fd, path, mask) < 0 ? errno : 0;
+    close(fd);
+    return e;
+}
+
+/* Watches that hear reads of a shared file: other processes' opens, reads and closes. */
+static int row_inotify_open(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return inotify_watch("/usr/bin", IN_OPEN);
+}
+
+static int row_inotify_access(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return inotify_watch("/usr/bin/env", IN_ACCESS);
+}
+
+static int row_inotify_close_nowrite(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return inotify_watch("/etc", IN_MODIFY | IN_CLOSE_NOWRITE);
+}
+
+/* A watch for changes of the same shared file stays allowed: only the host's root makes any. */
+static int row_inotify_changes(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return inotify_watch("/usr/bin/env",
+                         IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF);
+}
+
 /* inotify, the ordinary way to watch files, stays allowed (fanotify_init is denied). */
 static int row_inotify(int argc, char **argv)
 {
@@ -307,12 +346,16 @@ const struct probe_op probe_ops_syscalls[] = {
     D(clone_newuser),
     D(socket_vsock),
     D(socket_vsock_highbits),
+    D(inotify_open),
+    D(inotify_access),
+    D(inotify_close_nowrite),
     {"sys-clone3", "clone3: ENOSYS so libc falls back to clone", row_clone3},
     {"allow-getpid", "control: getpid", row_getpid},
     {"allow-pidfd_open", "control: a pidfd for a child, the handle pidfd_getfd would use",
      row_pidfd_open},
     {"allow-memfd_create", "control: an ordinary memfd (memfd_secret is denied)", row_memfd_create},
     {"allow-inotify", "control: inotify on /tmp (fanotify_init is denied)", row_inotify},
+    {"allow-inotify-changes", "control: inotify for changes of a shared file", row_inotify_changes},
     {"allow-socket_inet", "control: an ordinary socket (another family than AF_VSOCK)",
      row_socket_inet},
     {"allow-fork", "control: fork and wait", row_fork},

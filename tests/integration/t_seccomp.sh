@@ -18,7 +18,7 @@ for r in $rows; do
         fi
     fi
 done
-for r in allow-getpid allow-pidfd_open allow-memfd_create allow-inotify allow-socket_inet allow-fork allow-personality-query allow-personality-default allow-tiocgwinsz allow-cachestat; do
+for r in allow-getpid allow-pidfd_open allow-memfd_create allow-inotify allow-inotify-changes allow-socket_inet allow-fork allow-personality-query allow-personality-default allow-tiocgwinsz allow-cachestat; do
     out=$(sbx_probe -- "$r"); expect "seccomp: $r stays allowed" "$r ok" "$out"
 done
 # Foreign ABIs: x32 and i386 are killed by SIGSYS (exit 159) when the kernel would run them.
