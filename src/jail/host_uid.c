@@ -79,18 +79,38 @@ static bool range_mapped(const char *map_path, uint64_t first, uint64_t count)
 
 /* Read once per range: a process's maps cannot change, and the first read of a /proc file
  * costs tens of microseconds. The range is the configuration's, the same at nearly every call. */
+/* A yes-or-no verdict on a range, kept for the process: the answer and the range it is for in
+ * one word, so that threads never mix two. 0: none; else first, count, bit 1 set, the answer in
+ * bit 0 (count <= 2^24, the configuration's bound). */
+typedef _Atomic uint64_t range_verdict;
+
+static uint64_t verdict_key(uint32_t first, uint32_t count)
+{
+    return (uint64_t)first << 32 | (uint64_t)count << 2 | 2;
+}
+
+/* The verdict kept for the range (0 or 1), or -1. */
+static int verdict_kept(range_verdict *v, uint32_t first, uint32_t count)
+{
+    uint64_t k = atomic_load(v);
+    return (k & ~1ull) == verdict_key(first, count) ? (int)(k & 1) : -1;
+}
+
+static bool verdict_keep(range_verdict *v, uint32_t first, uint32_t count, bool yes)
+{
+    atomic_store(v, verdict_key(first, count) | yes);
+    return yes;
+}
+
 static bool range_mapped_here(uint32_t first, uint32_t count)
 {
-    /* The answer and the range it is for, in one word, so that threads never mix two. */
-    static _Atomic uint64_t known; /* 0: none; else first, count, bit 1 set, the answer in bit 0 */
-    uint64_t key = (uint64_t)first << 32 | (uint64_t)count << 2 | 2; /* count <= 2^24 (config) */
-    uint64_t k = atomic_load(&known);
-    if ((k & ~1ull) == key)
-        return k & 1;
-    bool mapped = range_mapped("/proc/self/uid_map", first, count) &&
-                  range_mapped("/proc/self/gid_map", first, count);
-    atomic_store(&known, key | mapped);
-    return mapped;
+    static range_verdict mapped;
+    int kept = verdict_kept(&mapped, first, count);
+    if (kept >= 0)
+        return kept;
+    return verdict_keep(&mapped, first, count,
+                        range_mapped("/proc/self/uid_map", first, count) &&
+                            range_mapped("/proc/self/gid_map", first, count));
 }
 
 /* The line of a colon-separated id file (/etc/passwd and /etc/group: name:x:id:...;
@@ -149,14 +169,10 @@ static bool range_taken(uint64_t first, uint64_t count, char *who, size_t size)
  * for the name. An account made later in the server's life is not seen. */
 static bool range_taken_here(uint32_t first, uint32_t count, char *who, size_t size)
 {
-    static _Atomic uint64_t known;
-    uint64_t key = (uint64_t)first << 32 | (uint64_t)count << 2 | 2;
-    uint64_t k = atomic_load(&known);
-    if ((k & ~1ull) == key && !(k & 1))
+    static range_verdict taken;
+    if (verdict_kept(&taken, first, count) == 0)
         return false;
-    bool taken = range_taken(first, count, who, size);
-    atomic_store(&known, key | taken);
-    return taken;
+    return verdict_keep(&taken, first, count, range_taken(first, count, who, size));
 }
 
 int host_uid_claim(uint32_t first, uint32_t count, struct host_uid_claim *out, struct sbx_err *err)
