@@ -409,8 +409,9 @@ static const char *authenticate(struct http_transport *t, struct MHD_Connection 
         http_auth_principal(&t->auth, t->jwks ? http_jwks_current(t->jwks, now_ms()) : NULL,
                             MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), aud,
                             (int64_t)(wall_ms() / 1000), buf, cap, why);
-    /* A key id we lack may be a key the identity provider has just published. */
-    if (!p && t->jwks && *why && strcmp(*why, http_jwt_status_text(HTTP_JWT_UNKNOWN_KID)) == 0)
+    /* A key id we lack, or a kid-less token no key verifies, may be a key the identity
+     * provider has just published. */
+    if (!p && t->jwks && http_jwt_refusal_wants_new_keys(*why))
         http_jwks_key_missing(t->jwks);
     return p;
 }

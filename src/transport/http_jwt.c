@@ -68,6 +68,7 @@ static const char *const status_text[] = {
                              "keys for its algorithm"),
     [HTTP_JWT_KEY_MISMATCH] = "signature algorithm does not match the key",
     [HTTP_JWT_BAD_SIGNATURE] = "bad signature",
+    [HTTP_JWT_NO_KEY_VERIFIES] = "bad signature: no key verifies it (the token names no kid)",
     [HTTP_JWT_BAD_CLAIM] = "a registered claim has the wrong type",
     [HTTP_JWT_NO_EXP] = "exp claim missing",
     [HTTP_JWT_EXPIRED] = "token expired",
@@ -126,6 +127,16 @@ const char *http_jwt_status_text(enum http_jwt_status s)
     if ((size_t)s < ARRAY_SIZE(status_text) && status_text[s])
         return status_text[s];
     return "invalid token";
+}
+
+bool http_jwt_refusal_wants_new_keys(const char *why)
+{
+    static const enum http_jwt_status fresh_keys_may_help[] = {
+        HTTP_JWT_UNKNOWN_KID, HTTP_JWT_NO_KEY, HTTP_JWT_NO_KEY_VERIFIES};
+    for (size_t i = 0; why && i < ARRAY_SIZE(fresh_keys_may_help); i++)
+        if (strcmp(why, status_text[fresh_keys_may_help[i]]) == 0)
+            return true;
+    return false;
 }
 
 static void key_free(struct jwt_key *k)
@@ -484,6 +495,10 @@ static enum http_jwt_status check_signature(const struct http_jwt *v, const char
     }
     json_decref(jws);
     json_decref(hdr);
+    /* Without a kid, the signature may be a key's that was published after the keys in force:
+     * said apart from a forgery under a known kid, so that the caller fetches the keys again. */
+    if (!kid && st == HTTP_JWT_BAD_SIGNATURE)
+        st = HTTP_JWT_NO_KEY_VERIFIES;
     return st;
 }
 

@@ -46,6 +46,7 @@ enum http_jwt_status {
     HTTP_JWT_KID_NEEDED,
     HTTP_JWT_KEY_MISMATCH,
     HTTP_JWT_BAD_SIGNATURE,
+    HTTP_JWT_NO_KEY_VERIFIES, /* a token without a kid that none of the keys tried verifies */
     HTTP_JWT_BAD_CLAIM,
     HTTP_JWT_NO_EXP,
     HTTP_JWT_EXPIRED,
@@ -91,5 +92,9 @@ enum http_jwt_status http_jwt_check_claims(const struct http_jwt *v, const char 
 /* A short reason for WWW-Authenticate's error_description: plain ASCII, no quotes, and never
  * any part of the token. */
 const char *http_jwt_status_text(enum http_jwt_status s);
+/* Whether a refusal (a status text) may be a token signed by a key the identity provider has
+ * published since the keys were fetched: one under a kid not known, or one without a kid that no
+ * key verifies (or none has its algorithm). */
+bool http_jwt_refusal_wants_new_keys(const char *why);
 
 #endif

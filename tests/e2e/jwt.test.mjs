@@ -44,8 +44,10 @@ const b64u = (x) => Buffer.from(x).toString('base64url');
 // A compact JWS: RS256 (PKCS#1 v1.5), ES256 (r||s, as JWS wants, not DER) or EdDSA (Ed25519).
 const KIDS = { RS256: 'rsa-1', ES256: 'ec-1', EdDSA: 'ed-1' };
 const KEYS = { RS256: rsa.privateKey, ES256: ec.privateKey, EdDSA: ed.privateKey };
+// kid: null leaves it out.
 function jwt(claims, { alg = 'RS256', kid = KIDS[alg], key } = {}) {
-  const input = `${b64u(JSON.stringify({ alg, typ: 'at+jwt', kid }))}.${b64u(JSON.stringify(claims))}`;
+  const header = { alg, typ: 'at+jwt', ...(kid === null ? {} : { kid }) };
+  const input = `${b64u(JSON.stringify(header))}.${b64u(JSON.stringify(claims))}`;
   const k = key || KEYS[alg];
   const sig = alg === 'EdDSA' ? sign(null, Buffer.from(input), k)
     : sign('sha256', Buffer.from(input), alg === 'ES256' ? { key: k, dsaEncoding: 'ieee-p1363' } : k);
@@ -225,7 +227,7 @@ test('a rewritten JWKS file is picked up without a restart: a new key works, a r
   await stopHttp();
 });
 
-test('keys from a JWKS URL: fetched at startup, and again when a token names a key id not known yet', async () => {
+test('keys from a JWKS URL: fetched at startup, and again when a token names a key id not known yet, or names none and no key verifies it', async () => {
   const [rsaJwk, ecJwk] = jwks.keys;
   let published = { keys: [rsaJwk] };
   let hits = 0;
@@ -262,6 +264,20 @@ test('keys from a JWKS URL: fetched at startup, and again when a token names a k
     assert.equal(hits, 2, 'one early fetch for all the refusals in the gap');
     assert.match(log(), /"msg":"jwt keys reloaded","url":"[^"]+","keys":"2"/);
     assert.equal(await status(rs), 200);
+
+    // The provider rotates to a new RSA key, and its tokens name no kid: refused as no key
+    // verifying them, which asks for a fetch as well (it once waited for the refresh interval).
+    const rotated = jwt(claimsFor('carol', aud), { kid: null, key: stranger.privateKey });
+    assert.equal(await status(rotated), 401, '(control) the new key is not published yet');
+    published = { keys: [rsaJwk, ecJwk, { ...stranger.publicKey.export({ format: 'jwk' }), kid: 'rsa-2', alg: 'RS256', use: 'sig' }] };
+    st = 401;
+    for (let i = 0; i < 45 && st !== 200; i++) {
+      st = await status(rotated);
+      if (st !== 200) await new Promise((r) => setTimeout(r, 1000));
+    }
+    assert.equal(st, 200, 'a kid-less token under the newly published key is accepted without a restart');
+    assert.equal(hits, 3);
+    assert.equal(await status(jwt(claimsFor('carol', aud), { kid: null, key: edStranger.privateKey, alg: 'EdDSA' })), 401, '(control) a key nobody published is still refused');
     await stopHttp();
 
     // A URL that cannot work stops startup, with the reason.

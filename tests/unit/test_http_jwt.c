@@ -301,6 +301,20 @@ static void key_choice(void **state)
     assert_int_equal(check(ec_only, tok, p), HTTP_JWT_NO_KEY);
     free(tok);
     http_jwt_free(ec_only);
+    /* Without a kid and signed by a key not in the set: told apart from a forgery under a known
+     * kid, since a newly published key would do the same; each may be fixed by new keys. */
+    tok = sign(rsa_other, "RS256", NULL, claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_NO_KEY_VERIFIES);
+    free(tok);
+    tok = sign(rsa_other, "RS256", "rsa-1", claims("a"));
+    assert_int_equal(check(v, tok, p), HTTP_JWT_BAD_SIGNATURE);
+    free(tok);
+    assert_true(http_jwt_refusal_wants_new_keys(http_jwt_status_text(HTTP_JWT_UNKNOWN_KID)));
+    assert_true(http_jwt_refusal_wants_new_keys(http_jwt_status_text(HTTP_JWT_NO_KEY)));
+    assert_true(http_jwt_refusal_wants_new_keys(http_jwt_status_text(HTTP_JWT_NO_KEY_VERIFIES)));
+    assert_false(http_jwt_refusal_wants_new_keys(http_jwt_status_text(HTTP_JWT_BAD_SIGNATURE)));
+    assert_false(http_jwt_refusal_wants_new_keys(http_jwt_status_text(HTTP_JWT_EXPIRED)));
+    assert_false(http_jwt_refusal_wants_new_keys(NULL));
     /* Without a kid, a token is tried against HTTP_JWT_KIDLESS_TRIES keys of its algorithm at
      * most: past that, each request would cost up to 64 signature checks. */
     for (int keys = HTTP_JWT_KIDLESS_TRIES; keys <= HTTP_JWT_KIDLESS_TRIES + 1; keys++) {
