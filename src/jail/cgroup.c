@@ -533,20 +533,22 @@ static int make_write_group(const struct sbx_cgroup *cg)
     return mkdir(cg->write_dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
 }
 
-int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
+int cgroup_open_writer_procs(struct sbx_cgroup *cg)
 {
     /* v1 keeps each controller apart: the memory hierarchy's group alone. (A process move
      * takes a lock that waits for an RCU grace period: start_copier, in writer.c, has the copier
      * born there instead where it can.) */
-    if (cg->kind == CGROUP_BACKEND_V1)
-        return attach_in(cg->dir[V1_MEMORY], pid, err);
-    if (!cg->write_dir)
-        return sbx_fail(err, ENOTSUP, "the group %s was made without room for a writer",
-                        cg->dir[0]);
-    int r = make_write_group(cg);
-    if (r < 0)
-        return sbx_fail_errno(err, -r, "creating %s", cg->write_dir);
-    return attach_in(cg->write_dir, pid, err);
+    const char *dir = cg->kind == CGROUP_BACKEND_V1 ? cg->dir[V1_MEMORY] : cg->write_dir;
+    if (!dir)
+        return -ENOTSUP; /* a v2 group made without room for a writer */
+    if (cg->kind == CGROUP_BACKEND_V2) {
+        int r = make_write_group(cg);
+        if (r < 0)
+            return r;
+    }
+    cleanup_free char *path = xasprintf("%s/cgroup.procs", dir);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
 }
 
 int cgroup_open_writer_group(struct sbx_cgroup *cg)

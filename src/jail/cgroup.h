@@ -20,9 +20,9 @@ struct cgroup_limits {
     uint64_t memory_bytes;  /* memory.max / memory.limit_in_bytes; swap pinned to 0 */
     uint32_t cpu_millicpus; /* cpu.max / cfs_quota_us over a 100 ms period */
     uint32_t pids;          /* pids.max */
-    /* Room for cgroup_attach_writer: on v2 the group's processes then live in a child group,
-     * run, which alone carries cpu.max, so that a writer placed beside it is charged to the
-     * group's memory without waiting on its CPU quota. */
+    /* Room for a writer (cgroup_open_writer_procs): on v2 the group's processes then live in a
+     * child group, run, which alone carries cpu.max, so that a writer placed beside it is charged
+     * to the group's memory without waiting on its CPU quota. */
     bool writer;
 };
 
@@ -60,10 +60,11 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct sbx_
                   struct sbx_err *err);
 /* Move pid into the group (before it execs anything untrusted). */
 int cgroup_attach(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
-/* Move pid where the group's memory limit counts what it allocates but its CPU quota does not
- * hold it back: on v1 the memory hierarchy's group alone; on v2 the child group write, made on
- * first use (ENOTSUP for a group made without lim.writer). */
-int cgroup_attach_writer(struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* Where the group's memory limit counts what a writer allocates but its CPU quota does not hold
+ * it back: on v1 the memory hierarchy's group alone; on v2 the child group write, made on first
+ * use. Its cgroup.procs, opened for writing, so that a child writes "0" there to move itself;
+ * -errno (-ENOTSUP for a v2 group made without lim.writer). */
+int cgroup_open_writer_procs(struct sbx_cgroup *cg);
 /* v2: the writer's group, made on first use, as a directory fd for clone3's CLONE_INTO_CGROUP:
  * a child born there spares the move. -ENOTSUP on v1 or without lim.writer. */
 int cgroup_open_writer_group(struct sbx_cgroup *cg);
@@ -75,8 +76,8 @@ uint64_t cgroup_memory_headroom(struct sbx_cgroup *cg);
  * that moving a process takes for writing (cgroup_threadgroup_rwsem, whose RCU grace period cost
  * ~0.8 ms here, and which stalls every fork and exit on the machine meanwhile). While inside,
  * the thread's CPU time counts to the group, and so could a page its process faults in.
- * writer: the memory group alone, where cgroup_attach_writer would put a process. -ENOTSUP on
- * v2, where a thread cannot sit apart from its process: use cgroup_attach(_writer). */
+ * writer: the memory group alone, where cgroup_open_writer_procs would put a process. -ENOTSUP on
+ * v2, where a thread cannot sit apart from its process: use cgroup_attach, or clone3. */
 int cgroup_enter_thread(struct sbx_cgroup *cg, bool writer);
 int cgroup_leave_thread(struct sbx_cgroup *cg, bool writer);
 int cgroup_read_usage(struct sbx_cgroup *cg, struct cgroup_usage *u);

@@ -164,7 +164,7 @@ int jail_read_cpu_ns(struct jail *j, uint64_t *out);
 
 /* write_all to fd, so that the pages the write makes (the sandbox's tmpfs is memory) are
  * charged to the sandbox: through a copier, /bin/cat, placed under the sandbox's memory limit
- * but not its CPU quota (cgroup_attach_writer); by the caller where the sandbox has no cgroup.
+ * but not its CPU quota (cgroup_open_writer_procs); by the caller where the sandbox has no cgroup.
  * A write that does not fit fails with ENOMEM; *oom_killed says the OOM killer took the copier
  * for it. A full file system fails it with ENOSPC. */
 int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,

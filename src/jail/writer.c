@@ -32,10 +32,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* What a group must have free for this thread to step into it while it starts a copier (v1):
- * the new task's kernel memory is charged there, and in a group that files have filled the OOM
- * killer's one candidate would be this thread, the whole server. A few pages; ample margin. */
-#define STEP_IN_ROOM (4ull << 20)
+/* What a group must have free for a copier to start in it: its exec (an mm, cat and libc
+ * mapped, page tables), and on v1 the kernel memory of the clone while this thread has stepped
+ * in (in a group that files have filled, the OOM killer's one candidate would be this thread,
+ * the whole server). Well under 1 MiB; ample margin. */
+#define COPIER_ROOM (4ull << 20)
 
 /* The copier's stack until its exec: libc's thin wrappers, and a sanitizer's interceptors. */
 #define COPIER_STACK_LEN (32 * 1024)
@@ -43,6 +44,7 @@
 /* What the copier is given, on its parent's stack: the parent waits until the exec. */
 struct copier_start {
     int in, out;
+    int move_fd;   /* the writers' cgroup.procs, when the copier must move itself there; or -1 */
     sigset_t mask; /* the starting thread's, which cat gets as a forked copy would */
     int err;       /* set by the child when it could not exec */
 };
@@ -54,9 +56,12 @@ struct copier_start {
 static int copier_main(void *arg)
 {
     struct copier_start *c = arg;
-    /* The OOM killer's pick as much as the interpreter (1000 both: then the larger goes), so
-     * that a write past the limit that the headroom check missed most likely takes itself, and
-     * not the sandbox's init (score 0). */
+    if (c->move_fd >= 0 && write(c->move_fd, "0", 1) != 1) {
+        c->err = errno;
+        return 127;
+    }
+    /* The OOM killer's pick as much as the sandbox's processes (1000; init is -1000), once it
+     * has exec'd. */
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (adj >= 0 && write(adj, "1000", 4) < 0) {
         /* the write goes on; the kernel picks its victim alone */
@@ -136,39 +141,56 @@ static void stop_copier(pid_t pid)
         ;
 }
 
-/* Starts a copier from in to out, placed in the sandbox's memory group: born there where it can
- * be, moved by cgroup_attach_writer otherwise (after its exec, and before a byte reaches it).
- * Returns its pid, or -1 with nothing left running. */
+/* Starts a copier from in to out, placed in the sandbox's memory group before its exec: born
+ * there where it can be, else moving itself there. Returns its pid, or -1 with nothing left
+ * running. */
 static pid_t start_copier(struct jail *j, int in, int out, struct sbx_err *err)
 {
-    /* The group's files are the server's to write, whatever fs ids its caller took for the
-     * file. */
+    /* Until its exec the copier shares the server's memory, which the OOM killer never picks
+     * (it would take the server with it): in a group with no room left, what its exec is charged
+     * would make the killer take a process of the sandbox instead. A sandbox that full has no
+     * room for the file either. */
+    /* The group's files are the server's to read and write, whatever fs ids its caller took
+     * for the file. */
     struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
+    if (cgroup_memory_headroom(j->cg) < COPIER_ROOM) {
+        fs_ids_restore(ids);
+        return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
+    }
     /* v1: this thread steps into the memory group, and the copier is born there. Moving a
      * process instead takes a lock whose RCU grace period lasted 17-28 ms here with 64
      * sandboxes busy (see spawn_launch); a thread that moves itself does not take it. */
-    bool stepped_in =
-        cgroup_memory_headroom(j->cg) >= STEP_IN_ROOM && cgroup_enter_thread(j->cg, true) == 0;
+    bool stepped_in = cgroup_enter_thread(j->cg, true) == 0;
     int group_fd = stepped_in ? -1 : cgroup_open_writer_group(j->cg);
-    struct copier_start c = {.in = in, .out = out, .err = 0};
+    struct copier_start c = {.in = in, .out = out, .move_fd = -1, .err = 0};
     /* Every signal blocked while the child shares this memory: no handler of the server's runs
      * in it. It sets the mask back just before its exec. */
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &c.mask);
     pid_t pid = -1;
+    int e = 0;
     if (group_fd >= 0) {
         pid = clone_copier(&c, group_fd);
         close(group_fd);
     }
-    bool born_inside = stepped_in || pid >= 0;
-    if (pid < 0)
+    if (pid < 0 && !stepped_in) {
+        /* Born here (clone3 into a group failed, or this is no x86-64): it moves itself before
+         * its exec, so that it has copied nothing yet. */
+        c.move_fd = cgroup_open_writer_procs(j->cg);
+        if (c.move_fd < 0)
+            e = -c.move_fd;
+    }
+    if (pid < 0 && !e)
         pid = clone_copier(&c, -1);
-    int e = pid < 0 ? errno : c.err;
+    if (!e)
+        e = pid < 0 ? errno : c.err;
+    if (c.move_fd >= 0)
+        close(c.move_fd);
     pthread_sigmask(SIG_SETMASK, &c.mask, NULL);
     int left = stepped_in ? cgroup_leave_thread(j->cg, true) : 0;
     if (pid > 0 && c.err) {
-        /* It could not exec, and has exited. */
+        /* It could not move or exec, and has exited. */
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
         pid = -1;
@@ -178,21 +200,15 @@ static pid_t start_copier(struct jail *j, int in, int out, struct sbx_err *err)
         pid = -1;
         e = -left;
     }
-    if (pid < 0) {
-        fs_ids_restore(ids);
-        return sbx_fail_errno(err, e, "starting the writer");
+    if (pid > 0) {
+        /* Where its CPU time is the server's (v1), it yields to the server: a flood's copiers
+         * would otherwise slow every other call. Set here, after its exec: niced before, the
+         * copier made this thread wait in the clone behind 64 flooding sandboxes (up to
+         * 0.3 s). */
+        setpriority(PRIO_PROCESS, (id_t)pid, 19);
     }
-    /* Where its CPU time is the server's (v1), it yields to the server: a flood's copiers would
-     * otherwise slow every other call. Set here, after its exec: niced before, the copier made
-     * this thread wait in the clone behind 64 flooding sandboxes (up to 0.3 s). */
-    setpriority(PRIO_PROCESS, (id_t)pid, 19);
-    int r = born_inside ? 0 : cgroup_attach_writer(j->cg, pid, err);
     fs_ids_restore(ids);
-    if (r < 0) {
-        stop_copier(pid);
-        return -1;
-    }
-    return pid;
+    return pid > 0 ? pid : sbx_fail_errno(err, e, "starting the writer");
 }
 
 /* pidfd_open (Linux 5.3): without it a writer cannot be waited for with a timeout. */
@@ -324,11 +340,18 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
         int r = write_all(fd, data, len);
         return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
     }
-    /* Refused before any process is started, when it plainly cannot fit: nothing is killed. */
+    /* Nothing to charge: an emptied file must be possible in a sandbox whose files fill it. */
+    if (len == 0)
+        return 0;
+    /* Refused before any process is started, when it plainly cannot fit, with the copier's own
+     * room and tmpfs's bookkeeping as margin: nothing is killed. cat's memory is small, so past
+     * this check the OOM killer would take a larger process of the sandbox before it (the
+     * interpreter, when code races the write for the last memory), where a forked writer, a
+     * copy of the server, was the larger. */
     struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
     uint64_t headroom = cgroup_memory_headroom(j->cg);
     fs_ids_restore(ids);
-    if ((uint64_t)len > headroom)
+    if ((uint64_t)len + len / 64 + COPIER_ROOM > headroom)
         return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
     struct jail_writer w;
     if (jail_writer_start(j, fd, &w, err) < 0) {
