@@ -536,7 +536,6 @@ static uint64_t spill_cap(const struct sandbox *sb)
     return share < SPILL_MAX ? share : SPILL_MAX;
 }
 
-/* Keeps the newest output files only: the oldest goes when a new one is made. */
 /* A writer's copier being started on the spawner's thread: the writer is the job's until its
  * done, and the pipe meanwhile takes the output (or holds the stream, full). */
 struct writer_launch {
@@ -622,6 +621,7 @@ static void settle_launch(struct exec *e, int idx)
     spawner_await(s, &l->job); /* done now, unless the loop already called it */
 }
 
+/* Keeps the newest output files only: the oldest goes when a new one is made. */
 static void keep_spill(struct sandbox *sb, const char *path)
 {
     char *slot = sb->spill_kept[sb->spill_kept_next++ % SANDBOX_SPILL_KEEP];
