@@ -128,7 +128,7 @@ static pid_t clone_copier(struct copier_start *c, int group_fd)
     args.cgroup = (uint64_t)group_fd;
     return clone3_run(&args, copier_main, c);
 #else
-    errno = ENOSYS; /* then born here and moved */
+    errno = ENOSYS; /* then born here, and it moves itself */
     return -1;
 #endif
 }
