@@ -77,8 +77,6 @@ static bool range_mapped(const char *map_path, uint64_t first, uint64_t count)
     return at >= end;
 }
 
-/* Read once per range: a process's maps cannot change, and the first read of a /proc file
- * costs tens of microseconds. The range is the configuration's, the same at nearly every call. */
 /* A yes-or-no verdict on a range, kept for the process: the answer and the range it is for in
  * one word, so that threads never mix two. 0: none; else first, count, bit 1 set, the answer in
  * bit 0 (count <= 2^24, the configuration's bound). */
@@ -102,6 +100,8 @@ static bool verdict_keep(range_verdict *v, uint32_t first, uint32_t count, bool 
     return yes;
 }
 
+/* Read once per range: a process's maps cannot change, and the first read of a /proc file
+ * costs tens of microseconds. The range is the configuration's, the same at nearly every call. */
 static bool range_mapped_here(uint32_t first, uint32_t count)
 {
     static range_verdict mapped;

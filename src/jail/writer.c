@@ -46,7 +46,7 @@ struct copier_start {
     int in, out;
     int move_fd;   /* the writers' cgroup.procs, when the copier must move itself there; or -1 */
     sigset_t mask; /* the starting thread's, which cat gets as a forked copy would */
-    int err;       /* set by the child when it could not exec */
+    int err;       /* set by the child when it could not move or exec */
 };
 
 /* The copier until its exec. It shares the server's memory, and only the thread that started
@@ -330,16 +330,21 @@ int jail_writer_end(struct jail_writer *w, int timeout_ms, bool *oom_killed, str
     return copier_result(st, oom_killed, err);
 }
 
+/* The write itself, where nothing is charged by a copier. */
+static int write_uncharged(int fd, const void *data, size_t len, struct sbx_err *err)
+{
+    int r = write_all(fd, data, len);
+    return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
+}
+
 int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, bool *oom_killed,
                        struct sbx_err *err)
 {
     *oom_killed = false;
     /* Without a cgroup there is no group to charge: rlimits bound the sandbox, and tmpfs's
      * size its files. */
-    if (!j || !j->cg) {
-        int r = write_all(fd, data, len);
-        return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
-    }
+    if (!j || !j->cg)
+        return write_uncharged(fd, data, len, err);
     /* Nothing to charge: an emptied file must be possible in a sandbox whose files fill it. */
     if (len == 0)
         return 0;
@@ -357,8 +362,7 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
     if (jail_writer_start(j, fd, &w, err) < 0) {
         if (err->code != ENOTSUP)
             return -1;
-        int r = write_all(fd, data, len); /* no pidfd to wait on (before Linux 5.3) */
-        return r < 0 ? sbx_fail(err, -r, "%s", strerror(-r)) : 0;
+        return write_uncharged(fd, data, len, err); /* no pidfd to wait on (before Linux 5.3) */
     }
     /* Blocking: the copier takes it all, or dies (EPIPE), and then its status says why. */
     fcntl(w.pipe_fd, F_SETFL, 0);
