@@ -180,8 +180,7 @@ struct jail_writer {
     int pipe_fd;
     int in, out; /* the copier's ends, from jail_writer_open until its launch */
 };
-int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err);
-/* jail_writer_start in two steps, so that a caller with a loop can launch on another thread:
+/* The writer's start in two steps, so that a caller with a loop can launch on another thread:
  * the copier's start waits for its exec (CLONE_VFORK), which took up to milliseconds each while
  * 64 sandboxes printed. Open makes the pipe, which takes writes at once (they wait in it);
  * launch starts the copier, and touches only *w and the jail's cgroup. A writer opened but not

@@ -142,9 +142,9 @@ static void stop_copier(pid_t pid)
 }
 
 /* Starts a copier from in to out, placed in the sandbox's memory group before its exec: born
- * there where it can be, else moving itself there. Returns its pid, or -1 with nothing left
- * running. */
-static pid_t start_copier(struct jail *j, int in, int out, struct sbx_err *err)
+ * there where it can be, else moving itself there. room: what the group must have free, at
+ * least COPIER_ROOM. Returns its pid, or -1 with nothing left running. */
+static pid_t start_copier(struct jail *j, int in, int out, uint64_t room, struct sbx_err *err)
 {
     /* Until its exec the copier shares the server's memory, which the OOM killer never picks
      * (it would take the server with it): in a group with no room left, what its exec is charged
@@ -153,7 +153,7 @@ static pid_t start_copier(struct jail *j, int in, int out, struct sbx_err *err)
     /* The group's files are the server's to read and write, whatever fs ids its caller took
      * for the file. */
     struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
-    if (cgroup_memory_headroom(j->cg) < COPIER_ROOM) {
+    if (cgroup_memory_headroom(j->cg) < room) {
         fs_ids_restore(ids);
         return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
     }
@@ -257,9 +257,9 @@ int jail_writer_open(struct jail *j, int fd, struct jail_writer *w, struct sbx_e
     return 0;
 }
 
-int jail_writer_launch(struct jail *j, struct jail_writer *w, struct sbx_err *err)
+static int writer_launch(struct jail *j, struct jail_writer *w, uint64_t room, struct sbx_err *err)
 {
-    pid_t pid = start_copier(j, w->in, w->out, err);
+    pid_t pid = start_copier(j, w->in, w->out, room, err);
     cleanup_closep(&w->in);
     cleanup_closep(&w->out);
     if (pid < 0)
@@ -275,11 +275,17 @@ int jail_writer_launch(struct jail *j, struct jail_writer *w, struct sbx_err *er
     return 0;
 }
 
-int jail_writer_start(struct jail *j, int fd, struct jail_writer *w, struct sbx_err *err)
+int jail_writer_launch(struct jail *j, struct jail_writer *w, struct sbx_err *err)
+{
+    return writer_launch(j, w, COPIER_ROOM, err);
+}
+
+static int writer_start(struct jail *j, int fd, struct jail_writer *w, uint64_t room,
+                        struct sbx_err *err)
 {
     if (jail_writer_open(j, fd, w, err) < 0)
         return -1;
-    if (jail_writer_launch(j, w, err) < 0) {
+    if (writer_launch(j, w, room, err) < 0) {
         cleanup_closep(&w->pipe_fd);
         return -1;
     }
@@ -348,18 +354,13 @@ int jail_write_charged(struct jail *j, int fd, const void *data, size_t len, boo
     /* Nothing to charge: an emptied file must be possible in a sandbox whose files fill it. */
     if (len == 0)
         return 0;
-    /* Refused before any process is started, when it plainly cannot fit, with the copier's own
+    /* Refused before the copier starts, when it plainly cannot fit, with the copier's own
      * room and tmpfs's bookkeeping as margin: nothing is killed. cat's memory is small, so past
      * this check the OOM killer would take a larger process of the sandbox before it (the
      * interpreter, when code races the write for the last memory), where a forked writer, a
      * copy of the server, was the larger. */
-    struct fs_ids ids = fs_ids_switch(geteuid(), getegid());
-    uint64_t headroom = cgroup_memory_headroom(j->cg);
-    fs_ids_restore(ids);
-    if ((uint64_t)len + len / 64 + COPIER_ROOM > headroom)
-        return sbx_fail(err, ENOMEM, "it does not fit in the sandbox's memory limit");
     struct jail_writer w;
-    if (jail_writer_start(j, fd, &w, err) < 0) {
+    if (writer_start(j, fd, &w, (uint64_t)len + len / 64 + COPIER_ROOM, err) < 0) {
         if (err->code != ENOTSUP)
             return -1;
         return write_uncharged(fd, data, len, err); /* no pidfd to wait on (before Linux 5.3) */

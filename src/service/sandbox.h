@@ -96,7 +96,7 @@ struct exec {
     bool cpu_start_known;
     struct outbuf out, err;
     /* Full output files in the workspace once a stream overflows: spill_fd is the pipe to
-     * the writer that copies into the file, charged to the sandbox (jail_writer_start), or
+     * the writer that copies into the file, charged to the sandbox (jail_writer_open), or
      * the file itself where the sandbox has no cgroup; -1 before. */
     int spill_fd[2];
     struct jail_writer spill_writer[2];

@@ -219,7 +219,7 @@ test('saved output is charged to the sandbox\'s memory: a file that does not fit
   await c.close();
 });
 
-// The writer that saves a stream is the server's child, /bin/cat (jail_writer_start).
+// The writer that saves a stream is the server's child, /bin/cat (jail_writer_launch).
 function writerOf(serverPid) {
   for (const tid of readdirSync(`/proc/${serverPid}/task`)) {
     let kids = '';
