@@ -784,12 +784,6 @@ static void h_tools_call(struct mcp_session *s, const json_t *id, json_t *params
         send_error(s, id, RPC_INVALID_PARAMS, "unknown tool: %s", name);
         return;
     }
-    /* An id names one request: a second one in flight would make its cancel ambiguous. */
-    for (const struct mcp_call *o = s->calls; o; o = o->next)
-        if (json_equal(o->id, id)) {
-            send_error(s, id, RPC_INVALID_REQUEST, "a request with this id is still in flight");
-            return;
-        }
     json_t *args = json_object_get(params, "arguments");
     json_t *owned = args ? json_incref(args) : json_object();
     struct mcp_call *c = xcalloc(1, sizeof(*c));
@@ -1461,6 +1455,13 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
         goto out;
     }
     kind = MCP_MSG_REQUEST;
+    /* An id names one request: another with the id of a call in flight, whatever its method,
+     * would make the client's matching of answers and its cancel ambiguous. */
+    for (const struct mcp_call *o = s->calls; o; o = o->next)
+        if (json_equal(o->id, id)) {
+            send_error(s, id, RPC_INVALID_REQUEST, "a request with this id is still in flight");
+            goto out;
+        }
     for (size_t i = 0; i < ARRAY_SIZE(methods); i++) {
         if (strcmp(methods[i].method, method) != 0)
             continue;

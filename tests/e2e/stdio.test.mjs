@@ -367,6 +367,9 @@ test('raw: blank lines and a byte order mark are skipped; a CRLF line may fill t
   s.send('{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10}}}\n');
   const first = await s.waitFor((m) => m.id === 'dup');
   assert.match(first.error.message, /still in flight/);
+  s.send('{"jsonrpc":"2.0","id":"dup","method":"ping"}\n');
+  const ping = await s.waitFor((m) => m.id === 'dup' && m !== first);
+  assert.match(ping.error.message, /still in flight/, 'any method, not only tools/call');
   await s.waitFor((m) => m.id === 'dup' && m.result, 5000);
   assert.equal(s.replies.filter((m) => m.error && m.id === null).length, 0, 'nothing answered with id null');
   s.child.stdin.end();
