@@ -787,7 +787,7 @@ void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len
             ev_timer_add(sb->svc->loop, PROGRESS_INTERVAL_MS - since, on_progress_timer, e);
 }
 
-void exec_on_frame(struct sandbox *sb, json_t *frame)
+bool exec_on_frame(struct sandbox *sb, json_t *frame)
 {
     const char *op = json_string_value(json_object_get(frame, "op"));
     json_int_t id = json_integer_value(json_object_get(frame, "id"));
@@ -799,12 +799,13 @@ void exec_on_frame(struct sandbox *sb, json_t *frame)
         sandbox_drain_output(sb);
         if (!sb->closing && sb->queue == e)
             finish(sb, e);
-        return;
+        return true;
     }
     /* The driver reports only requests it does not know; sandbox code can forge any number. */
     if (op && strcmp(op, "error") == 0 && log_rate_take(&sb->log_rate, sb->id))
         log_emit(LOG_LVL_WARNING, "driver reported an error", "sandbox", sb->id, "message",
                  json_string_value(json_object_get(frame, "message")), NULL);
+    return false;
 }
 
 void exec_on_driver_exit(struct sandbox *sb, int exit_code, int term_signal, bool restarting)

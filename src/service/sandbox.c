@@ -32,6 +32,10 @@
 #define REFILL_RETRY_MS  10000 /* after a failed warm-pool refill */
 #define SETUP_WAIT_MS    5000  /* the longest the loop waits for a sandbox's setup */
 #define MAX_QUICK_DEATHS 3     /* consecutive deaths before ready: the sandbox is broken */
+/* Frames that answer no request, in a row: the driver sends at most one a request (a late
+ * result, or an error for one it does not know). More is sandbox code writing to its fd 4,
+ * and parsing an endless stream of them would keep the server's loop busy. */
+#define MAX_STRAY_FRAMES 64
 /* What a new interpreter needs to start (about 10 MiB here), with a margin. */
 #define INTERPRETER_ROOM (24ull << 20)
 /* A reset of a sandbox whose interpreter kept dying: time for the processes it killed to go. */
@@ -507,10 +511,13 @@ static void on_ready_timeout(struct ev_loop *loop, void *data)
         mark_broken(sb, "the Python interpreter did not start in time");
 }
 
-static void handle_frame(struct sandbox *sb, json_t *frame)
+/* Whether the frame was one the service waits for: the driver's ready as it starts, or the
+ * running execution's result. */
+static bool handle_frame(struct sandbox *sb, json_t *frame)
 {
     const char *op = json_string_value(json_object_get(frame, "op"));
-    if (op && strcmp(op, "ready") == 0) {
+    if (op && strcmp(op, "ready") == 0 &&
+        (sb->state == SBX_STARTING || sb->state == SBX_RESTARTING)) {
         ev_timer_clear(&sb->start_timer);
         sb->restarts = 0;
         const char *loaded = json_string_value(json_object_get(frame, "driver"));
@@ -525,9 +532,20 @@ static void handle_frame(struct sandbox *sb, json_t *frame)
             sandbox_update_gauges(sb->svc);
             exec_start_next(sb);
         }
-        return;
+        return true;
     }
-    exec_on_frame(sb, frame);
+    return exec_on_frame(sb, frame);
+}
+
+/* Stops the driver whose channel carried what no driver sends: the sandbox's code wrote to
+ * its fd 4 (or the driver is broken). Everything in the sandbox goes, and it starts again. */
+static void poison_channel(struct sandbox *sb, const char *why)
+{
+    if (log_rate_take(&sb->log_rate, sb->id))
+        log_emit(LOG_LVL_WARNING, why, "sandbox", sb->id, NULL);
+    channel_decoder_reset(&sb->dec);
+    sb->channel_poisoned = true;
+    jail_workload_kill(sb->jail);
 }
 
 static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data)
@@ -550,18 +568,18 @@ static void on_channel(struct ev_loop *loop, int fd, uint32_t events, void *data
                     break;
                 json_t *frame;
                 int r;
-                while (!sb->closing && (r = channel_next(&sb->dec, &frame)) != 0) {
+                while (!sb->closing && !sb->channel_poisoned &&
+                       (r = channel_next(&sb->dec, &frame)) != 0) {
                     if (r < 0) {
                         /* A corrupt channel means a compromised or broken driver: replace it. */
-                        if (log_rate_take(&sb->log_rate, sb->id))
-                            log_emit(LOG_LVL_WARNING, "bad frame from the driver; restarting it",
-                                     "sandbox", sb->id, NULL);
-                        channel_decoder_reset(&sb->dec);
-                        sb->channel_poisoned = true;
-                        jail_workload_kill(sb->jail);
+                        poison_channel(sb, "bad frame from the driver; restarting it");
                         break;
                     }
-                    handle_frame(sb, frame);
+                    if (handle_frame(sb, frame))
+                        sb->stray_frames = 0;
+                    else if (++sb->stray_frames > MAX_STRAY_FRAMES)
+                        poison_channel(sb, "frames no request asked for flood the channel; "
+                                           "restarting the driver");
                     json_decref(frame);
                 }
                 if (sb->closing)
@@ -710,6 +728,7 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
     req_clear(sb);
     discard_pending(sb->req_rfd);
     sb->channel_poisoned = false;
+    sb->stray_frames = 0;
     if (!sb->reset_restart || sb->reset_gen != sb->interpreter_gen)
         sb->restarts_total++;
     sb->reset_restart = false;

@@ -52,7 +52,7 @@ struct idle_death {
     int exit_code;
     int term_signal;
     bool oom_killed;
-    bool bad_frame;        /* the service killed it: its channel carried a malformed frame */
+    bool bad_frame;        /* the service killed it: its channel carried a bad frame, or a flood */
     bool in_cancelled_run; /* it died in a run whose client had cancelled it: nobody heard */
 };
 
@@ -66,7 +66,7 @@ struct exec_outcome {
     int exit_code;    /* of the driver when it died */
     int term_signal;  /* that killed the driver */
     bool oom_killed;  /* the sandbox hit its memory limit */
-    bool bad_frame;   /* killed by the service: its channel carried a malformed frame */
+    bool bad_frame;   /* killed by the service: its channel carried a bad frame, or a flood */
     uint64_t cpu_ns;  /* CPU time of the run (see account_cpu in exec.c) */
     char reason[256]; /* why it failed when there is no frame */
     /* Pending when the interpreter had died before this run, and this result says so. */
@@ -201,6 +201,7 @@ struct sandbox {
     char *notice;
     bool closing;
     bool channel_poisoned;           /* a bad frame came: drop channel bytes until the restart */
+    uint32_t stray_frames;           /* frames no request asked for, since the last result */
     struct exec *queue, *queue_tail; /* head runs, or settles, when state is SBX_BUSY */
     size_t queue_len;
     struct ev_timer *start_timer; /* the driver must be ready in time */
@@ -407,7 +408,8 @@ void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len);
 
 /* exec.c: the execution engine behind sandbox_exec. */
 void exec_start_next(struct sandbox *sb);
-void exec_on_frame(struct sandbox *sb, json_t *frame);
+/* Whether the frame was the result the running execution waits for. */
+bool exec_on_frame(struct sandbox *sb, json_t *frame);
 void exec_on_output(struct sandbox *sb, int stream, const char *data, size_t len);
 /* Whether a run takes the sandbox's output now (else it is dropped). */
 bool exec_wants_output(const struct sandbox *sb);

@@ -113,9 +113,9 @@ static void describe_death(char *buf, size_t size, struct sandbox *sb, int exit_
                  (unsigned long long)(sb->profile->memory_bytes >> 20), files);
     } else if (bad_frame)
         snprintf(buf, size,
-                 "the interpreter's control channel carried a malformed or oversized frame "
-                 "(code in the sandbox wrote to its fd 4), so everything in the sandbox was "
-                 "stopped");
+                 "the interpreter's control channel carried a malformed or oversized frame, or "
+                 "more frames than any request asked for (code in the sandbox wrote to its fd "
+                 "4), so everything in the sandbox was stopped");
     else if (term_signal)
         snprintf(buf, size, "the interpreter was killed by signal %d (%s)%s", term_signal,
                  signal_label(term_signal),

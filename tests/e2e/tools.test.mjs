@@ -1660,6 +1660,32 @@ test('hostile code: an endless printer in an idle sandbox costs the server littl
   await c.close();
 });
 
+test('hostile code: an idle sandbox flooding its channel with frames no request asked for loses its interpreter, not the server\'s CPU', async () => {
+  const { client: c, transport } = await connect(serverArgs());
+  const cpu = () => {
+    const f = readFileSync(`/proc/${transport.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return Number(f[11]) + Number(f[12]); // utime + stime, in clock ticks (100 per second)
+  };
+  const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
+  await run(c, 'keep = 42', { sandbox_id: other });
+  const before = cpu();
+  // Well-formed frames, each parsed: read as fast as a thread wrote them, they kept the
+  // server's loop at a whole core for as long as the sandbox lived.
+  await run(c, CHANNEL_OUT + "import threading\nframe = b'{\"op\":\"x\"}'\nbig = (len(frame).to_bytes(4, 'big') + frame) * 4000\n"
+    + "import time\ndef flood():\n    time.sleep(0.3)\n    while True:\n        os.write(CH, big)\n"
+    + "threading.Thread(target=flood, daemon=True).start()", { sandbox_id: id });
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const share = (cpu() - before) / 300;
+  assert.ok(share < 0.2, `the server spent ${Math.round(share * 100)}% of a core`);
+  const next = await run(c, '6 * 7', { sandbox_id: id });
+  assert.equal(next.sc.result, '42');
+  assert.equal(next.sc.interpreter_restarted, true);
+  assert.match(next.text, /more frames than any request asked for/);
+  assert.equal((await run(c, 'keep', { sandbox_id: other })).sc.result, '42');
+  await c.close();
+});
+
 test('hostile code: a valid frame of millions of tiny values is refused before it is parsed', async () => {
   const { client: c, transport } = await connect(serverArgs());
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${transport.pid}/status`, 'utf8'))[1]);
@@ -1687,10 +1713,12 @@ test('hostile code: forged driver frames cost a bounded log, no schema break, an
   transport.stderr.on('data', (d) => { log += d.toString(); });
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${transport.pid}/status`, 'utf8'))[1]);
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
-  // 200 error frames of 60 KB each: the log takes a burst of short lines, not 12 MB.
+  // 60 error frames of 60 KB each (64 in a row restart the interpreter): the log takes a
+  // burst of short lines, not 3.6 MB.
   const flood = await run(c, CHANNEL_OUT + "import json\nbody = json.dumps({'op': 'error', 'id': None, 'message': 'm' * 60000}).encode()\n"
-    + "for i in range(200):\n    os.write(CH, len(body).to_bytes(4, 'big') + body)\nprint('sent')", { sandbox_id: id });
+    + "for i in range(60):\n    os.write(CH, len(body).to_bytes(4, 'big') + body)\nprint('sent')", { sandbox_id: id });
   assert.equal(flood.sc.stdout, 'sent\n');
+  assert.equal(flood.sc.interpreter_restarted, false);
   const reported = log.split('\n').filter((l) => l.includes('driver reported an error'));
   assert.ok(reported.length >= 1 && reported.length <= 20, `${reported.length} lines logged`);
   assert.ok(reported.every((l) => l.length < 2400), 'each line is cut');
