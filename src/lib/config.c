@@ -197,6 +197,20 @@ static const char *const default_guard_modules[] = {
     "frozen_importlib_external",
     "pdb",
     "zipimport",
+    /* They import a module by its name, run code from a string, start a shell, or read any
+     * file, which the calls below cannot see. */
+    "pkgutil",
+    "pydoc",
+    "unittest",
+    "timeit",
+    "cProfile",
+    "profile",
+    "trace",
+    "doctest",
+    "webbrowser",
+    "linecache",
+    "codecs",
+    "fileinput",
 };
 static const char *const default_guard_calls[] = {
     "eval",    "exec",   "compile", "__import__", "open",    "breakpoint", "input",

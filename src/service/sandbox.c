@@ -274,6 +274,16 @@ static int write_charged(int fd, const void *data, size_t len, void *ctx, struct
 int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, size_t len,
                        struct sbx_err *err)
 {
+    /* A static guard checks the cell, not the modules it imports, so only pip (install_packages)
+     * puts modules where they import from; the workspace itself is not on the path there. */
+    size_t pl = strlen(PACKAGES_DIR);
+    if (sb->profile->static_guard && strncmp(canon, PACKAGES_DIR, pl) == 0 &&
+        (canon[pl] == '/' || canon[pl] == '\0'))
+        return sbx_fail(err, EACCES,
+                        "%s: not written: profile %s checks code with a static guard, which does "
+                        "not read the modules a cell imports, and " PACKAGES_DIR
+                        " is where they import from; install_packages installs there",
+                        canon, sb->profile->name);
     struct fs_ids user = user_ids(sb);
     int root_fd = root_for_files(sb, err);
     if (root_fd < 0)

@@ -1044,12 +1044,30 @@ test('seed checks: import os and eval are refused under tight, and recorded in t
     // It would run on the driver's asyncio, which the code may not import (it was imported,
     // with socket, ssl and subprocess).
     ['async def f():\n    return 1\nawait f()', /top-level await, async for or async with runs on asyncio/],
+    // Modules that import by name, run a string, start a shell or read a file: each of these
+    // ran a shell command or read /etc/passwd under tight before.
+    ["import pkgutil\npkgutil.resolve_name('os:system')('id')", /import of module 'pkgutil'/],
+    ["import timeit\ntimeit.timeit(\"__import__('os').system('id')\", number=1)", /import of module 'timeit'/],
+    ["import cProfile\ncProfile.run(\"__import__('os').system('id')\")", /import of module 'cProfile'/],
+    ["import profile\nprofile.run(\"__import__('os').system('id')\")", /import of module 'profile'/],
+    ["import pydoc\npydoc.pipepager('x', 'id >&2')", /import of module 'pydoc'/],
+    ["import linecache\nlinecache.getlines('/etc/passwd')", /import of module 'linecache'/],
+    ["import _codecs", /import of module 'codecs'/],
+    ["import traceback\ntraceback.linecache.getlines('/etc/passwd')", /module 'linecache' through an attribute/],
   ]) {
     const g = await run(c, code, { sandbox_id: id });
     assert.equal(g.r.isError, true, code);
     assert.match(g.text, why, code);
   }
   assert.equal((await run(c, 'import math, operator\nmath.sqrt(16) + operator.add(1, 1)', { sandbox_id: id })).sc.result, '6.0');
+  // trace and profile are denied as imports, not as attributes: numpy's trace is everyday.
+  assert.equal((await run(c, 'import numpy as np\nfloat(np.trace(np.eye(3)))', { sandbox_id: id })).sc.result, '3.0');
+  // Installed packages import unchecked: only install_packages puts files where they import
+  // from (a module written there imported and ran os.system under tight before).
+  assert.match(await refused(c, 'write_file', { sandbox_id: id, path: '.packages/evil.py', content: 'import os\n' }),
+    /\/workspace\/\.packages\/evil\.py: not written: profile tight checks code with a static guard/);
+  assert.match(await refused(c, 'write_file', { sandbox_id: id, path: '/workspace/x/../.packages', content: '' }), /static guard/);
+  assert.equal((await call(c, 'write_file', { sandbox_id: id, path: '.packagesX/ok.py', content: '' })).sc.size, 0);
   // An async def that is not awaited at the top needs no event loop: allowed.
   assert.equal((await run(c, 'async def g():\n    return 2\nc = g()\nc.close()\n"ok"', { sandbox_id: id })).sc.result, "'ok'");
   // The guard reads Python: shell commands, which would walk past it, are refused.
@@ -1059,6 +1077,7 @@ test('seed checks: import os and eval are refused under tight, and recorded in t
   // In standard, the kernel layers are the boundary and the guard is off.
   const std = await run(c, 'import os\nos.getuid()');
   assert.equal(std.sc.result, '65534');
+  assert.equal((await call(c, 'write_file', { path: '.packages/mine.py', content: 'X = 1\n' })).sc.size, 6);
   assert.equal((await call(c, 'execute_command', { command: 'id -u' })).sc.stdout, '65534\n');
   await c.close();
 });
