@@ -1400,8 +1400,11 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
     const char *ver = json_string_value(json_object_get(msg, "jsonrpc"));
     if (!ver || strcmp(ver, "2.0") != 0) {
         /* Not even a malformed response is answered: its id is the client's own, and the error
-         * would go to the client's request of that id, if one is open. */
-        if (response) {
+         * would go to the client's request of that id, if one is open. The request it answers
+         * fails (it would wait for ever otherwise). */
+        if (!method_v && mcp_session_refuse_response(s, id, "lacks \"jsonrpc\": \"2.0\"")) {
+            kind = MCP_MSG_RESPONSE;
+        } else if (response) {
             log_emit(LOG_LVL_DEBUG, "response without \"jsonrpc\": \"2.0\" ignored", "owner",
                      s->owner, NULL);
             kind = MCP_MSG_RESPONSE;
@@ -1429,6 +1432,10 @@ static enum mcp_msg_kind receive_one(struct mcp_session *s, json_t *msg)
             kind = MCP_MSG_RESPONSE;
             if (id_ok)
                 on_response(s, msg);
+        } else if (mcp_session_refuse_response(s, id, "has neither a result nor an error")) {
+            /* The id of a request of the server's: a client's broken answer to it, which
+             * fails it; an error sent back under that id would reach nobody. */
+            kind = MCP_MSG_RESPONSE;
         } else {
             send_error(s, reply_id, RPC_INVALID_REQUEST, NO_METHOD_OR_RESULT);
         }

@@ -600,6 +600,22 @@ test('raw: a client error answer to sampling, or a result that is no object, bec
     assert.equal(bad.result.isError, true);
     assert.match(bad.result.content[0].text, new RegExp(`response to sampling/createMessage carried a result of type ${result === null ? 'null' : 'integer'}, not an object`));
   }
+  // Nor does one without "jsonrpc": "2.0", or with neither a result nor an error: each left
+  // its tool call waiting for ever before, and the second was answered with an error under
+  // the server's own request id.
+  for (const [i, answer, why] of [
+    [5, (id) => ({ id, result: { role: 'assistant', content: { type: 'text', text: 'ok' }, model: 'm' } }), /lacks "jsonrpc": "2.0"/],
+    [6, (id) => ({ jsonrpc: '2.0', id }), /has neither a result nor an error/],
+  ]) {
+    s.send(JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'p' } } }) + '\n');
+    const again = await s.waitFor((m) => m.method === 'sampling/createMessage' && !asked.has(m.id));
+    asked.add(again.id);
+    s.send(JSON.stringify(answer(again.id)) + '\n');
+    const bad = await s.waitFor((m) => m.id === i);
+    assert.equal(bad.result.isError, true);
+    assert.match(bad.result.content[0].text, why);
+    assert.equal(s.replies.filter((m) => m.id === again.id && !m.method).length, 0, 'a response is never answered');
+  }
   s.child.stdin.end();
   assert.equal((await s.exited).code, 0);
 });
