@@ -592,6 +592,10 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
     }
     uint64_t number = target ? target->number : 0;
     uint64_t seq = http_replay_push(&s->replay, number, text, strlen(text));
+    /* A request's stream ends with its response: so does a resume of it, even once the stream
+     * itself is gone. */
+    if (is_response && target != s->get_stream && !target->rest)
+        http_replay_end_stream(&s->replay, number);
     if (target) {
         if (target->rest) {
             /* REST answers are the tool result itself; progress and logs have no place. */
@@ -657,6 +661,7 @@ static void session_end_request(void *ctx, const json_t *related_id)
         if (st->request_id && !st->done && st != s->get_stream &&
             json_equal(st->request_id, related_id)) {
             stream_to_sse(st); /* a parked POST answers with an empty stream */
+            http_replay_end_stream(&s->replay, st->number);
             st->done = true;
             stream_wake(st);
             stream_free_if_unread(st); /* its client left already */
@@ -1162,8 +1167,12 @@ static enum MHD_Result handle_get(struct http_transport *t, struct MHD_Connectio
         }
         /* A request's stream, resumed, carries that request to its end; the session's own GET
          * stream is another, and stays. (Taking its place, it was then replaced by the next
-         * plain GET, and the request's response went out on that one.) */
-        if (st->request_id)
+         * plain GET, and the request's response went out on that one.) One whose request
+         * ended, its stream gone since, ends with the replay: it stayed open for ever before,
+         * as the session's GET stream. */
+        if (!st->request_id && http_replay_stream_ended(&s->replay, stream_no))
+            st->done = true;
+        if (st->request_id || st->done)
             return reply_stream(t, c, st, NULL);
     }
     /* One GET stream per session: a new one replaces the old, whose client has most likely

@@ -59,6 +59,27 @@ uint64_t http_replay_push(struct http_replay *r, uint64_t stream, const char *da
     return seq;
 }
 
+void http_replay_end_stream(struct http_replay *r, uint64_t stream)
+{
+    for (size_t i = r->count; i-- > 0;) {
+        struct http_replay_event *ev = &r->ring[(r->head + i) % r->cap_events];
+        if (ev->stream == stream) {
+            ev->last = true;
+            return;
+        }
+    }
+}
+
+bool http_replay_stream_ended(const struct http_replay *r, uint64_t stream)
+{
+    for (size_t i = 0; i < r->count; i++) {
+        const struct http_replay_event *ev = &r->ring[(r->head + i) % r->cap_events];
+        if (ev->stream == stream && ev->last)
+            return true;
+    }
+    return false;
+}
+
 int http_event_id_format(char *buf, size_t size, uint64_t stream, uint64_t seq)
 {
     return snprintf(buf, size, "%" PRIu64 "-%" PRIu64, stream, seq);

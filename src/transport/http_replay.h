@@ -15,6 +15,7 @@ struct http_replay_event {
     uint64_t seq;
     char *data;
     size_t len;
+    bool last; /* its stream ended with it (a request's response) */
 };
 
 struct http_replay {
@@ -30,6 +31,11 @@ void http_replay_free(struct http_replay *r);
 /* Copy `data` into the buffer; returns its seq (>= 1). An event larger than
  * cap_bytes is still numbered but not retained. */
 uint64_t http_replay_push(struct http_replay *r, uint64_t stream, const char *data, size_t len);
+
+/* Marks the newest retained event of `stream` as its last: the stream ended there. */
+void http_replay_end_stream(struct http_replay *r, uint64_t stream);
+/* Whether a retained event says `stream` ended. */
+bool http_replay_stream_ended(const struct http_replay *r, uint64_t stream);
 
 /* Format / parse the SSE id. Parse returns false for anything malformed. */
 int http_event_id_format(char *buf, size_t size, uint64_t stream, uint64_t seq);

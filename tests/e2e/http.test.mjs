@@ -1303,6 +1303,47 @@ test('a resumed request stream leaves the GET stream alone, and keeps its respon
   await a.body.cancel().catch(() => {});
 });
 
+test('a request stream resumed after its call ended replays the rest and ends; the GET stream stays', async () => {
+  // Before, with the dropped stream gone, the resume stayed open for ever and took the place
+  // of the session's GET stream.
+  const { url } = await start();
+  const sid = await session(url);
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  const sse = { ...h, Accept: 'text/event-stream' };
+  const r = await post(url, { jsonrpc: '2.0', id: 'ended', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 600 } } }, h);
+  const reader = r.body.getReader();
+  let head = '';
+  while (!head.includes('\n\n'))
+    head += new TextDecoder().decode((await reader.read()).value);
+  await reader.cancel();
+  const primed = head.match(/^id: (\S+)$/m)[1];
+  await new Promise((res) => setTimeout(res, 1200)); // the call ends with nobody reading
+  const a = await fetch(url, { headers: sse });
+  assert.equal(a.status, 200);
+  const endsWithin = async (res, ms) => Promise.race([res.text(), new Promise((ok) => setTimeout(() => ok(null), ms))]);
+  const b = await fetch(url, { headers: { ...sse, 'Last-Event-ID': primed } });
+  assert.equal(b.status, 200);
+  const body = await endsWithin(b, 3000);
+  assert.notEqual(body, null, 'the resumed stream ends after the response');
+  assert.match(body, /"id":"ended","result":/);
+  // From the response's own id: nothing is left, and the stream ends at once.
+  const lastId = [...body.matchAll(/^id: (\S+)$/mg)].at(-1)[1];
+  const c = await fetch(url, { headers: { ...sse, 'Last-Event-ID': lastId } });
+  assert.equal(c.status, 200);
+  assert.equal(await endsWithin(c, 3000), '');
+  // Neither resume ended the session's GET stream, which a resume that took its place did.
+  const rd = a.body.getReader();
+  const deadline = Date.now() + 500;
+  let ended = false;
+  for (;;) {
+    const got = await Promise.race([rd.read(), new Promise((ok) => setTimeout(() => ok('quiet'), Math.max(0, deadline - Date.now())))]);
+    if (got === 'quiet') break;
+    if (got.done) { ended = true; break; }
+  }
+  assert.equal(ended, false, 'the GET stream is still open');
+  await rd.cancel().catch(() => {});
+});
+
 test('a resumed request stream lost before its first event resumes again from the same id', async () => {
   // Before, the second resume found nothing under that id's stream and became the session's GET
   // stream: the request's progress and response went to the first resume, whose client had

@@ -1,4 +1,4 @@
-/* SSE replay buffer: ids, per-stream replay, eviction and gap detection. */
+/* SSE replay buffer: ids, per-stream replay, eviction and gap detection, streams' ends. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,12 +88,35 @@ static void eviction_by_count_and_bytes_is_detected(void **state)
     http_replay_free(&r);
 }
 
+/* The end of a stream is the newest event of that stream, marked as it is pushed; other
+ * streams' events are not. */
+static void a_stream_ends_at_its_newest_event(void **state)
+{
+    (void)state;
+    struct http_replay r;
+    http_replay_init(&r, 8, 1024);
+    http_replay_push(&r, 1, "a", 1);
+    http_replay_push(&r, 1, "b", 1);
+    http_replay_push(&r, 2, "X", 1);
+    assert_false(http_replay_stream_ended(&r, 1));
+    http_replay_end_stream(&r, 1);
+    assert_true(http_replay_stream_ended(&r, 1));
+    assert_false(http_replay_stream_ended(&r, 2));
+    assert_false(r.ring[0].last);
+    assert_true(r.ring[1].last);
+    assert_false(r.ring[2].last);
+    http_replay_end_stream(&r, 7); /* no event of it: nothing marked */
+    assert_false(http_replay_stream_ended(&r, 7));
+    http_replay_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ids_round_trip_and_reject_garbage),
         cmocka_unit_test(replays_only_later_events_of_the_stream),
         cmocka_unit_test(eviction_by_count_and_bytes_is_detected),
+        cmocka_unit_test(a_stream_ends_at_its_newest_event),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
