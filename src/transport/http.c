@@ -944,10 +944,15 @@ static enum MHD_Result resume_post(struct http_transport *t, struct MHD_Connecti
     return answer_post(t, c, rq, st);
 }
 
+/* Why a batch is refused whole. One with a request in it is answered member by member, an
+ * invalid member by an error in the array, on that request's stream (as over stdio); one
+ * without has no stream for its errors. */
 static const char *batch_shape_error(const json_t *batch)
 {
     if (json_array_size(batch) == 0)
         return "an empty batch";
+    if (mcp_batch_first_request_id(batch))
+        return NULL;
     size_t i;
     const json_t *m;
     json_array_foreach(batch, i, m)

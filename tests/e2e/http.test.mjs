@@ -644,11 +644,30 @@ test('a 2025-03-26 session posts batches: one JSON array, or an SSE stream endin
   const body = await (await gone).text();
   assert.ok(Date.now() - t0 < 5000);
   assert.doesNotMatch(body, /"result"/);
-  for (const [msg, why] of [[[], /empty batch/], [[INIT], /initialize must not be part of a batch/],
-    [[{ jsonrpc: '2.0', id: 5, method: 'ping' }, { jsonrpc: '2.0', id: 1.5, method: 'ping' }], /id must be/]]) {
+  // Refused whole: a batch with no request to answer on.
+  for (const [msg, why] of [[[], /empty batch/],
+    [[{ jsonrpc: '2.0', method: 'notifications/initialized' }, 5], /must be an object/]]) {
     const bad = await post(url, msg, h);
     assert.equal(bad.status, 400, JSON.stringify(msg));
     assert.match((await bad.json()).error.message, why);
+  }
+  // One with a request is answered member by member, as over stdio: an invalid member is an
+  // error in the array, and the requests beside it are answered (before, the whole batch was
+  // a 400 and they never were).
+  for (const [msg, want] of [
+    [[INIT], [[1, /initialize must not be part of a batch/]]],
+    [[{ jsonrpc: '2.0', id: 5, method: 'ping' }, { jsonrpc: '2.0', id: 1.5, method: 'ping' }], [[5, null], [null, /id must be/]]],
+    [[{ jsonrpc: '2.0', id: 6, method: 'ping' }, 5], [[6, null], [null, /must be an object/]]],
+  ]) {
+    const r = await post(url, msg, h);
+    assert.equal(r.status, 200, JSON.stringify(msg));
+    const got = await r.json();
+    assert.equal(got.length, want.length, JSON.stringify(got));
+    for (const [i, [id, err]] of want.entries()) {
+      assert.equal(got[i].id, id, JSON.stringify(got));
+      if (err) assert.match(got[i].error.message, err);
+      else assert.deepEqual(got[i].result, {});
+    }
   }
 });
 
