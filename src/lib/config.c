@@ -101,6 +101,7 @@ static const struct key_def global_keys[] = {
     G("http.max_open_requests_per_principal", KT_U32, http_max_open_requests_per_principal, 1,
       1000000),
     G("http.session_idle_s", KT_U32, http_session_idle_s, 1, 31536000),
+    G("http.session_evict_idle_s", KT_U32, http_session_evict_idle_s, 1, 31536000),
     G("http.request_timeout_s", KT_U32, http_request_timeout_s, 1, 3600),
     G("http.keepalive_s", KT_U32, http_keepalive_s, 1, 3600),
 };
@@ -272,6 +273,7 @@ void config_init_defaults(struct sbx_config *cfg)
     cfg->http_max_connections = 1024;
     cfg->http_max_sessions = 256;
     cfg->http_session_idle_s = 3600;
+    cfg->http_session_evict_idle_s = 60;
     cfg->http_request_timeout_s = 30;
     cfg->http_max_sessions_per_principal = 64;
     cfg->http_max_open_requests_per_principal = 256;

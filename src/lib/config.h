@@ -126,6 +126,8 @@ struct sbx_config {
      * a REST call) */
     uint32_t http_max_open_requests_per_principal;
     uint32_t http_session_idle_s;
+    /* at a session limit: a session unused this long makes room for a new one */
+    uint32_t http_session_evict_idle_s;
     uint32_t http_request_timeout_s; /* for a request's headers; its body gets 4 times that */
     uint32_t http_keepalive_s;       /* a comment on an SSE stream with nothing to send */
 

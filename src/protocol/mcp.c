@@ -434,6 +434,11 @@ bool mcp_session_initialized(const struct mcp_session *s)
     return s->initialized;
 }
 
+bool mcp_session_busy(const struct mcp_session *s)
+{
+    return s->calls || s->pending;
+}
+
 /* The result's content array, made (empty) when it has none. */
 static json_t *content_of(json_t *result)
 {

@@ -219,5 +219,7 @@ int mcp_fixtures_register(struct mcp_server *srv, struct sbx_err *err);
 /* For HTTP: the session after initialize reports the negotiated version. */
 const char *mcp_session_protocol_version(const struct mcp_session *s);
 bool mcp_session_initialized(const struct mcp_session *s);
+/* Whether a call of the session's runs, or a request of the server's waits for its client. */
+bool mcp_session_busy(const struct mcp_session *s);
 
 #endif

@@ -688,6 +688,42 @@ static const char *session_limit(const struct http_transport *t, const char *pri
                : NULL;
 }
 
+static void session_free(struct http_session *s, const char *why);
+
+/* Whether anyone uses the session: an event stream or a POST still connected, or a call. */
+static bool session_in_use(const struct http_session *s)
+{
+    for (const struct sse_stream *st = s->streams; st; st = st->next)
+        if (st->conn)
+            return true;
+    return mcp_session_busy(s->mcp);
+}
+
+/* Why no new session may open now, or NULL, once room was made where it could be: at a limit,
+ * the session unused the longest goes, if unused for http.session_evict_idle_s (of this
+ * principal, when it is the principal's limit). Most clients leave without the DELETE that
+ * ends a session, and theirs held every place until http.session_idle_s (an hour). */
+static const char *session_room(struct http_transport *t, const char *principal)
+{
+    const char *full;
+    while ((full = session_limit(t, principal))) {
+        bool global = t->n_sessions >= t->cfg->http_max_sessions;
+        uint64_t before = now_ms() - (uint64_t)t->cfg->http_session_evict_idle_s * 1000;
+        struct http_session *oldest = NULL;
+        for (struct http_session *s = t->sessions; s; s = s->next)
+            if (s->last_seen_ms <= before && !s->ended &&
+                (!oldest || s->last_seen_ms < oldest->last_seen_ms) &&
+                (global || (!s->rest && strcmp(s->owner, principal) == 0)) && !session_in_use(s))
+                oldest = s;
+        if (!oldest)
+            return full;
+        log_emit(LOG_LVL_INFO, "http session ended to make room for a new one", "limit",
+                 global ? "http.max_sessions" : "http.max_sessions_per_principal", NULL);
+        session_free(oldest, NULL); /* nobody uses it: no call to answer */
+    }
+    return NULL;
+}
+
 /* Why this principal may not hold one more connection open now, or NULL. A call still
  * running, an event stream and a REST call each hold one of http.max_connections until they
  * end: without a cap of its own, one tenant could take them all, and another's requests would
@@ -1054,7 +1090,7 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     const char *why = NULL;
     bool fresh = false;
     if (is_init && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id")) {
-        const char *full = session_limit(t, principal);
+        const char *full = session_room(t, principal);
         if (full) {
             json_decref(msg);
             return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
@@ -1210,7 +1246,7 @@ static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Co
     if (!http_accept_has(accept_of(c, &accept), "text/event-stream"))
         return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
                       "GET /sse opens an event stream: Accept must list text/event-stream");
-    const char *full = session_limit(t, principal);
+    const char *full = session_room(t, principal);
     if (full)
         return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
     const char *busy = open_request_limit(t, principal);

@@ -384,6 +384,37 @@ test('one principal cannot take every session: http.max_sessions_per_principal',
   await session(url, { Authorization: 'Bearer bob-secret-token' });
 });
 
+test('at http.max_sessions, the session unused the longest makes room, not one in use', async () => {
+  // Before, sessions their clients left without a DELETE (most do) held every place for
+  // http.session_idle_s, an hour, and each new client got 503.
+  const cfg = join(dir, 'evict.toml');
+  writeFileSync(cfg, '[http]\nmax_sessions = 3\nsession_evict_idle_s = 1\n');
+  const { url } = await start(['--config', cfg]);
+  const h = (sid) => ({ 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' });
+  const left = await session(url);
+  const streaming = await session(url);
+  const get = await fetch(url, { headers: { ...h(streaming), Accept: 'text/event-stream' } });
+  assert.equal(get.status, 200);
+  const calling = await session(url);
+  const slow = post(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 4000 } } }, h(calling));
+  await new Promise((res) => setTimeout(res, 1500));
+  // All three idle past 1 s by their last request; only the one nobody uses goes.
+  const fresh = await session(url);
+  const gone = await post(url, { jsonrpc: '2.0', id: 3, method: 'ping' }, h(left));
+  assert.equal(gone.status, 404);
+  await gone.text();
+  const ping = await post(url, { jsonrpc: '2.0', id: 4, method: 'ping' }, h(fresh));
+  assert.deepEqual((await ping.json()).result, {});
+  // Now every session is in use or was used within the second: the next one is refused.
+  const full = await post(url, INIT);
+  assert.equal(full.status, 503);
+  assert.match((await full.json()).error.message, /max_sessions/);
+  await get.body.cancel();
+  const done = await slow;
+  assert.equal(done.status, 200);
+  await done.text();
+});
+
 test('one principal cannot hold every connection: http.max_open_requests_per_principal', async () => {
   // Before, calls still running took connections until none was left, and another principal's
   // initialize waited unserved, not even refused.
