@@ -15,13 +15,15 @@
 
 #define MAX_DEPTH 32
 
-/* The trees the tools may touch, and the name of each below the sandbox root. */
+/* The trees the tools may touch, and the name of each below the sandbox root: every place the
+ * sandbox can make files in. */
 static const struct {
     const char *prefix;
     const char *below_root;
 } areas[] = {
     {"/workspace", "workspace"},
     {"/tmp", "tmp"},
+    {"/dev/shm", "dev/shm"},
 };
 
 int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
@@ -112,7 +114,7 @@ int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_
     }
     return sbx_fail(err, EACCES,
                     "%s is outside the sandbox's files: use a path in /workspace "
-                    "(or /tmp)",
+                    "(or /tmp, /dev/shm)",
                     user_path);
 }
 
@@ -628,21 +630,21 @@ static bool remove_tree(int dfd, int depth, struct clearing *c)
     return left;
 }
 
-int files_clear_workspace(int root_fd, uid_t uid, gid_t gid, struct sbx_err *err)
+int files_clear_dir(int root_fd, const char *dir, uid_t uid, gid_t gid, struct sbx_err *err)
 {
-    cleanup_fd int top = files_open(root_fd, "/workspace", O_RDONLY | O_DIRECTORY, err);
+    cleanup_fd int top = files_open(root_fd, dir, O_RDONLY | O_DIRECTORY, err);
     if (top < 0)
         return -1;
     struct clearing c = {.top_fd = top, .ids = {uid, gid}};
     /* Each pass takes MAX_DEPTH levels: the inode cap bounds the depth, and so the passes. */
     for (int pass = 0; pass < 1024; pass++) {
-        int fd = files_open(root_fd, "/workspace", O_RDONLY | O_DIRECTORY, err);
+        int fd = files_open(root_fd, dir, O_RDONLY | O_DIRECTORY, err);
         if (fd < 0)
             return -1;
         if (!remove_tree(fd, 0, &c))
             return 0;
     }
-    return sbx_fail(err, ENOTEMPTY, "some of /workspace could not be removed");
+    return sbx_fail(err, ENOTEMPTY, "some of %s could not be removed", dir);
 }
 
 static const struct {

@@ -27,7 +27,7 @@ int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, ui
 int files_reopen(int path_fd, int flags);
 
 /* Lexically normalises a user path: relative paths are under /workspace; "." and ".." are
- * folded; the result must lie in /workspace or /tmp. canon gets an absolute path. */
+ * folded; the result must lie in /workspace, /tmp or /dev/shm. canon gets an absolute path. */
 int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_err *err);
 
 /* Opens canon (from files_canonical) with flags (O_CLOEXEC added). */
@@ -65,9 +65,9 @@ int files_create(int root_fd, const char *canon, uid_t uid, gid_t gid, struct sb
 int files_list(int root_fd, const char *canon, uid_t uid, gid_t gid, bool recursive, size_t skip,
                size_t max_entries, json_t **entries, bool *truncated, struct sbx_err *err);
 
-/* Removes everything inside /workspace (reset_sandbox clear_files), however deep; uid:gid is
- * the sandbox user's. Fails when something could not be removed. */
-int files_clear_workspace(int root_fd, uid_t uid, gid_t gid, struct sbx_err *err);
+/* Removes everything inside dir (/workspace, /tmp or /dev/shm: reset_sandbox clear_files),
+ * however deep; uid:gid is the sandbox user's. Fails when something could not be removed. */
+int files_clear_dir(int root_fd, const char *dir, uid_t uid, gid_t gid, struct sbx_err *err);
 
 /* A MIME type from the file name's extension, or unknown for an extension not in the table. */
 const char *files_mime_type(const char *path, const char *unknown);

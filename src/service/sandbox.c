@@ -300,7 +300,7 @@ int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, 
         sbx_fail(err, ENOMEM,
                  "%s: not written: it does not fit in the sandbox's %llu MiB memory limit%s", canon,
                  (unsigned long long)(sb->profile->memory_bytes >> 20),
-                 files[0] ? files : " (files in /workspace and /tmp are memory)");
+                 files[0] ? files : " (files in /workspace, /tmp and /dev/shm are memory)");
     }
     return -1;
 }
@@ -318,9 +318,14 @@ uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
     return (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
 }
 
+const char *const sandbox_file_dirs[3] = {"/workspace", "/tmp", "/dev/shm"};
+
 static uint64_t files_memory_bytes(struct sandbox *sb)
 {
-    return sandbox_fs_used_bytes(sb, "/workspace") + sandbox_fs_used_bytes(sb, "/tmp");
+    uint64_t sum = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(sandbox_file_dirs); i++)
+        sum += sandbox_fs_used_bytes(sb, sandbox_file_dirs[i]);
+    return sum;
 }
 
 void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len)
@@ -329,7 +334,8 @@ void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len)
     buf[0] = '\0';
     if (held >= sb->profile->memory_bytes / 4)
         snprintf(buf, len,
-                 ", of which files in /workspace and /tmp hold %llu MiB: files there are "
+                 ", of which files in /workspace, /tmp and /dev/shm hold %llu MiB: files there "
+                 "are "
                  "memory; delete some, or reset_sandbox with clear_files",
                  (unsigned long long)(held >> 20));
 }
@@ -746,7 +752,8 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
     char why[sizeof(sb->broken_reason)];
     if (!interpreter_fits(sb, in_files))
         snprintf(why, sizeof(why),
-                 "no Python interpreter is started while files in /workspace and /tmp hold "
+                 "no Python interpreter is started while files in /workspace, /tmp and /dev/shm "
+                 "hold "
                  "%llu MiB of the sandbox's %llu MiB memory limit: files there are memory. "
                  "Empty a large one (write_file with content \"\") and the next run starts one; "
                  "reset_sandbox with clear_files deletes them all",

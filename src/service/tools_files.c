@@ -370,9 +370,9 @@ static const struct mcp_tool_def tool_defs[] = {
      "\"required\":[\"path\",\"entries\"]}",
      true, false, true, false, t_list_files},
     {"read_file", "Read a file from a sandbox",
-     "Read a file from the sandbox's /workspace (or /tmp). Text comes back as UTF-8, binary as "
-     "base64; an image file also comes back as an image. Large files are read in pieces with "
-     "offset and length (at most 4 MiB per call).",
+     "Read a file from the sandbox's /workspace (or /tmp, /dev/shm). Text comes back as UTF-8, "
+     "binary as base64; an image file also comes back as an image. Large files are read in "
+     "pieces with offset and length (at most 4 MiB per call).",
      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":1024}," SANDBOX_ID_ARG ",\"encoding\":{\"type\":\"string\",\"enum\":["
      "\"utf-8\",\"base64\"]},\"offset\":{\"type\":\"integer\",\"minimum\":0},\"length\":{"

@@ -98,7 +98,8 @@ static const char *state_after(const struct sandbox *sb, const struct exec_outco
            : o->interpreter_restarted
                ? state_lost
                : "variables and imports were lost, and no interpreter is started again while "
-                 "files in /workspace and /tmp leave no room for one (reset_sandbox with "
+                 "files in /workspace, /tmp and /dev/shm leave no room for one (reset_sandbox "
+                 "with "
                  "clear_files deletes them)";
 }
 
@@ -741,10 +742,12 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
     uid_t uid;
     gid_t gid;
     sandbox_host_ids(sb, &uid, &gid);
-    if (clear && files_clear_workspace(sandbox_root_fd(sb), uid, gid, &err) < 0) {
-        mcp_call_fail(call, "reset: clearing files: %s", err.msg);
-        return;
-    }
+    /* Every file the sandbox can make is memory: all of them go. */
+    for (size_t i = 0; clear && i < ARRAY_SIZE(sandbox_file_dirs); i++)
+        if (files_clear_dir(sandbox_root_fd(sb), sandbox_file_dirs[i], uid, gid, &err) < 0) {
+            mcp_call_fail(call, "reset: clearing files: %s", err.msg);
+            return;
+        }
     if (svc->history && history_clear(svc->history, sb->id, &err) < 0) {
         mcp_call_fail(call, "reset: clearing the history: %s", err.msg);
         return;
@@ -895,7 +898,7 @@ static const struct mcp_tool_def tool_defs[] = {
      true, false, true, false, t_get_execution_history},
     {"reset_sandbox", "Reset a sandbox",
      "Restart the sandbox's Python interpreter (all variables and imports are cleared) and clear "
-     "its history. Files in /workspace stay unless clear_files is true.",
+     "its history. Files in /workspace, /tmp and /dev/shm stay unless clear_files is true.",
      "{\"type\":\"object\",\"properties\":{" SANDBOX_ID_ARG ",\"clear_files\":{\"type\":"
      "\"boolean\"}},\"additionalProperties\":false}",
      "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"reset\":{"

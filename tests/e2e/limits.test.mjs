@@ -380,7 +380,7 @@ test('write_file charges a file to the sandbox\'s memory: one past its limit is 
       break;
   }
   assert.ok(written >= 3 && written < 7, `${written} files of 10 MiB fit in 64 MiB`);
-  assert.match(text, new RegExp(`/workspace/f${written}\\.bin: not written: it does not fit in the sandbox's 64 MiB memory limit, of which files in /workspace and /tmp hold \\d+ MiB`));
+  assert.match(text, new RegExp(`/workspace/f${written}\\.bin: not written: it does not fit in the sandbox's 64 MiB memory limit, of which files in /workspace, /tmp and /dev/shm hold \\d+ MiB`));
   // Only the writer was taken: the interpreter lives on, and no half-written file is left.
   let sc = await status();
   assert.equal(sc.state, 'ready');

@@ -372,15 +372,18 @@ test('reset_sandbox clear_files removes any tree, however deep or locked', async
   const c = await server();
   const setup = "import os\nd = '/workspace/' + '/'.join(['deep'] * 45)\nos.makedirs(d)\nopen(d + '/leaf', 'w').close()\n"
     + "os.makedirs('/workspace/locked/inner')\nos.chmod('/workspace/locked/inner', 0)\nos.chmod('/workspace/locked', 0)\n"
-    + "open('/workspace/keep.txt', 'w').write('k')";
+    + "open('/workspace/keep.txt', 'w').write('k')\nos.makedirs('/tmp/t/u')\nopen('/tmp/t/u/f', 'w').write('t')\n"
+    + "open('/dev/shm/s', 'w').write('s')";
   await run(c, setup);
+  const count = async () => (await call(c, 'execute_command', { command: 'find /workspace /tmp /dev/shm -mindepth 1 -not -path "/workspace/.packages*" | wc -l' })).sc.stdout.trim();
   // (control) without clear_files the files stay.
   await call(c, 'reset_sandbox', {});
   assert.ok((await call(c, 'list_files', {})).sc.entries.some((e) => e.path === '/workspace/keep.txt'));
+  assert.equal(await count(), '52');
   const { sc } = await call(c, 'reset_sandbox', { clear_files: true });
   assert.equal(sc.files_cleared, true);
-  const left = (await call(c, 'execute_command', { command: 'find /workspace -mindepth 1 -not -path "/workspace/.packages*" | wc -l' })).sc.stdout;
-  assert.equal(left.trim(), '0');
+  // Every file the sandbox made is memory: /tmp's and /dev/shm's go too (they stayed before).
+  assert.equal(await count(), '0');
   await c.close();
 });
 
@@ -745,7 +748,9 @@ test('a process the OOM killer takes is named in its run\'s result', async () =>
 test('files that fill the memory limit are named, and reset_sandbox with clear_files recovers', async () => {
   const c = await server();
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id; // 256 MiB, 512 MiB workspace
-  let { sc, text } = await call(c, 'execute_command', { sandbox_id: id, command: 'head -c 300M /dev/zero > big; ls -s big' });
+  // 30 MiB in /dev/shm, which is memory as much as the workspace (it went unnamed: the files
+  // were said to hold 30 MiB less, about 210), then the workspace to the limit.
+  let { sc, text } = await call(c, 'execute_command', { sandbox_id: id, command: 'head -c 30M /dev/zero > /dev/shm/s; head -c 300M /dev/zero > big; ls -s big' });
   if (process.getuid() !== 0) {
     // Rootless there is no memory group: the files are held to the workspace size alone.
     assert.equal(sc.exit_code, 0);
@@ -756,11 +761,11 @@ test('files that fill the memory limit are named, and reset_sandbox with clear_f
   // tmpfs files are memory: the OOM killer takes a process of the sandbox, and the result says
   // what holds the memory (the interpreter or only head, whichever it took).
   assert.equal(sc.oom_killed, true);
-  assert.match(text, /256 MiB, of which files in \/workspace and \/tmp hold 2\d\d MiB/);
+  assert.match(text, /256 MiB, of which files in \/workspace, \/tmp and \/dev\/shm hold 2\d\d MiB/);
   // The interpreter cannot start again while they do, and says why; the sandbox lives on.
   ({ sc, text } = await run(c, '1 + 1', { sandbox_id: id }));
   if (sc?.result !== '2')
-    assert.match(text, /files in \/workspace and \/tmp hold 2\d\d MiB.*reset_sandbox with clear_files/);
+    assert.match(text, /files in \/workspace, \/tmp and \/dev\/shm hold 2\d\d MiB.*reset_sandbox with clear_files/);
   ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: id, clear_files: true }));
   assert.equal(sc.files_cleared, true);
   ({ sc, text } = await run(c, 'x = 1 + 1\nx', { sandbox_id: id }));
@@ -770,10 +775,10 @@ test('files that fill the memory limit are named, and reset_sandbox with clear_f
   ({ sc, text } = await run(c, "with open('big', 'wb') as f:\n    for i in range(300):\n        f.write(bytes(1 << 20))", { sandbox_id: id }));
   assert.equal(sc.oom_killed, true, text);
   assert.equal(sc.interpreter_restarted, false);
-  assert.match(sc.error.message, /no interpreter is started again while files in \/workspace and \/tmp leave no room/);
+  assert.match(sc.error.message, /no interpreter is started again while files in \/workspace, \/tmp and \/dev\/shm leave no room/);
   assert.doesNotMatch(text, /interpreter (was )?restarted/);
   ({ text } = await run(c, '1 + 1', { sandbox_id: id }));
-  assert.match(text, /no Python interpreter is started while files in \/workspace and \/tmp hold 2\d\d MiB of the sandbox's 256 MiB memory limit.*Empty a large one \(write_file with content ""\) and the next run starts one/);
+  assert.match(text, /no Python interpreter is started while files in \/workspace, \/tmp and \/dev\/shm hold 2\d\d MiB of the sandbox's 256 MiB memory limit.*Empty a large one \(write_file with content ""\) and the next run starts one/);
   // Writes into the full group are refused or fit; none may cost the server (on cgroup v1 the
   // server's thread stepped into the group to fork each writer, its page tables were charged
   // there, and the OOM killer's one candidate was the server: killed by a 16 KiB write_file).
@@ -1265,12 +1270,12 @@ test('links inside the sandbox\'s files read as the sandbox sees them; nothing e
   ].join('\n'));
   assert.equal(sc.success, true, JSON.stringify(sc.error));
   // Absolute links once resolved inside the area, to /workspace/workspace/...: not found.
-  for (const [path, want] of [['abs', 'inside'], ['absdir/e/f.txt', 'inside'], ['totmp', 'in tmp'], ['rel', 'inside']]) {
+  for (const [path, want] of [['abs', 'inside'], ['absdir/e/f.txt', 'inside'], ['totmp', 'in tmp'], ['rel', 'inside'], ['shm/s', 'shm']]) {
     const r = await call(c, 'read_file', { path });
     assert.equal(r.sc.content, want, `${path}: ${r.text}`);
   }
-  // Whatever lies off the sandbox's two file areas stays out of reach.
-  for (const path of ['dev', 'env', 'etc', 'shm/s'])
+  // Whatever lies off the sandbox's file areas (/workspace, /tmp, /dev/shm) stays out of reach.
+  for (const path of ['dev', 'env', 'etc'])
     await refused(c, 'read_file', { path });
   // Writes follow no link, and say so.
   const t = await refused(c, 'write_file', { path: 'absdir/new.txt', content: 'x' });
