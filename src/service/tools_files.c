@@ -51,6 +51,32 @@ static bool file_path_arg(struct mcp_call *call, const char *path, char *canon, 
     return canonical_arg(call, path, canon, size);
 }
 
+/* Whether a name holds what a reader would not see as itself: a control character (a line
+ * break, an escape sequence that clears a terminal), or a Unicode format character that
+ * reorders or hides text (U+202E shows "exe.txt" for "txt.exe"). Quoted, with every
+ * non-ASCII character escaped, such a name shows what it holds. */
+static bool name_misleads(const char *name)
+{
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            return true;
+        if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) /* C1 controls */
+            return true;
+        if (c[0] == 0xd8 && c[1] == 0x9c) /* U+061C arabic letter mark */
+            return true;
+        /* U+200B-U+200F (zero width, directional marks), U+202A-U+202E (embeddings and
+         * overrides), U+2066-U+2069 (isolates) */
+        if (c[0] == 0xe2 && c[1] == 0x80 &&
+            ((c[2] >= 0x8b && c[2] <= 0x8f) || (c[2] >= 0xaa && c[2] <= 0xae)))
+            return true;
+        if (c[0] == 0xe2 && c[1] == 0x81 && c[2] >= 0xa6 && c[2] <= 0xa9)
+            return true;
+        if (c[0] == 0xef && c[1] == 0xbb && c[2] == 0xbf) /* U+FEFF */
+            return true;
+    }
+    return false;
+}
+
 static void t_list_files(struct mcp_call *call, json_t *args, void *data)
 {
     const char *path = tool_arg_str(args, "path");
@@ -70,8 +96,8 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
         mcp_call_fail(call, "%s", err.msg);
         return;
     }
-    /* One line per entry, in one growing buffer; a name holding a line break is quoted, so it
-     * cannot pass for two entries. */
+    /* One line per entry, in one growing buffer; a name that would not show as itself is
+     * quoted (name_misleads), so it cannot pass for two entries or for another name. */
     char *text = NULL;
     size_t text_len = 0;
     FILE *out = open_memstream(&text, &text_len);
@@ -86,8 +112,9 @@ static void t_list_files(struct mcp_call *call, json_t *args, void *data)
     json_array_foreach(entries, i, v)
     {
         const json_t *p = json_object_get(v, "path");
-        char *quoted =
-            strpbrk(json_string_value(p), "\n\r") ? json_dumps(p, JSON_ENCODE_ANY) : NULL;
+        char *quoted = name_misleads(json_string_value(p))
+                           ? json_dumps(p, JSON_ENCODE_ANY | JSON_ENSURE_ASCII)
+                           : NULL;
         fprintf(out, "\n%-9s %10lld  %s%s", json_string_value(json_object_get(v, "type")),
                 (long long)json_integer_value(json_object_get(v, "size")),
                 quoted ? quoted : json_string_value(p),

@@ -359,12 +359,18 @@ test('list_files pages past 1000 entries, says when a tree is deeper than listed
   ({ sc } = await call(c, 'list_files', { path: 'deep', recursive: true }));
   assert.equal(sc.truncated, true);
   // Names that make a path over 2 KiB, and one with a newline.
-  await run(c, "import os\nos.chdir('/workspace')\nos.makedirs('/'.join(['L' * 250] * 9))\nopen('two\\nlines', 'w').close()");
+  await run(c, "import os\nos.chdir('/workspace')\nos.makedirs('/'.join(['L' * 250] * 9))\nopen('two\\nlines', 'w').close()\n"
+    + "open('b\\x1b[2J\\u202eexe.txt', 'w').close()\nopen('caf\\u00e9.txt', 'w').close()");
   ({ sc, text } = await call(c, 'list_files', { recursive: true, path: '/workspace/' + 'L'.repeat(250) }));
   const longest = Math.max(...sc.entries.map((e) => e.path.length));
   assert.equal(longest, '/workspace'.length + 9 * 251);
   ({ text } = await call(c, 'list_files', {}));
   assert.match(text, /"\/workspace\/two\\nlines"/, 'a line break in a name is quoted');
+  // So is one holding an escape sequence or a right-to-left override, which showed it as
+  // another name ("btxt.exe"); a plain accented name is shown as it is.
+  assert.match(text, /"\/workspace\/b\\u001b\[2J\\u202eexe\.txt"/i);
+  assert.doesNotMatch(text, /\u001b|\u202e/);
+  assert.ok(text.includes('  /workspace/caf\u00e9.txt'), text);
   await c.close();
 });
 
