@@ -95,11 +95,11 @@ static int parse_args(int argc, char **argv, struct cli_ctx *ctx, struct run_opt
     uint64_t v;
     /* The bounds of the same settings in a profile (config.c). */
     if (memory && (parse_size(memory, &v) < 0 || v < (16ull << 20) || v > (1ull << 40)))
-        return cli_usage_error("run: --memory wants a size from 16M to 1024G, e.g. 256M");
+        return cli_usage_error("run: --memory wants a size from 16M to 1T, e.g. 256M");
     if (memory)
         o->profile.memory_bytes = v;
     if (ws && (parse_size(ws, &v) < 0 || v < (1ull << 20) || v > (1ull << 40)))
-        return cli_usage_error("run: --workspace-size wants a size from 1M to 1024G");
+        return cli_usage_error("run: --workspace-size wants a size from 1M to 1T");
     if (ws)
         o->profile.workspace_bytes = o->profile.fsize_bytes = v;
     if (cpus && parse_cpus(cpus, 10, 1024000, &o->profile.cpu_millicpus) < 0)

@@ -188,6 +188,11 @@ int parse_size(const char *s, uint64_t *out)
         mul = 1ull << 30;
         end++;
         break;
+    case 't':
+    case 'T':
+        mul = 1ull << 40;
+        end++;
+        break;
     default:
         return -EINVAL;
     }

@@ -141,7 +141,8 @@ int send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t 
 ssize_t recv_with_fds(int sock, void *buf, size_t len, int flags, int *fds, size_t max,
                       size_t *nfds, bool *truncated);
 
-/* Parse "256M", "1G", "512k", "1024" into bytes. Returns 0 or -EINVAL. */
+/* Parse "256M", "1G", "1T", "512k", "1024" into bytes (binary units; "MiB" and "MB" mean
+ * "M"). Returns 0, -EINVAL, or -ERANGE past 2^64. */
 int parse_size(const char *s, uint64_t *out);
 /* Parse a CPU count ("0.5") into thousandths, within [min_millis, max_millis]. Returns 0 or
  * -EINVAL (NaN, trailing text, out of range). */

@@ -62,6 +62,12 @@ static void sizes_and_cpu_counts(void **state)
     assert_int_equal(parse_size("5MiB", &v), 0);
     assert_int_equal(v, 5ull << 20);
     assert_int_equal(parse_size("5Mx", &v), -EINVAL);
+    /* run's limits go to 1T: both spellings are taken (1T was refused as out of range). */
+    assert_int_equal(parse_size("1T", &v), 0);
+    assert_int_equal(v, 1ull << 40);
+    assert_int_equal(parse_size("1024G", &v), 0);
+    assert_int_equal(v, 1ull << 40);
+    assert_int_equal(parse_size("16777216T", &v), -ERANGE);
     assert_int_equal(parse_size("", &v), -EINVAL);
     uint32_t m = 0;
     assert_int_equal(parse_cpus("0.5", 10, 1024000, &m), 0);
