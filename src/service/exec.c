@@ -557,6 +557,15 @@ static void launch_run(struct spawn_job *job)
 
 /* Stream idx's file takes nothing more: what waits for the pipe is dropped, and the stream is
  * let go. */
+/* The stream's file is given up for a reason the result can name (cut to fit). */
+static void spill_failed_because(struct exec *e, int idx, const char *why)
+{
+    e->spill_failed[idx] = true;
+    size_t n = strnlen(why, sizeof(e->spill_why[idx]) - 1);
+    memcpy(e->spill_why[idx], why, n);
+    e->spill_why[idx][n] = '\0';
+}
+
 static void spill_abandon(struct exec *e, int idx)
 {
     if (e->spill_w[idx]) {
@@ -583,6 +592,7 @@ static void launch_done(struct spawn_job *job)
     } else {
         log_emit(LOG_LVL_WARNING, "output file writer failed", "error", l->err.msg, NULL);
         spill_abandon(e, idx);
+        spill_failed_because(e, idx, l->err.msg);
     }
     free(l);
     if (!awaited && e->settling) {
@@ -733,7 +743,7 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
         struct sbx_err err = {0};
         int fd = files_create(sandbox_root_fd(sb), e->spill_path[idx], uid, gid, &err);
         if (fd < 0) {
-            e->spill_failed[idx] = true;
+            spill_failed_because(e, idx, err.msg);
             return;
         }
         /* Its pages are the sandbox's memory: a writer in its group makes them. Its pipe takes
@@ -747,8 +757,8 @@ static void spill(struct exec *e, int idx, struct outbuf *b, const char *data, s
             e->spill_fd[idx] = fd; /* no group to charge, or no pidfd to wait on */
         } else {
             close(fd);
+            spill_failed_because(e, idx, err.msg);
             files_remove(sandbox_root_fd(sb), e->spill_path[idx], &err);
-            e->spill_failed[idx] = true;
             return;
         }
         keep_spill(sb, e->spill_path[idx]);

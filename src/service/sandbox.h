@@ -120,6 +120,7 @@ struct exec {
     size_t recent_len;
     bool interrupting;
     bool spill_failed[2];
+    char spill_why[2][256]; /* why, where it is known: the file or its writer could not be made */
     /* The run has ended, and its result waits for the output files' writers to finish; the
      * sandbox stays busy meanwhile, and the loop serves everyone else. */
     bool settling;

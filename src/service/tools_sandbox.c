@@ -355,9 +355,11 @@ static json_t *exec_result(struct exec *e, bool *is_error)
             continue;
         if (e->spill_failed[i]) {
             text_printf(&text,
-                        "[%s was cut to its head and tail; saving it whole to %s failed: the "
-                        "workspace or the sandbox's memory is full, or the copy fell behind]",
-                        stream, e->spill_path[i]);
+                        "[%s was cut to its head and tail; saving it whole to %s failed: %s]",
+                        stream, e->spill_path[i],
+                        e->spill_why[i][0] ? e->spill_why[i]
+                                           : "the workspace or the sandbox's memory is full, or "
+                                             "the copy fell behind");
             continue;
         }
         bool mib = e->spilled[i] >= 1u << 20;

@@ -211,7 +211,7 @@ test('saved output is charged to the sandbox\'s memory: a file that does not fit
   assert.doesNotMatch(text, /its first 32 MiB are in/);
   // The limit took a process of the sandbox (the interpreter, or the writer: whichever the OOM
   // killer picks), and the result says what the files hold.
-  assert.match(text, /out of memory \(limit 32 MiB, of which files in \/workspace and \/tmp hold \d+ MiB|saving it whole to \S+ failed/, text.slice(-600));
+  assert.match(text, /out of memory \(limit 32 MiB, of which files in \/workspace, \/tmp and \/dev\/shm hold \d+ MiB|saving it whole to \S+ failed/, text.slice(-600));
   // (control) the sandbox goes on: after a reset that clears the files, a command runs.
   ({ sc } = await call(c, 'reset_sandbox', { sandbox_id: small, clear_files: true }));
   ({ sc } = await call(c, 'execute_command', { sandbox_id: small, command: 'echo ok' }));

@@ -374,6 +374,16 @@ test('list_files pages past 1000 entries, says when a tree is deeper than listed
   await c.close();
 });
 
+test('output that cannot be saved whole says why: a link planted where its files go', async () => {
+  // Before, the result blamed a full workspace or memory, or a copy that fell behind.
+  const c = await server();
+  const { sc, text } = await call(c, 'execute_command', { command: "mkdir -p /workspace/.mcp && ln -s /tmp /workspace/.mcp/output && head -c 200000 /dev/zero | tr '\\0' x" });
+  assert.equal(sc.exit_code, 0);
+  assert.match(text, /saving it whole to \/workspace\/\.mcp\/output\/\S+ failed: \/workspace\/\.mcp\/output\/\S+: refused: a symbolic link is on the path/, text.slice(-400));
+  assert.equal((await call(c, 'execute_command', { command: 'ls -A /tmp | wc -l' })).sc.stdout, '0\n');
+  await c.close();
+});
+
 test('reset_sandbox clear_files removes any tree, however deep or locked', async () => {
   const c = await server();
   const setup = "import os\nd = '/workspace/' + '/'.join(['deep'] * 45)\nos.makedirs(d)\nopen(d + '/leaf', 'w').close()\n"
