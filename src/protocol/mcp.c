@@ -104,6 +104,38 @@ struct mcp_call {
 
 /* ---- sending ---- */
 
+struct dump_buf {
+    char *p;
+    size_t len, cap;
+};
+
+static int dump_append(const char *buf, size_t size, void *data)
+{
+    struct dump_buf *d = data;
+    if (d->len + size + 1 > d->cap) {
+        size_t cap = d->cap ? d->cap : 1024;
+        while (cap < d->len + size + 1)
+            cap *= 2;
+        d->p = xrealloc(d->p, cap);
+        d->cap = cap;
+    }
+    memcpy(d->p + d->len, buf, size);
+    d->len += size;
+    return 0;
+}
+
+char *mcp_dumps(const json_t *msg, size_t *len)
+{
+    struct dump_buf d = {0};
+    if (json_dump_callback(msg, dump_append, &d, MCP_JSON_FLAGS) < 0 || !d.p) {
+        free(d.p);
+        return NULL;
+    }
+    d.p[d.len] = '\0';
+    *len = d.len;
+    return d.p;
+}
+
 static void send_msg(struct mcp_session *s, json_t *msg, const json_t *related)
 {
     s->ops.send(s->ctx, msg, related);

@@ -477,9 +477,9 @@ static void append_event(struct sse_stream *st, uint64_t stream_no, uint64_t seq
     free(ev);
 }
 
-static void sse_event(struct sse_stream *st, uint64_t seq, const char *json)
+static void sse_event(struct sse_stream *st, uint64_t seq, const char *json, size_t len)
 {
-    append_event(st, st->number, seq, json, strlen(json));
+    append_event(st, st->number, seq, json, len);
     stream_wake(st);
 }
 
@@ -562,7 +562,8 @@ static struct sse_stream *stream_open_for(const struct http_session *s, const js
 static void session_send(void *ctx, json_t *msg, const json_t *related_id)
 {
     struct http_session *s = ctx;
-    char *text = json_dumps(msg, MCP_JSON_FLAGS);
+    size_t text_len = 0;
+    char *text = mcp_dumps(msg, &text_len);
     if (!text)
         return;
     struct sse_stream *target = related_id && !s->legacy ? stream_open_for(s, related_id) : NULL;
@@ -576,7 +577,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
     if (target && target->json_only) {
         if (is_response) {
             /* Alone: one JSON body, which has no event id to resume from. */
-            size_t n = strlen(text);
+            size_t n = text_len;
             if (!target->buf) {
                 target->buf = text;
                 target->len = target->cap = n;
@@ -591,7 +592,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
         stream_to_sse(target);
     }
     uint64_t number = target ? target->number : 0;
-    uint64_t seq = http_replay_push(&s->replay, number, text, strlen(text));
+    uint64_t seq = http_replay_push(&s->replay, number, text, text_len);
     /* A request's stream ends with its response: so does a resume of it, even once the stream
      * itself is gone. */
     if (is_response && target != s->get_stream && !target->rest)
@@ -603,9 +604,11 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
                 json_t *body = json_object_get(msg, "result");
                 json_t *err =
                     body ? NULL : json_pack("{s:O}", "error", json_object_get(msg, "error"));
-                char *out = json_dumps(body ? body : err, MCP_JSON_FLAGS);
+                size_t out_len = 0;
+                char *out = mcp_dumps(body ? body : err, &out_len);
                 json_decref(err);
-                stream_append(target, out, strlen(out));
+                if (out)
+                    stream_append(target, out, out_len);
                 free(out);
                 target->done = true;
                 stream_wake(target);
@@ -623,7 +626,7 @@ static void session_send(void *ctx, json_t *msg, const json_t *related_id)
             free(text);
             return;
         }
-        sse_event(target, seq, text);
+        sse_event(target, seq, text, text_len);
         if (is_response && target != s->get_stream) {
             target->done = true;
             stream_wake(target);
