@@ -51,6 +51,7 @@ struct mcp_server {
     size_t n_subscribed;       /* sessions that ever subscribed: none, and a change costs no walk */
     const char *current_owner; /* set while a synchronous resource handler runs */
     mcp_owner_gone_fn owner_gone;
+    mcp_owner_holds_fn owner_holds;
     void *owner_gone_data;
 };
 
@@ -445,10 +446,20 @@ void mcp_session_end(struct mcp_session *s, const char *why)
     mcp_session_free(s);
 }
 
-void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn fn, void *data)
+void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn gone,
+                              mcp_owner_holds_fn holds, void *data)
 {
-    srv->owner_gone = fn;
+    srv->owner_gone = gone;
+    srv->owner_holds = holds;
     srv->owner_gone_data = data;
+}
+
+bool mcp_session_end_closes_sandboxes(const struct mcp_session *s)
+{
+    for (const struct mcp_session *o = s->srv->sessions; o; o = o->next)
+        if (o != s && strcmp(o->owner, s->owner) == 0)
+            return false;
+    return s->srv->owner_holds && s->srv->owner_holds(s->srv->owner_gone_data, s->owner);
 }
 
 const char *mcp_server_current_owner(const struct mcp_server *srv)

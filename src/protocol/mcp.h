@@ -210,9 +210,14 @@ int mcp_server_add_prompt(struct mcp_server *srv, const struct mcp_prompt_def *d
  * sandbox resources answer only their owner. */
 const char *mcp_server_current_owner(const struct mcp_server *srv);
 /* Called when the last session of an owner ends (HTTP DELETE, expiry, stdio EOF), so that
- * the service can close that owner's sandboxes. */
+ * the service can close that owner's sandboxes; holds says whether the owner has any. */
 typedef void (*mcp_owner_gone_fn)(void *data, const char *owner);
-void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn fn, void *data);
+typedef bool (*mcp_owner_holds_fn)(void *data, const char *owner);
+void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn gone,
+                              mcp_owner_holds_fn holds, void *data);
+/* Whether ending the session would close sandboxes: it is its owner's last, and the owner
+ * holds some. */
+bool mcp_session_end_closes_sandboxes(const struct mcp_session *s);
 
 /* notifications/resources/updated to every session of owner subscribed to uri: anyone may
  * subscribe to any uri, but only the owner's sessions hear about the owner's resources. */

@@ -555,8 +555,6 @@ static void launch_run(struct spawn_job *job)
     l->rc = jail_writer_launch(l->jail, &l->w, &l->err);
 }
 
-/* Stream idx's file takes nothing more: what waits for the pipe is dropped, and the stream is
- * let go. */
 /* The stream's file is given up for a reason the result can name (cut to fit). */
 static void spill_failed_because(struct exec *e, int idx, const char *why)
 {
@@ -566,6 +564,8 @@ static void spill_failed_because(struct exec *e, int idx, const char *why)
     e->spill_why[idx][n] = '\0';
 }
 
+/* Stream idx's file takes nothing more: what waits for the pipe is dropped, and the stream is
+ * let go. */
 static void spill_abandon(struct exec *e, int idx)
 {
     if (e->spill_w[idx]) {

@@ -408,7 +408,7 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
     unlinkat(dir, tmp, 0);
     if (e == ENOSPC || e == EFBIG || e == EDQUOT)
         return sbx_fail(err, e, "%s: no space left: the sandbox's %s is full (its size cap)", canon,
-                        strncmp(canon, "/tmp/", 5) == 0 ? "/tmp" : "/workspace");
+                        areas[area_of(canon) < 0 ? 0 : area_of(canon)].prefix);
     if (werr.msg[0])
         return sbx_fail(err, e, "writing %s: %s", canon, werr.msg);
     return sbx_fail_errno(err, e, "writing %s", canon);

@@ -1902,6 +1902,15 @@ static void on_owner_gone(void *data, const char *owner)
     sandbox_close_owner(data, owner);
 }
 
+static bool on_owner_holds(void *data, const char *owner)
+{
+    const struct sandbox_service *svc = data;
+    for (const struct sandbox *sb = svc->list; sb; sb = sb->next)
+        if (sb->owner && strcmp(sb->owner, owner) == 0)
+            return true;
+    return false;
+}
+
 static void free_network(struct sandbox_service *svc)
 {
     resolver_free(svc->resolver);
@@ -1942,7 +1951,7 @@ int sandbox_service_new(struct ev_loop *loop, struct mcp_server *srv, const stru
     if (tools_sandbox_register(svc, err) < 0 || tools_files_register(svc, err) < 0 ||
         tools_packages_register(svc, err) < 0 || resources_sandbox_register(svc, err) < 0)
         goto fail;
-    mcp_server_on_owner_gone(srv, on_owner_gone, svc);
+    mcp_server_on_owner_gone(srv, on_owner_gone, on_owner_holds, svc);
     svc->sweeper = ev_timer_add(loop, sweep_interval_ms(cfg), on_sweep, svc);
     svc->purge_timer = ev_timer_add(loop, 1000, on_history_purge, svc);
     schedule_refill(svc);
@@ -1962,7 +1971,7 @@ void sandbox_service_free(struct sandbox_service *svc)
 {
     if (!svc)
         return;
-    mcp_server_on_owner_gone(svc->srv, NULL, NULL);
+    mcp_server_on_owner_gone(svc->srv, NULL, NULL, NULL);
     svc->stopping = true;
     while (svc->list)
         sandbox_close(svc->list, NULL);

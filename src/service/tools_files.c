@@ -64,12 +64,17 @@ static bool name_misleads(const char *name)
             return true;
         if (c[0] == 0xd8 && c[1] == 0x9c) /* U+061C arabic letter mark */
             return true;
-        /* U+200B-U+200F (zero width, directional marks), U+202A-U+202E (embeddings and
-         * overrides), U+2066-U+2069 (isolates) */
+        /* U+200B-U+200F (zero width, directional marks), U+2028-U+202E (line and paragraph
+         * separators, embeddings and overrides), U+2060-U+2064 (invisible operators),
+         * U+2066-U+2069 (isolates) */
         if (c[0] == 0xe2 && c[1] == 0x80 &&
-            ((c[2] >= 0x8b && c[2] <= 0x8f) || (c[2] >= 0xaa && c[2] <= 0xae)))
+            ((c[2] >= 0x8b && c[2] <= 0x8f) || (c[2] >= 0xa8 && c[2] <= 0xae)))
             return true;
-        if (c[0] == 0xe2 && c[1] == 0x81 && c[2] >= 0xa6 && c[2] <= 0xa9)
+        if (c[0] == 0xe2 && c[1] == 0x81 && c[2] >= 0xa0 && c[2] <= 0xa9 && c[2] != 0xa5)
+            return true;
+        if (c[0] == 0xc2 && c[1] == 0xad) /* U+00AD soft hyphen */
+            return true;
+        if (c[0] == 0xf3 && c[1] == 0xa0 && (c[2] == 0x80 || c[2] == 0x81)) /* tags U+E00xx */
             return true;
         if (c[0] == 0xef && c[1] == 0xbb && c[2] == 0xbf) /* U+FEFF */
             return true;

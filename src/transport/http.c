@@ -677,16 +677,13 @@ static const struct mcp_transport_ops session_ops = {
 
 /* Why no new session may open now, or NULL. A principal (a token's holder) may hold only
  * http.max_sessions_per_principal of them, so that one tenant cannot lock the others out. */
+static bool principal_full(const struct http_transport *t, const char *principal);
+
 static const char *session_limit(const struct http_transport *t, const char *principal)
 {
     if (t->n_sessions >= t->cfg->http_max_sessions)
         return "limit reached: http.max_sessions sessions are open";
-    if (!principal)
-        return NULL;
-    uint32_t mine = 0;
-    for (const struct http_session *s = t->sessions; s; s = s->next)
-        mine += !s->rest && strcmp(s->owner, principal) == 0;
-    return mine >= t->cfg->http_max_sessions_per_principal
+    return principal_full(t, principal)
                ? "limit reached: this principal holds http.max_sessions_per_principal sessions"
                : NULL;
 }
@@ -702,26 +699,40 @@ static bool session_in_use(const struct http_session *s)
     return mcp_session_busy(s->mcp);
 }
 
+/* Whether the principal holds its http.max_sessions_per_principal sessions. */
+static bool principal_full(const struct http_transport *t, const char *principal)
+{
+    if (!principal)
+        return false;
+    uint32_t mine = 0;
+    for (const struct http_session *s = t->sessions; s; s = s->next)
+        mine += !s->rest && strcmp(s->owner, principal) == 0;
+    return mine >= t->cfg->http_max_sessions_per_principal;
+}
+
 /* Why no new session may open now, or NULL, once room was made where it could be: at a limit,
- * the session unused the longest goes, if unused for http.session_evict_idle_s (of this
- * principal, when it is the principal's limit). Most clients leave without the DELETE that
- * ends a session, and theirs held every place until http.session_idle_s (an hour). */
+ * the session unused the longest goes (the principal's own, when it is the principal's limit),
+ * if unused for http.session_evict_idle_s, with no stream open and no call running, and if
+ * ending it closes no sandboxes (its owner has another session, or none). Most clients leave
+ * without the DELETE that ends a session, and theirs held every place until
+ * http.session_idle_s (an hour). */
 static const char *session_room(struct http_transport *t, const char *principal)
 {
     const char *full;
     while ((full = session_limit(t, principal))) {
-        bool global = t->n_sessions >= t->cfg->http_max_sessions;
-        uint64_t before = now_ms() - (uint64_t)t->cfg->http_session_evict_idle_s * 1000;
+        bool mine = principal_full(t, principal);
+        uint64_t now = now_ms(), idle = (uint64_t)t->cfg->http_session_evict_idle_s * 1000;
         struct http_session *oldest = NULL;
         for (struct http_session *s = t->sessions; s; s = s->next)
-            if (s->last_seen_ms <= before && !s->ended &&
+            if (now - s->last_seen_ms >= idle && !s->ended &&
                 (!oldest || s->last_seen_ms < oldest->last_seen_ms) &&
-                (global || (!s->rest && strcmp(s->owner, principal) == 0)) && !session_in_use(s))
+                (!mine || (!s->rest && strcmp(s->owner, principal) == 0)) && !session_in_use(s) &&
+                !mcp_session_end_closes_sandboxes(s->mcp))
                 oldest = s;
         if (!oldest)
             return full;
         log_emit(LOG_LVL_INFO, "http session ended to make room for a new one", "limit",
-                 global ? "http.max_sessions" : "http.max_sessions_per_principal", NULL);
+                 mine ? "http.max_sessions_per_principal" : "http.max_sessions", NULL);
         session_free(oldest, NULL); /* nobody uses it: no call to answer */
     }
     return NULL;
@@ -1075,6 +1086,14 @@ static enum MHD_Result handle_post(struct http_transport *t, struct MHD_Connecti
     bool batch = json_is_array(msg);
     const char *shape = batch ? batch_shape_error(msg) : mcp_message_shape_error(msg);
     if (shape) {
+        /* An id with neither a method nor a result or error: when the id is a request of the
+         * server's, it was the client's answer to it, and that request fails with why (over
+         * stdio the protocol layer does the same). */
+        struct http_session *s =
+            batch || json_object_get(msg, "method") ? NULL : session_if_any(t, c, principal);
+        if (s)
+            mcp_session_refuse_response(s->mcp, json_object_get(msg, "id"),
+                                        "has neither a result nor an error");
         json_decref(msg);
         return refuse(t, c, MHD_HTTP_BAD_REQUEST, -32600, shape);
     }
@@ -1249,12 +1268,12 @@ static enum MHD_Result handle_legacy_sse(struct http_transport *t, struct MHD_Co
     if (!http_accept_has(accept_of(c, &accept), "text/event-stream"))
         return refuse(t, c, MHD_HTTP_NOT_ACCEPTABLE, -32600,
                       "GET /sse opens an event stream: Accept must list text/event-stream");
-    const char *full = session_room(t, principal);
-    if (full)
-        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
     const char *busy = open_request_limit(t, principal);
     if (busy)
         return refuse(t, c, MHD_HTTP_TOO_MANY_REQUESTS, -32000, busy);
+    const char *full = session_room(t, principal);
+    if (full)
+        return refuse(t, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, full);
     struct http_session *s = session_new(t, principal);
     if (!s)
         return refuse(t, c, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "no session");

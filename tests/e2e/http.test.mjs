@@ -384,13 +384,20 @@ test('one principal cannot take every session: http.max_sessions_per_principal',
   await session(url, { Authorization: 'Bearer bob-secret-token' });
 });
 
-test('at http.max_sessions, the session unused the longest makes room, not one in use', async () => {
+test('at http.max_sessions, the session unused the longest makes room, not one in use or holding sandboxes', async () => {
   // Before, sessions their clients left without a DELETE (most do) held every place for
   // http.session_idle_s, an hour, and each new client got 503.
   const cfg = join(dir, 'evict.toml');
-  writeFileSync(cfg, '[http]\nmax_sessions = 3\nsession_evict_idle_s = 1\n');
+  writeFileSync(cfg, '[http]\nmax_sessions = 4\nsession_evict_idle_s = 1\n');
   const { url } = await start(['--config', cfg]);
   const h = (sid) => ({ 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' });
+  // Made first, so the oldest: ending it would close its sandbox, and it stays.
+  const holding = await session(url);
+  const made = await post(url, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'create_sandbox', arguments: {} } }, h(holding));
+  // A call that runs past 250 ms is answered as an SSE stream.
+  const answerOf = async (r, id) => (r.headers.get('content-type').includes('json') ? r.json()
+    : (await readEvents(r, (ev) => ev.msg.id === id)).pop().msg);
+  const sandboxId = (await answerOf(made, 9)).result.structuredContent.sandbox_id;
   const left = await session(url);
   const streaming = await session(url);
   const get = await fetch(url, { headers: { ...h(streaming), Accept: 'text/event-stream' } });
@@ -405,10 +412,13 @@ test('at http.max_sessions, the session unused the longest makes room, not one i
   await gone.text();
   const ping = await post(url, { jsonrpc: '2.0', id: 4, method: 'ping' }, h(fresh));
   assert.deepEqual((await ping.json()).result, {});
-  // Now every session is in use or was used within the second: the next one is refused.
+  // Now every session is in use, holds a sandbox, or was used within the second: the next one
+  // is refused.
   const full = await post(url, INIT);
   assert.equal(full.status, 503);
   assert.match((await full.json()).error.message, /max_sessions/);
+  const kept = await post(url, { jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'get_sandbox_status', arguments: { sandbox_id: sandboxId } } }, h(holding));
+  assert.equal((await answerOf(kept, 10)).result.structuredContent.state, 'ready');
   await get.body.cancel();
   const done = await slow;
   assert.equal(done.status, 200);
@@ -758,7 +768,7 @@ test('an idle SSE stream gets keep-alive comments; a client that left is found a
   }
 });
 
-test('a response over a size cap, or unparsable, fails the request it answers (413 or 400 to its POST), rather than leaving its tool waiting', async () => {
+test('a response over a size cap, unparsable, or with neither result nor error, fails the request it answers (413 or 400 to its POST), rather than leaving its tool waiting', async () => {
   const cfg = join(dir, 'small-bodies.toml');
   writeFileSync(cfg, '[server]\nmax_message_bytes = 1024\n[http]\nmax_body_bytes = 4096\n');
   const { url } = await start(['--config', cfg]);
@@ -784,6 +794,10 @@ test('a response over a size cap, or unparsable, fails the request it answers (4
   await round(3, (id) => ({ jsonrpc: '2.0', id, result: result('x'.repeat(8000)) }), 413, /exceeds the size limit \(\d+ bytes, limit 4096\)/);
   // Not JSON.
   await round(4, (id) => `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"model":"m",}}`, 400, /could not be read: /);
+  // Neither a result nor an error: a 400, and the request fails (it waited for ever before).
+  await round(6, (id) => ({ jsonrpc: '2.0', id }), 400, /has neither a result nor an error/);
+  // Without "jsonrpc": "2.0": taken as the answer that fails it.
+  await round(7, (id) => ({ id, result: result('x') }), 202, /lacks "jsonrpc": "2.0"/);
   // A client that answers in the size the server takes is heard as ever.
   await samplingAnswered(url, await samplingAsked(url, sid, 5), 5);
 });

@@ -363,7 +363,7 @@ test('raw: blank lines and a byte order mark are skipped; a CRLF line may fill t
     s.send(JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/list', params: { cursor } }) + '\n');
     assert.equal((await s.waitFor((m) => m.id === i)).error.code, -32602, cursor);
   }
-  s.send('{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"test_slow","arguments":{"ms":500}}}\n');
+  s.send('{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"test_slow","arguments":{"ms":3000}}}\n');
   s.send('{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"test_slow","arguments":{"ms":10}}}\n');
   const first = await s.waitFor((m) => m.id === 'dup');
   assert.match(first.error.message, /still in flight/);

@@ -360,7 +360,7 @@ test('list_files pages past 1000 entries, says when a tree is deeper than listed
   assert.equal(sc.truncated, true);
   // Names that make a path over 2 KiB, and one with a newline.
   await run(c, "import os\nos.chdir('/workspace')\nos.makedirs('/'.join(['L' * 250] * 9))\nopen('two\\nlines', 'w').close()\n"
-    + "open('b\\x1b[2J\\u202eexe.txt', 'w').close()\nopen('caf\\u00e9.txt', 'w').close()");
+    + "open('b\\x1b[2J\\u202eexe.txt', 'w').close()\nopen('caf\\u00e9.txt', 'w').close()\nopen('s\\u2028t.txt', 'w').close()");
   ({ sc, text } = await call(c, 'list_files', { recursive: true, path: '/workspace/' + 'L'.repeat(250) }));
   const longest = Math.max(...sc.entries.map((e) => e.path.length));
   assert.equal(longest, '/workspace'.length + 9 * 251);
@@ -369,6 +369,7 @@ test('list_files pages past 1000 entries, says when a tree is deeper than listed
   // So is one holding an escape sequence or a right-to-left override, which showed it as
   // another name ("btxt.exe"); a plain accented name is shown as it is.
   assert.match(text, /"\/workspace\/b\\u001b\[2J\\u202eexe\.txt"/i);
+  assert.match(text, /"\/workspace\/s\\u2028t\.txt"/i, 'a line separator shows one name as two lines');
   assert.doesNotMatch(text, /\u001b|\u202e/);
   assert.ok(text.includes('  /workspace/caf\u00e9.txt'), text);
   await c.close();
