@@ -1278,6 +1278,17 @@ async function samplingAnswered(url, { h, events, ask }, id) {
   await events.return();
 }
 
+// A POST's SSE stream read up to its priming event (an id, no data), then dropped by the
+// client: the id to resume from.
+async function primedThenDropped(r) {
+  const reader = r.body.getReader();
+  let head = '';
+  while (!head.includes('\n\n'))
+    head += new TextDecoder().decode((await reader.read()).value);
+  await reader.cancel();
+  return head.match(/^id: (\S+)$/m)[1];
+}
+
 async function readEvents(res, stop) {
   const reader = res.body.getReader();
   const dec = new TextDecoder();
@@ -1346,12 +1357,7 @@ test('a resumed request stream leaves the GET stream alone, and keeps its respon
   assert.equal(a.status, 200);
   const r = await post(url, { jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 1500 } } }, h);
   // The priming event (an id, no data); then the client drops the stream.
-  const reader = r.body.getReader();
-  let head = '';
-  while (!head.includes('\n\n'))
-    head += new TextDecoder().decode((await reader.read()).value);
-  await reader.cancel();
-  const primed = head.match(/^id: (\S+)$/m)[1];
+  const primed = await primedThenDropped(r);
   const b = await fetch(url, { headers: { ...sse, 'Last-Event-ID': primed } });
   assert.equal(b.status, 200);
   // A plain GET now replaces the session's GET stream (a), and only that one.
@@ -1375,12 +1381,7 @@ test('a request stream resumed after its call ended replays the rest and ends; t
   const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
   const sse = { ...h, Accept: 'text/event-stream' };
   const r = await post(url, { jsonrpc: '2.0', id: 'ended', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 600 } } }, h);
-  const reader = r.body.getReader();
-  let head = '';
-  while (!head.includes('\n\n'))
-    head += new TextDecoder().decode((await reader.read()).value);
-  await reader.cancel();
-  const primed = head.match(/^id: (\S+)$/m)[1];
+  const primed = await primedThenDropped(r);
   await new Promise((res) => setTimeout(res, 1200)); // the call ends with nobody reading
   const a = await fetch(url, { headers: sse });
   assert.equal(a.status, 200);
@@ -1418,12 +1419,7 @@ test('a resumed request stream lost before its first event resumes again from th
   const sse = { ...h, Accept: 'text/event-stream' };
   const call = { jsonrpc: '2.0', id: 'twice', method: 'tools/call', params: { name: 'test_slow', arguments: { ms: 1500, steps: 3 }, _meta: { progressToken: 'q' } } };
   const r = await post(url, call, h);
-  const reader = r.body.getReader();
-  let head = '';
-  while (!head.includes('\n\n'))
-    head += new TextDecoder().decode((await reader.read()).value);
-  await reader.cancel();
-  const primed = head.match(/^id: (\S+)$/m)[1];
+  const primed = await primedThenDropped(r);
   // The first resume is lost at once; the client resumes again from the id it last saw.
   const b = await fetch(url, { headers: { ...sse, 'Last-Event-ID': primed } });
   assert.equal(b.status, 200);

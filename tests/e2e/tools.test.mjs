@@ -48,6 +48,12 @@ async function refused(client, name, args) {
 // Python that finds the driver's channel out (the one pipe's write end past fd 2 that is not
 // stdout's or stderr's): the driver moves it to the top of its fd table, where code that means to
 // can still reach it.
+// A process's CPU time so far: utime + stime, in clock ticks (100 per second).
+function cpuTicks(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return Number(f[11]) + Number(f[12]);
+}
+
 const CHANNEL_OUT = "import os, fcntl\n"
   + "def link(f):\n    try:\n        return os.readlink('/proc/self/fd/%s' % f)\n    except OSError:\n        return ''\n"
   + "CH = [int(f) for f in os.listdir('/proc/self/fd') if int(f) > 2 and link(f).startswith('pipe:')"
@@ -1683,10 +1689,7 @@ test('code that closes or replaces the low fds keeps the interpreter and its sta
 
 test('hostile code: an endless printer in an idle sandbox costs the server little CPU', async () => {
   const { client: c, transport } = await connect(serverArgs());
-  const cpu = () => {
-    const f = readFileSync(`/proc/${transport.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return Number(f[11]) + Number(f[12]); // utime + stime, in clock ticks (100 per second)
-  };
+  const cpu = () => cpuTicks(transport.pid);
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
   await call(c, 'execute_command', { sandbox_id: id, command: '(yes > /proc/self/fd/1 &)' });
   await new Promise((resolve) => setTimeout(resolve, 500));
@@ -1703,10 +1706,7 @@ test('hostile code: an endless printer in an idle sandbox costs the server littl
 
 test('hostile code: an idle sandbox flooding its channel with frames no request asked for loses its interpreter, not the server\'s CPU', async () => {
   const { client: c, transport } = await connect(serverArgs());
-  const cpu = () => {
-    const f = readFileSync(`/proc/${transport.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return Number(f[11]) + Number(f[12]); // utime + stime, in clock ticks (100 per second)
-  };
+  const cpu = () => cpuTicks(transport.pid);
   const id = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
   const other = (await call(c, 'create_sandbox', {})).sc.sandbox_id;
   await run(c, 'keep = 42', { sandbox_id: other });
