@@ -675,10 +675,10 @@ static void session_end_request(void *ctx, const json_t *related_id)
 static const struct mcp_transport_ops session_ops = {
     .send = session_send, .close_stream = session_close_stream, .end_request = session_end_request};
 
-/* Why no new session may open now, or NULL. A principal (a token's holder) may hold only
- * http.max_sessions_per_principal of them, so that one tenant cannot lock the others out. */
 static bool principal_full(const struct http_transport *t, const char *principal);
 
+/* Why no new session may open now, or NULL. A principal (a token's holder) may hold only
+ * http.max_sessions_per_principal of them, so that one tenant cannot lock the others out. */
 static const char *session_limit(const struct http_transport *t, const char *principal)
 {
     if (t->n_sessions >= t->cfg->http_max_sessions)
