@@ -335,8 +335,7 @@ void sandbox_memory_in_files(struct sandbox *sb, char *buf, size_t len)
     if (held >= sb->profile->memory_bytes / 4)
         snprintf(buf, len,
                  ", of which files in /workspace, /tmp and /dev/shm hold %llu MiB: files there "
-                 "are "
-                 "memory; delete some, or reset_sandbox with clear_files",
+                 "are memory; delete some, or reset_sandbox with clear_files",
                  (unsigned long long)(held >> 20));
 }
 
@@ -753,8 +752,7 @@ static void restart_driver(struct sandbox *sb, uint64_t in_files)
     if (!interpreter_fits(sb, in_files))
         snprintf(why, sizeof(why),
                  "no Python interpreter is started while files in /workspace, /tmp and /dev/shm "
-                 "hold "
-                 "%llu MiB of the sandbox's %llu MiB memory limit: files there are memory. "
+                 "hold %llu MiB of the sandbox's %llu MiB memory limit: files there are memory. "
                  "Empty a large one (write_file with content \"\") and the next run starts one; "
                  "reset_sandbox with clear_files deletes them all",
                  (unsigned long long)(in_files >> 20),

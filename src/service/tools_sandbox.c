@@ -99,8 +99,7 @@ static const char *state_after(const struct sandbox *sb, const struct exec_outco
                ? state_lost
                : "variables and imports were lost, and no interpreter is started again while "
                  "files in /workspace, /tmp and /dev/shm leave no room for one (reset_sandbox "
-                 "with "
-                 "clear_files deletes them)";
+                 "with clear_files deletes them)";
 }
 
 /* How the interpreter died, as a clause for a message. */
