@@ -402,6 +402,15 @@ static void call_cancel(struct mcp_call *c)
     call_unlink_free(c);
 }
 
+/* Whether a session other than s has s's owner: ending s leaves the owner's sandboxes. */
+static bool owner_has_another_session(const struct mcp_session *s)
+{
+    for (const struct mcp_session *o = s->srv->sessions; o; o = o->next)
+        if (o != s && strcmp(o->owner, s->owner) == 0)
+            return true;
+    return false;
+}
+
 void mcp_session_free(struct mcp_session *s)
 {
     if (!s)
@@ -421,10 +430,7 @@ void mcp_session_free(struct mcp_session *s)
     if (s->next)
         s->next->prev = s->prev;
     struct mcp_server *srv = s->srv;
-    bool last = true;
-    for (struct mcp_session *o = srv->sessions; o && last; o = o->next)
-        last = strcmp(o->owner, s->owner) != 0;
-    if (last && srv->owner_gone)
+    if (!owner_has_another_session(s) && srv->owner_gone)
         srv->owner_gone(srv->owner_gone_data, s->owner);
     free(s->owner);
     free(s);
@@ -456,10 +462,8 @@ void mcp_server_on_owner_gone(struct mcp_server *srv, mcp_owner_gone_fn gone,
 
 bool mcp_session_end_closes_sandboxes(const struct mcp_session *s)
 {
-    for (const struct mcp_session *o = s->srv->sessions; o; o = o->next)
-        if (o != s && strcmp(o->owner, s->owner) == 0)
-            return false;
-    return s->srv->owner_holds && s->srv->owner_holds(s->srv->owner_gone_data, s->owner);
+    return !owner_has_another_session(s) && s->srv->owner_holds &&
+           s->srv->owner_holds(s->srv->owner_gone_data, s->owner);
 }
 
 const char *mcp_server_current_owner(const struct mcp_server *srv)

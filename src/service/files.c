@@ -15,16 +15,9 @@
 
 #define MAX_DEPTH 32
 
-/* The trees the tools may touch, and the name of each below the sandbox root: every place the
- * sandbox can make files in. */
-static const struct {
-    const char *prefix;
-    const char *below_root;
-} areas[] = {
-    {"/workspace", "workspace"},
-    {"/tmp", "tmp"},
-    {"/dev/shm", "dev/shm"},
-};
+/* The file areas (files.h); each one's name below the sandbox root is its path without the
+ * leading '/'. */
+const char *const files_areas[FILES_N_AREAS] = {"/workspace", "/tmp", "/dev/shm"};
 
 int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
 {
@@ -62,12 +55,12 @@ static int open_fail(struct sbx_err *err, int e, const char *canon, bool strict)
     return sbx_fail_errno(err, e, "%s", canon);
 }
 
-/* The area canon lies in (its index in areas), or -1. */
+/* The area canon lies in (its index in files_areas), or -1. */
 static int area_of(const char *canon)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
-        size_t pl = strlen(areas[i].prefix);
-        if (strncmp(canon, areas[i].prefix, pl) == 0 && (canon[pl] == '\0' || canon[pl] == '/'))
+    for (size_t i = 0; i < FILES_N_AREAS; i++) {
+        size_t pl = strlen(files_areas[i]);
+        if (strncmp(canon, files_areas[i], pl) == 0 && (canon[pl] == '\0' || canon[pl] == '/'))
             return (int)i;
     }
     return -1;
@@ -118,7 +111,7 @@ int files_canonical(const char *user_path, char *canon, size_t size, struct sbx_
                     user_path);
 }
 
-/* canon's area in a running sandbox (its index in areas), or -1 with err. */
+/* canon's area in a running sandbox (its index in files_areas), or -1 with err. */
 static int check_area(int root_fd, const char *canon, struct sbx_err *err)
 {
     if (root_fd < 0)
@@ -135,11 +128,11 @@ static int open_area(int root_fd, const char *canon, const char **rest, struct s
     int i = check_area(root_fd, canon, err);
     if (i < 0)
         return -1;
-    int fd = files_openat2(root_fd, areas[i].below_root, O_PATH | O_DIRECTORY, 0,
+    int fd = files_openat2(root_fd, files_areas[i] + 1, O_PATH | O_DIRECTORY, 0,
                            STRICT & ~RESOLVE_NO_XDEV);
     if (fd < 0)
-        return open_fail(err, errno, areas[i].prefix, true);
-    size_t pl = strlen(areas[i].prefix);
+        return open_fail(err, errno, files_areas[i], true);
+    size_t pl = strlen(files_areas[i]);
     *rest = canon[pl] ? canon + pl + 1 : ".";
     return fd;
 }
@@ -147,10 +140,9 @@ static int open_area(int root_fd, const char *canon, const char **rest, struct s
 /* Whether dev is the device of an area's own mount. */
 static bool on_an_area(int root_fd, dev_t dev)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
+    for (size_t i = 0; i < FILES_N_AREAS; i++) {
         struct stat st;
-        if (fstatat(root_fd, areas[i].below_root, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            st.st_dev == dev)
+        if (fstatat(root_fd, files_areas[i] + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev)
             return true;
     }
     return false;
@@ -406,9 +398,11 @@ static int replace_as_user(int root_fd, const char *canon, const void *data, siz
     if (!e)
         return 0;
     unlinkat(dir, tmp, 0);
-    if (e == ENOSPC || e == EFBIG || e == EDQUOT)
+    if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
+        int area = area_of(canon); /* one, or the file would not have been opened */
         return sbx_fail(err, e, "%s: no space left: the sandbox's %s is full (its size cap)", canon,
-                        areas[area_of(canon) < 0 ? 0 : area_of(canon)].prefix);
+                        files_areas[area < 0 ? 0 : area]);
+    }
     if (werr.msg[0])
         return sbx_fail(err, e, "writing %s: %s", canon, werr.msg);
     return sbx_fail_errno(err, e, "writing %s", canon);

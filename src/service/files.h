@@ -20,6 +20,11 @@
 
 #define FILES_PATH_MAX 1024
 
+/* The trees the file tools reach: every place the sandbox can make files in, each a tmpfs, and
+ * so memory. */
+#define FILES_N_AREAS 3
+extern const char *const files_areas[FILES_N_AREAS];
+
 /* openat2(2) with O_CLOEXEC added (-1 and errno on failure). */
 int files_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 /* What path_fd (an O_PATH fd) names, opened for real with flags (and O_CLOEXEC), through its

@@ -318,13 +318,11 @@ uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir)
     return (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
 }
 
-const char *const sandbox_file_dirs[3] = {"/workspace", "/tmp", "/dev/shm"};
-
 static uint64_t files_memory_bytes(struct sandbox *sb)
 {
     uint64_t sum = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(sandbox_file_dirs); i++)
-        sum += sandbox_fs_used_bytes(sb, sandbox_file_dirs[i]);
+    for (size_t i = 0; i < FILES_N_AREAS; i++)
+        sum += sandbox_fs_used_bytes(sb, files_areas[i]);
     return sum;
 }
 

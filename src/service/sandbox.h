@@ -401,9 +401,7 @@ int sandbox_read_file(struct sandbox *sb, const char *canon, uint64_t offset, ui
 /* files_write in the sandbox, its pages charged to the sandbox's memory (jail_write_charged). */
 int sandbox_write_file(struct sandbox *sb, const char *canon, const void *data, size_t len,
                        struct sbx_err *err);
-/* Where the sandbox's code can make files: each a tmpfs, so memory. */
-extern const char *const sandbox_file_dirs[3];
-/* The bytes used on the file system of dir (one of sandbox_file_dirs), 0 if unknown. */
+/* The bytes used on the file system of dir (one of files_areas), 0 if unknown. */
 uint64_t sandbox_fs_used_bytes(struct sandbox *sb, const char *dir);
 /* ", of which files in /workspace, /tmp and /dev/shm hold N MiB (...)" when they hold a quarter
  * of the memory limit or more, else "": tmpfs files are memory, charged to the sandbox that

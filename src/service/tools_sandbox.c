@@ -744,8 +744,8 @@ static void t_reset_sandbox(struct mcp_call *call, json_t *args, void *data)
     gid_t gid;
     sandbox_host_ids(sb, &uid, &gid);
     /* Every file the sandbox can make is memory: all of them go. */
-    for (size_t i = 0; clear && i < ARRAY_SIZE(sandbox_file_dirs); i++)
-        if (files_clear_dir(sandbox_root_fd(sb), sandbox_file_dirs[i], uid, gid, &err) < 0) {
+    for (size_t i = 0; clear && i < FILES_N_AREAS; i++)
+        if (files_clear_dir(sandbox_root_fd(sb), files_areas[i], uid, gid, &err) < 0) {
             mcp_call_fail(call, "reset: clearing files: %s", err.msg);
             return;
         }
